@@ -1,0 +1,245 @@
+//! Administration: users and the audit log. Every handler takes `AdminUser`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use nimbus_proto::names::{name_key, validate_username};
+use nimbus_proto::wire::{
+    AuditEntry, AuditList, CreateUserRequest, CreatedUser, Role, UpdateUserRequest, UserInfo, UserList,
+};
+use serde::Deserialize;
+
+use super::{Json, Query, rfc3339};
+use crate::auth::{AdminUser, ClientIp, PasswordError, generate_password, hash_password};
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{AuditFilter, NewAudit, UserRow, UserUpdate};
+use crate::state::AppState;
+
+fn user_info(u: &UserRow) -> UserInfo {
+    UserInfo {
+        id: u.id,
+        username: u.username.clone(),
+        role: Role::parse(&u.role).unwrap_or_default(),
+        quota_bytes: u.quota_bytes.map(|q| q.max(0) as u64),
+        used_bytes: u.used_bytes.max(0) as u64,
+        disabled: u.disabled,
+        created: rfc3339(u.created_at),
+    }
+}
+
+fn user_id(raw: &str) -> ApiResult<i64> {
+    raw.parse().map_err(|_| ApiError::NotFound("no such user".into()))
+}
+
+fn quota(q: u64) -> ApiResult<i64> {
+    i64::try_from(q).map_err(|_| ApiError::BadRequest("quota_bytes is too large".into()))
+}
+
+async fn hash(password: String) -> ApiResult<String> {
+    tokio::task::spawn_blocking(move || hash_password(&password)).await.map_err(ApiError::internal)?.map_err(
+        |e| match e {
+            PasswordError::Hash(_) => ApiError::internal(e),
+            other => ApiError::BadRequest(other.to_string()),
+        },
+    )
+}
+
+async fn audit(
+    st: &AppState,
+    admin: &AdminUser,
+    ip: ClientIp,
+    action: &str,
+    target: String,
+    detail: Option<String>,
+) -> ApiResult<()> {
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(admin.0.id),
+            actor: Some(admin.0.username.clone()),
+            action: action.into(),
+            target: Some(target),
+            detail,
+            ip: ip.0.map(|i| i.to_string()),
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn create_user(
+    State(st): State<AppState>,
+    admin: AdminUser,
+    ip: ClientIp,
+    Json(req): Json<CreateUserRequest>,
+) -> ApiResult<Response> {
+    validate_username(&req.username).map_err(ApiError::BadRequest)?;
+    let (password, generated) = match req.password {
+        Some(p) => (p, None),
+        None => {
+            let p = generate_password();
+            (p.clone(), Some(p))
+        }
+    };
+    let password_hash = hash(password).await?;
+    let quota = match req.quota_bytes.or(st.settings.default_quota) {
+        Some(q) => Some(quota(q)?),
+        None => None,
+    };
+    let user = st.meta.create_user(&req.username, &password_hash, req.role.as_str(), quota).await?;
+    audit(
+        &st,
+        &admin,
+        ip,
+        "user_create",
+        user.username.clone(),
+        Some(format!("role {}, quota {:?}", user.role, user.quota_bytes)),
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(CreatedUser { user: user_info(&user), generated_password: generated }))
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub q: Option<String>,
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+pub async fn list_users(
+    State(st): State<AppState>,
+    _admin: AdminUser,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<UserList>> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
+    }
+    let mut rows = st.meta.list_users(q.q.as_deref().filter(|s| !s.is_empty()), q.cursor.as_deref(), limit + 1).await?;
+    let next_cursor = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|u| name_key(&u.username))
+    } else {
+        None
+    };
+    Ok(Json(UserList { users: rows.iter().map(user_info).collect(), next_cursor }))
+}
+
+pub async fn get_user(
+    State(st): State<AppState>,
+    _admin: AdminUser,
+    Path(id): Path<String>,
+) -> ApiResult<Json<UserInfo>> {
+    let u = st.meta.user(user_id(&id)?).await?.ok_or_else(|| ApiError::NotFound("no such user".into()))?;
+    Ok(Json(user_info(&u)))
+}
+
+pub async fn update_user(
+    State(st): State<AppState>,
+    admin: AdminUser,
+    ip: ClientIp,
+    Path(id): Path<String>,
+    Json(req): Json<UpdateUserRequest>,
+) -> ApiResult<Json<UserInfo>> {
+    let id = user_id(&id)?;
+    let target = st.meta.user(id).await?.ok_or_else(|| ApiError::NotFound("no such user".into()))?;
+    if id == admin.0.id && (req.disabled == Some(true) || req.role == Some(Role::User)) {
+        return Err(ApiError::Conflict(
+            "you cannot disable or demote your own account; ask another administrator".into(),
+        ));
+    }
+    let upd = UserUpdate {
+        quota_bytes: match req.quota_bytes {
+            Some(Some(q)) => Some(Some(quota(q)?)),
+            Some(None) => Some(None),
+            None => None,
+        },
+        disabled: req.disabled,
+        password_hash: match req.password {
+            Some(p) => Some(hash(p).await?),
+            None => None,
+        },
+        role: req.role.map(|r| r.as_str().to_string()),
+    };
+    let user = st.meta.update_user(id, &upd).await?;
+    let mut changed = Vec::new();
+    if let Some(q) = upd.quota_bytes {
+        changed.push(format!("quota {q:?}"));
+    }
+    if let Some(d) = upd.disabled {
+        changed.push(if d { "disabled".into() } else { "enabled".into() });
+    }
+    if upd.password_hash.is_some() {
+        changed.push("password reset".into());
+    }
+    if let Some(r) = &upd.role {
+        changed.push(format!("role {r}"));
+    }
+    audit(&st, &admin, ip, "user_update", target.username, Some(changed.join(", "))).await?;
+    Ok(Json(user_info(&user)))
+}
+
+pub async fn delete_user(
+    State(st): State<AppState>,
+    admin: AdminUser,
+    ip: ClientIp,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id = user_id(&id)?;
+    if id == admin.0.id {
+        return Err(ApiError::Conflict("you cannot delete your own account; ask another administrator".into()));
+    }
+    let user = st.meta.user(id).await?.ok_or_else(|| ApiError::NotFound("no such user".into()))?;
+    st.meta.delete_user(id).await?;
+    // Metadata is gone first, so nothing can reference these blocks any more.
+    if let Err(e) = st.store.delete_space(id).await {
+        tracing::warn!(error = %e, space = id, "could not remove all blocks of a deleted user; garbage collection will");
+    }
+    audit(&st, &admin, ip, "user_delete", user.username, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AuditQuery {
+    pub user: Option<String>,
+    pub action: Option<String>,
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+pub async fn audit_log(
+    State(st): State<AppState>,
+    _admin: AdminUser,
+    Query(q): Query<AuditQuery>,
+) -> ApiResult<Json<AuditList>> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
+    }
+    let before_id = match q.cursor.as_deref() {
+        Some(c) => {
+            Some(c.parse::<i64>().map_err(|_| ApiError::BadRequest("invalid cursor; start again without one".into()))?)
+        }
+        None => None,
+    };
+    let filter = AuditFilter { actor: q.user, action: q.action, before_id, limit: limit + 1 };
+    let mut rows = st.meta.list_audit(&filter).await?;
+    let next_cursor = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|r| r.id.to_string())
+    } else {
+        None
+    };
+    let entries = rows
+        .into_iter()
+        .map(|r| AuditEntry {
+            id: r.id,
+            at: rfc3339(r.at),
+            actor: r.actor,
+            action: r.action,
+            target: r.target,
+            detail: r.detail,
+            ip: r.ip,
+        })
+        .collect();
+    Ok(Json(AuditList { entries, next_cursor }))
+}

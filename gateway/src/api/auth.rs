@@ -1,0 +1,131 @@
+//! Login, logout, tokens, and the caller's own account.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use nimbus_proto::names::name_key;
+use nimbus_proto::wire::{LoginRequest, LoginResponse, Me, Role, TokenInfo, TokenList, UserRef};
+
+use super::{Json, rfc3339};
+use crate::auth::{AuthUser, ClientIp, new_token, verify_password_or_dummy};
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{NewAudit, now_ms};
+use crate::state::AppState;
+
+pub async fn login(
+    State(st): State<AppState>,
+    ClientIp(ip): ClientIp,
+    Json(req): Json<LoginRequest>,
+) -> ApiResult<Json<LoginResponse>> {
+    let key = name_key(&req.username);
+    if let Some(retry_after) = st.throttle.check(&key, ip) {
+        return Err(ApiError::TooManyRequests { retry_after });
+    }
+    let user = if req.username.len() <= 64 { st.meta.user_by_name(&req.username).await? } else { None };
+    let stored = user.as_ref().map(|u| u.password_hash.clone());
+    let password = req.password.clone();
+    let ok = tokio::task::spawn_blocking(move || verify_password_or_dummy(&password, stored.as_deref()))
+        .await
+        .map_err(ApiError::internal)?;
+    let audit_ip = ip.map(|i| i.to_string());
+    let user = match user {
+        Some(u) if ok && !u.disabled => u,
+        other => {
+            st.throttle.failure(&key, ip);
+            metrics::counter!("nimbus_logins_total", "result" => "failure").increment(1);
+            let _ = st
+                .meta
+                .audit(NewAudit {
+                    actor_id: other.as_ref().map(|u| u.id),
+                    actor: Some(req.username.chars().take(64).collect()),
+                    action: "login_failed".into(),
+                    ip: audit_ip,
+                    detail: other.filter(|u| u.disabled).map(|_| "account disabled".to_string()),
+                    ..Default::default()
+                })
+                .await;
+            return Err(ApiError::Unauthorized);
+        }
+    };
+    st.throttle.success(&key);
+    let device: String = req
+        .device
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .unwrap_or("unnamed device")
+        .chars()
+        .take(100)
+        .collect();
+    let (token, hash) = new_token();
+    let expires_at = now_ms() + (st.settings.token_ttl_secs as i64).saturating_mul(1000);
+    st.meta.insert_token(user.id, &hash, &device, expires_at).await?;
+    metrics::counter!("nimbus_logins_total", "result" => "success").increment(1);
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: "login".into(),
+            detail: Some(format!("device: {device}")),
+            ip: audit_ip,
+            ..Default::default()
+        })
+        .await?;
+    Ok(Json(LoginResponse {
+        token,
+        expires_at: rfc3339(expires_at),
+        user: UserRef { id: user.id, username: user.username, role: Role::parse(&user.role).unwrap_or_default() },
+    }))
+}
+
+pub async fn logout(State(st): State<AppState>, user: AuthUser, ClientIp(ip): ClientIp) -> ApiResult<StatusCode> {
+    st.meta.revoke_token(user.id, user.token_id).await?;
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username),
+            action: "logout".into(),
+            detail: Some(format!("device: {}", user.device)),
+            ip: ip.map(|i| i.to_string()),
+            ..Default::default()
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn list_tokens(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<TokenList>> {
+    let tokens = st
+        .meta
+        .list_tokens(user.id)
+        .await?
+        .into_iter()
+        .map(|t| TokenInfo {
+            id: t.id,
+            device: t.device,
+            created: rfc3339(t.created_at),
+            expires_at: rfc3339(t.expires_at),
+            last_used: t.last_used_at.map(rfc3339),
+            current: t.id == user.token_id,
+        })
+        .collect();
+    Ok(Json(TokenList { tokens }))
+}
+
+pub async fn revoke_token(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    let id: i64 = id.parse().map_err(|_| ApiError::NotFound("no such token".into()))?;
+    if st.meta.revoke_token(user.id, id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound("no such token".into()))
+    }
+}
+
+pub async fn me(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<Me>> {
+    let u = st.meta.user(user.id).await?.ok_or(ApiError::Unauthorized)?;
+    Ok(Json(Me {
+        id: u.id,
+        username: u.username,
+        role: user.role,
+        quota_bytes: u.quota_bytes.map(|q| q.max(0) as u64),
+        used_bytes: u.used_bytes.max(0) as u64,
+    }))
+}

@@ -1,0 +1,268 @@
+//! Files and folders by path: streaming PUT/GET/HEAD with ranges and conditionals, delete to
+//! trash, stat, listing, mkdir, move, copy, versions.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use headers::{ETag, HeaderMapExt, IfMatch, IfNoneMatch, IfRange, LastModified};
+use nimbus_proto::names::name_key;
+use nimbus_proto::wire::{DirListing, Entry, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
+use serde::Deserialize;
+
+use super::{Json, Query, entry, parse_path, rfc3339, space_path};
+use crate::auth::AuthUser;
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{Base, NewAudit};
+use crate::space::{self, PutOptions};
+use crate::state::AppState;
+
+const FILES: &str = "/api/v1/files/";
+
+#[derive(Debug, Deserialize)]
+pub struct VersionQuery {
+    pub version: Option<i64>,
+}
+
+fn etag_of(version: i64) -> Option<ETag> {
+    format!("\"{version}\"").parse().ok()
+}
+
+fn last_modified(ms: i64) -> LastModified {
+    LastModified::from(UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64))
+}
+
+pub async fn get_file(
+    State(st): State<AppState>,
+    user: AuthUser,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    Query(q): Query<VersionQuery>,
+) -> ApiResult<Response> {
+    let path = space_path(&uri, FILES)?;
+    let m = st.meta.manifest(user.id, &path, q.version).await?;
+    let size = m.version.size.max(0) as u64;
+    let etag = etag_of(m.version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
+    // Seconds precision: HTTP dates cannot carry more.
+    let lm = last_modified(m.version.created_at / 1000 * 1000);
+
+    // Conditionals are evaluated only now, after authorization and lookup in the caller's
+    // own space: they cannot reveal anything about another space.
+    if let Some(im) = headers.typed_get::<IfMatch>() {
+        if !im.precondition_passes(&etag) {
+            return Err(ApiError::PreconditionFailed(format!(
+                "`{path}` is at version {}, not the one given in If-Match",
+                m.version.id
+            )));
+        }
+    }
+    let mut resp_headers = HeaderMap::new();
+    resp_headers.typed_insert(etag.clone());
+    resp_headers.typed_insert(lm);
+    resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    resp_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    if let Some(inm) = headers.typed_get::<IfNoneMatch>() {
+        if !inm.precondition_passes(&etag) {
+            return Ok((StatusCode::NOT_MODIFIED, resp_headers).into_response());
+        }
+    }
+
+    let mut range: Option<(u64, u64)> = None;
+    let range_applies = match headers.typed_get::<IfRange>() {
+        Some(ir) => !ir.is_modified(Some(&etag), Some(&lm)),
+        None => true,
+    };
+    if let (Some(raw), true) = (headers.get(header::RANGE), range_applies) {
+        // Unparseable ranges are ignored (RFC 9110 §14.2); unsatisfiable ones get 416.
+        if let Ok(parsed) =
+            raw.to_str().map_err(|_| ()).and_then(|s| http_range_header::parse_range_header(s).map_err(|_| ()))
+        {
+            match parsed.validate(size) {
+                Ok(ranges) if ranges.len() == 1 => range = Some((*ranges[0].start(), *ranges[0].end())),
+                Ok(_) => {} // several ranges: answer with the whole file, which HTTP allows
+                Err(_) => return Err(ApiError::RangeNotSatisfiable { size }),
+            }
+        }
+    }
+
+    let (status, start, end) = match range {
+        Some((s, e)) => {
+            let v = HeaderValue::from_str(&format!("bytes {s}-{e}/{size}")).map_err(ApiError::internal)?;
+            resp_headers.insert(header::CONTENT_RANGE, v);
+            (StatusCode::PARTIAL_CONTENT, s, e)
+        }
+        None => (StatusCode::OK, 0, size.saturating_sub(1)),
+    };
+    let len = if size == 0 { 0 } else { end - start + 1 };
+    resp_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    resp_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    if method == Method::HEAD || len == 0 {
+        return Ok((status, resp_headers, Body::empty()).into_response());
+    }
+    let stream = space::read_range(&st, user.id, m.blocks, start, end);
+    Ok((status, resp_headers, Body::from_stream(stream)).into_response())
+}
+
+pub async fn put_file(
+    State(st): State<AppState>,
+    user: AuthUser,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let path = space_path(&uri, FILES)?;
+    if path.is_root() {
+        return Err(ApiError::BadRequest("give a file path after /api/v1/files/".into()));
+    }
+    let base = if let Some(inm) = headers.typed_get::<IfNoneMatch>() {
+        if inm != IfNoneMatch::any() {
+            return Err(ApiError::BadRequest("PUT supports only `If-None-Match: *` (create only)".into()));
+        }
+        Base::Expect(None)
+    } else if let Some(raw) = headers.get(header::IF_MATCH) {
+        let v = raw
+            .to_str()
+            .ok()
+            .map(|s| s.trim().trim_matches('"'))
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(|| ApiError::BadRequest("If-Match must be a version ETag such as \"17\"".into()))?;
+        Base::Expect(Some(v))
+    } else {
+        Base::Any
+    };
+    let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    let opts = PutOptions { base, device: Some(&user.device), content_length };
+    let result = space::put_stream(&st, user.id, &path, body.into_data_stream(), opts).await;
+    let (node, created) = match result {
+        // For PUT, a failed base check is a failed precondition (the headers set it).
+        Err(ApiError::Conflict(m)) if base != Base::Any => return Err(ApiError::PreconditionFailed(m)),
+        other => other?,
+    };
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let mut resp = (status, Json(entry(&node, &path))).into_response();
+    if let Some(e) = node.version_id.and_then(etag_of) {
+        resp.headers_mut().typed_insert(e);
+    }
+    Ok(resp)
+}
+
+pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<StatusCode> {
+    let path = space_path(&uri, FILES)?;
+    st.meta.trash(user.id, &path).await?;
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username),
+            action: "delete".into(),
+            target: Some(path.to_string()),
+            ..Default::default()
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<Entry>> {
+    let path = space_path(&uri, "/api/v1/stat/")?;
+    let node = st.meta.stat(user.id, &path).await?;
+    Ok(Json(entry(&node, &path)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+const MAX_PAGE: i64 = 1000;
+
+pub async fn list_dir(
+    State(st): State<AppState>,
+    user: AuthUser,
+    uri: Uri,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<DirListing>> {
+    let path = space_path(&uri, "/api/v1/dirs/")?;
+    let limit = q.limit.unwrap_or(MAX_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!("limit must be between 1 and {MAX_PAGE}")));
+    }
+    // The cursor is the last name key of the previous page, opaque to clients.
+    let after = match &q.cursor {
+        Some(c) => Some(
+            URL_SAFE_NO_PAD
+                .decode(c)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| ApiError::BadRequest("invalid cursor; start again without one".into()))?,
+        ),
+        None => None,
+    };
+    let mut rows = st.meta.list_dir(user.id, &path, after.as_deref(), limit).await?;
+    let next_cursor = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|n| URL_SAFE_NO_PAD.encode(name_key(&n.name)))
+    } else {
+        None
+    };
+    let entries = rows.iter().map(|n| path.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(DirListing { entries, next_cursor }))
+}
+
+pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Response> {
+    let path = space_path(&uri, "/api/v1/dirs/")?;
+    let (node, created) = st.meta.mkdir(user.id, &path).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(entry(&node, &path))).into_response())
+}
+
+pub async fn move_entry(
+    State(st): State<AppState>,
+    user: AuthUser,
+    Json(req): Json<MoveRequest>,
+) -> ApiResult<Json<Entry>> {
+    let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
+    let node = st.meta.move_node(user.id, &from, &to, req.overwrite).await?;
+    Ok(Json(entry(&node, &to)))
+}
+
+pub async fn copy_entry(
+    State(st): State<AppState>,
+    user: AuthUser,
+    Json(req): Json<MoveRequest>,
+) -> ApiResult<Response> {
+    let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
+    let node = st.meta.copy_node(user.id, &from, &to, req.overwrite, Some(&user.device)).await?;
+    Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
+}
+
+pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<VersionList>> {
+    let path = space_path(&uri, "/api/v1/versions/")?;
+    let (node, rows) = st.meta.versions(user.id, &path).await?;
+    let versions = rows
+        .into_iter()
+        .map(|v| VersionInfo {
+            version: v.id,
+            size: v.size.max(0) as u64,
+            created: rfc3339(v.created_at),
+            current: Some(v.id) == node.version_id,
+            device: v.device,
+        })
+        .collect();
+    Ok(Json(VersionList { versions }))
+}
+
+pub async fn restore_version(
+    State(st): State<AppState>,
+    user: AuthUser,
+    uri: Uri,
+    Json(req): Json<RestoreVersionRequest>,
+) -> ApiResult<Json<Entry>> {
+    let path = space_path(&uri, "/api/v1/versions/")?;
+    let node = st.meta.restore_version(user.id, &path, req.version, Some(&user.device)).await?;
+    Ok(Json(entry(&node, &path)))
+}

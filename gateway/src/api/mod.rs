@@ -1,0 +1,145 @@
+//! The REST API (`/api/v1`): routing, extractors that turn bad input into JSON errors, and
+//! the conversions from metadata rows to wire types. One module per resource.
+
+use axum::Router;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
+use axum::http::Uri;
+use axum::routing::{get, post};
+use nimbus_proto::RemotePath;
+use nimbus_proto::wire::{Entry, EntryKind};
+
+use crate::error::ApiError;
+use crate::meta::NodeRow;
+use crate::state::AppState;
+
+mod admin;
+mod auth;
+mod blocks;
+mod files;
+mod health;
+pub mod openapi;
+mod trash;
+
+/// Largest JSON body accepted (a commit of a 40 GiB file lists 10,240 blocks: ~1 MiB).
+const JSON_LIMIT: usize = 4 * 1024 * 1024;
+
+pub fn router(state: AppState) -> Router {
+    let block_limit = state.settings.block_size as usize + 1024;
+    let api = Router::new()
+        .route("/api/v1/info", get(health::info))
+        .route("/api/v1/openapi.json", get(openapi::serve))
+        .route("/api/v1/auth/login", post(auth::login))
+        .route("/api/v1/auth/logout", post(auth::logout))
+        .route("/api/v1/auth/tokens", get(auth::list_tokens))
+        .route("/api/v1/auth/tokens/{id}", axum::routing::delete(auth::revoke_token))
+        .route("/api/v1/me", get(auth::me))
+        .route(
+            "/api/v1/files/{*path}",
+            get(files::get_file)
+                .head(files::get_file)
+                .put(files::put_file)
+                .delete(files::delete)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/api/v1/stat", get(files::stat))
+        .route("/api/v1/stat/", get(files::stat))
+        .route("/api/v1/stat/{*path}", get(files::stat))
+        .route("/api/v1/dirs", get(files::list_dir).post(files::mkdir))
+        .route("/api/v1/dirs/", get(files::list_dir).post(files::mkdir))
+        .route("/api/v1/dirs/{*path}", get(files::list_dir).post(files::mkdir))
+        .route("/api/v1/move", post(files::move_entry))
+        .route("/api/v1/copy", post(files::copy_entry))
+        .route("/api/v1/blocks/missing", post(blocks::missing))
+        .route(
+            "/api/v1/blocks/{hash}",
+            get(blocks::get_block)
+                .head(blocks::get_block)
+                .put(blocks::put_block)
+                .layer(DefaultBodyLimit::max(block_limit)),
+        )
+        .route("/api/v1/manifests/{*path}", get(blocks::get_manifest).post(blocks::commit))
+        .route("/api/v1/versions/{*path}", get(files::list_versions).post(files::restore_version))
+        .route("/api/v1/trash", get(trash::list).delete(trash::empty))
+        .route("/api/v1/trash/{id}", axum::routing::delete(trash::purge))
+        .route("/api/v1/trash/{id}/restore", post(trash::restore))
+        .route("/api/v1/admin/users", get(admin::list_users).post(admin::create_user))
+        .route("/api/v1/admin/users/{id}", get(admin::get_user).patch(admin::update_user).delete(admin::delete_user))
+        .route("/api/v1/admin/audit", get(admin::audit_log))
+        .layer(DefaultBodyLimit::max(JSON_LIMIT));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .merge(api)
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such endpoint; see /api/v1/openapi.json".into())
+}
+
+/// `Json<T>` whose rejections are our JSON errors.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
+    fn into_response(self) -> axum::response::Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r {
+            JsonRejection::BytesRejection(_) => {
+                ApiError::PayloadTooLarge(format!("the request body is too large: {}", r.body_text()))
+            }
+            _ => ApiError::BadRequest(format!("invalid JSON body: {}", r.body_text())),
+        }
+    }
+}
+
+/// `Query<T>` whose rejections are our JSON errors.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct Query<T>(pub T);
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::BadRequest(format!("invalid query string: {}", r.body_text()))
+    }
+}
+
+/// The space path of a request, taken from the raw URI after `prefix` and decoded exactly
+/// once by the shared name rules (so `%2e%2e`, `%2f..` and friends are judged as names).
+pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
+    let raw = uri.path();
+    let rest = raw.strip_prefix(prefix).unwrap_or("");
+    Ok(RemotePath::parse_url_encoded(rest)?)
+}
+
+pub fn rfc3339(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+pub fn entry(node: &NodeRow, path: &RemotePath) -> Entry {
+    Entry {
+        id: node.id,
+        name: node.name.clone(),
+        path: path.to_string(),
+        kind: if node.is_dir() { EntryKind::Dir } else { EntryKind::File },
+        size: node.size.max(0) as u64,
+        modified: rfc3339(node.modified_at),
+        version: if node.is_dir() { None } else { node.version_id },
+    }
+}
+
+/// Parses a client-supplied JSON path field with the shared rules.
+pub fn parse_path(raw: &str) -> Result<RemotePath, ApiError> {
+    Ok(RemotePath::parse(raw)?)
+}

@@ -1,0 +1,105 @@
+//! The trash: list, restore, purge.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use nimbus_proto::wire::{Entry, EntryKind, RestoreTrashRequest, TrashEntry, TrashList};
+use serde::Deserialize;
+
+use super::{Json, Query, entry, parse_path, rfc3339};
+use crate::auth::AuthUser;
+use crate::error::{ApiError, ApiResult};
+use crate::meta::NewAudit;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub struct TrashQuery {
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+fn trash_id(raw: &str) -> ApiResult<i64> {
+    raw.parse().map_err(|_| ApiError::NotFound("no such item in the trash".into()))
+}
+
+pub async fn list(
+    State(st): State<AppState>,
+    user: AuthUser,
+    Query(q): Query<TrashQuery>,
+) -> ApiResult<Json<TrashList>> {
+    let limit = q.limit.unwrap_or(1000);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
+    }
+    let before = match q.cursor.as_deref() {
+        Some(c) => {
+            Some(c.parse::<i64>().map_err(|_| ApiError::BadRequest("invalid cursor; start again without one".into()))?)
+        }
+        None => None,
+    };
+    let mut rows = st.meta.list_trash(user.id, before, limit).await?;
+    let next_cursor = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|r| r.id.to_string())
+    } else {
+        None
+    };
+    let entries = rows
+        .into_iter()
+        .map(|r| TrashEntry {
+            id: r.id,
+            name: r.name,
+            original_path: r.original_path,
+            kind: if r.kind == "dir" { EntryKind::Dir } else { EntryKind::File },
+            size: r.size.max(0) as u64,
+            deleted_at: rfc3339(r.deleted_at),
+        })
+        .collect();
+    Ok(Json(TrashList { entries, next_cursor }))
+}
+
+pub async fn restore(
+    State(st): State<AppState>,
+    user: AuthUser,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Entry>> {
+    let id = trash_id(&id)?;
+    // The body is optional: empty means "put it back where it was".
+    let req: RestoreTrashRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RestoreTrashRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?
+    };
+    let to = match req.to {
+        Some(t) => Some(parse_path(&t)?),
+        None => None,
+    };
+    let (node, path) = st.meta.restore_trash(user.id, id, to.as_ref()).await?;
+    Ok(Json(entry(&node, &path)))
+}
+
+pub async fn purge(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    let id = trash_id(&id)?;
+    st.meta.purge_trash(user.id, Some(id)).await?;
+    audit_purge(&st, &user, Some(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn empty(State(st): State<AppState>, user: AuthUser) -> ApiResult<StatusCode> {
+    st.meta.purge_trash(user.id, None).await?;
+    audit_purge(&st, &user, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn audit_purge(st: &AppState, user: &AuthUser, id: Option<i64>) -> ApiResult<()> {
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: "purge".into(),
+            target: Some(id.map_or("whole trash".to_string(), |i| format!("trash item {i}"))),
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}

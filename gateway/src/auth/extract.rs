@@ -1,0 +1,96 @@
+//! Request identity. A handler that takes `AuthUser` cannot run for an anonymous caller, and
+//! one that takes `AdminUser` cannot run for a non-admin.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use nimbus_proto::wire::Role;
+
+use super::token::token_hash;
+use crate::error::ApiError;
+use crate::meta::now_ms;
+use crate::state::AppState;
+
+/// Refresh `last_used_at` at most this often per token (it costs a write).
+const TOUCH_INTERVAL_MS: i64 = 60_000;
+
+#[derive(Debug, Clone)]
+pub struct AuthUser {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    pub token_id: i64,
+    pub device: String,
+}
+
+impl AuthUser {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+impl FromRequestParts<AppState> for AuthUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && t.len() <= 256)
+            .ok_or(ApiError::Unauthorized)?;
+        // Found by the hash of the secret; the secret itself is never compared or logged.
+        let row = state.meta.token_auth(&token_hash(token)).await?.ok_or(ApiError::Unauthorized)?;
+        let now = now_ms();
+        if row.revoked_at.is_some() || row.expires_at <= now || row.disabled {
+            return Err(ApiError::Unauthorized);
+        }
+        if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
+            let meta = state.meta.clone();
+            let id = row.token_id;
+            tokio::spawn(async move {
+                if let Err(e) = meta.touch_token(id).await {
+                    tracing::debug!(error = %e, "could not record token use");
+                }
+            });
+        }
+        Ok(AuthUser {
+            id: row.user_id,
+            username: row.username,
+            role: Role::parse(&row.role).unwrap_or(Role::User),
+            token_id: row.token_id,
+            device: row.device,
+        })
+    }
+}
+
+/// An authenticated administrator.
+#[derive(Debug, Clone)]
+pub struct AdminUser(pub AuthUser);
+
+impl FromRequestParts<AppState> for AdminUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let user = AuthUser::from_request_parts(parts, state).await?;
+        if !user.is_admin() {
+            return Err(ApiError::Forbidden("this needs an administrator account".into()));
+        }
+        Ok(AdminUser(user))
+    }
+}
+
+/// The peer address of the connection (for throttling and the audit log).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIp(pub Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientIp(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())))
+    }
+}

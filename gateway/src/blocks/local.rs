@@ -1,0 +1,110 @@
+//! Blocks as files under a directory: `<root>/spaces/<space>/blocks/<ab>/<hash>`, fanned out by
+//! the first two hex digits so no directory grows to millions of entries.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+
+use super::{BlockStore, StoreError, StoreResult};
+
+pub struct LocalStore {
+    root: PathBuf,
+}
+
+impl LocalStore {
+    pub async fn open(root: &Path) -> StoreResult<Self> {
+        tokio::fs::create_dir_all(root.join("tmp")).await?;
+        tokio::fs::create_dir_all(root.join("spaces")).await?;
+        Ok(Self { root: root.to_path_buf() })
+    }
+
+    fn path(&self, space: i64, hash: &str) -> PathBuf {
+        let fan = hash.get(..2).unwrap_or("00");
+        self.root.join("spaces").join(space.to_string()).join("blocks").join(fan).join(hash)
+    }
+}
+
+#[async_trait::async_trait]
+impl BlockStore for LocalStore {
+    async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {
+        let dest = self.path(space, hash);
+        if tokio::fs::try_exists(&dest).await? {
+            return Ok(());
+        }
+        if let Some(dir) = dest.parent() {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        // Write to a temporary name, fsync, then rename: a crash never leaves a torn block
+        // under its final name.
+        let tmp = self.root.join("tmp").join(format!("{hash}.{}", uuid::Uuid::new_v4()));
+        let mut f = tokio::fs::File::create(&tmp).await?;
+        let result = async {
+            f.write_all(&data).await?;
+            f.sync_data().await?;
+            drop(f);
+            tokio::fs::rename(&tmp, &dest).await
+        }
+        .await;
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        Ok(result?)
+    }
+
+    async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes> {
+        match tokio::fs::read(self.path(space, hash)).await {
+            Ok(v) => Ok(Bytes::from(v)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StoreError::NotFound(hash.to_string())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn delete_space(&self, space: i64) -> StoreResult<()> {
+        match tokio::fs::remove_dir_all(self.root.join("spaces").join(space.to_string())).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    async fn check(&self) -> StoreResult<()> {
+        tokio::fs::metadata(self.root.join("spaces")).await?;
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("local directory {}", self.root.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_get_delete_space() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = LocalStore::open(dir.path()).await?;
+        let data = Bytes::from_static(b"hello blocks");
+        let hash = blake3::hash(&data).to_hex().to_string();
+        store.put(7, &hash, data.clone()).await?;
+        store.put(7, &hash, data.clone()).await?; // idempotent
+        assert_eq!(store.get(7, &hash).await?, data);
+        assert!(matches!(store.get(8, &hash).await, Err(StoreError::NotFound(_))), "spaces are separate");
+        store.delete_space(7).await?;
+        assert!(matches!(store.get(7, &hash).await, Err(StoreError::NotFound(_))));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn corrupt_block_is_detected() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = LocalStore::open(dir.path()).await?;
+        let data = Bytes::from_static(b"precious");
+        let hash = blake3::hash(&data).to_hex().to_string();
+        store.put(1, &hash, data).await?;
+        tokio::fs::write(store.path(1, &hash), b"precioux").await?;
+        assert!(matches!(super::super::get_verified(&store, 1, &hash).await, Err(StoreError::Corrupt(_))));
+        Ok(())
+    }
+}

@@ -1,0 +1,64 @@
+//! Content-addressed block storage behind one trait: a local directory (the embedded default)
+//! or an S3-compatible bucket. Keys are `spaces/<space>/blocks/<hash>`: per-space, so dedup
+//! never crosses users and deleting a user removes one prefix.
+//!
+//! Blocks are immutable; `put` of a block that exists is harmless. The store never decides
+//! what is referenced: the metadata database does.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+mod local;
+mod s3;
+
+pub use local::LocalStore;
+pub use s3::{S3Config, S3Store};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("block {0} is not in the store")]
+    NotFound(String),
+    #[error("block {0} failed verification (its content does not match its hash)")]
+    Corrupt(String),
+    #[error("store I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("object store request failed: {0}")]
+    Remote(String),
+    #[error("object store request timed out")]
+    Timeout,
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait::async_trait]
+pub trait BlockStore: Send + Sync + 'static {
+    /// Stores a block whose hash the caller has already verified.
+    async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()>;
+    /// Reads a whole block (blocks are at most a few MiB, so this is bounded).
+    async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes>;
+    /// Removes every block of a space.
+    async fn delete_space(&self, space: i64) -> StoreResult<()>;
+    /// Readiness: can the store be reached right now?
+    async fn check(&self) -> StoreResult<()>;
+    /// For logs and /readyz.
+    fn describe(&self) -> String;
+}
+
+pub type DynStore = Arc<dyn BlockStore>;
+
+pub fn block_key(space: i64, hash: &str) -> String {
+    format!("spaces/{space}/blocks/{hash}")
+}
+
+/// Reads a block and checks its BLAKE3 hash, so a reader never gets bytes that differ from
+/// what was written (bitrot, a truncated object, a wrong key).
+pub async fn get_verified(store: &dyn BlockStore, space: i64, hash: &str) -> StoreResult<Bytes> {
+    let data = store.get(space, hash).await?;
+    let actual = blake3::hash(&data).to_hex();
+    if actual.as_str() != hash {
+        metrics::counter!("nimbus_store_corrupt_blocks_total").increment(1);
+        return Err(StoreError::Corrupt(hash.to_string()));
+    }
+    Ok(data)
+}

@@ -1,0 +1,186 @@
+//! Blocks in an S3-compatible bucket (MinIO, Garage, AWS). Only plain object calls are used
+//! (Put/Get/List/DeleteObjects/HeadBucket/CreateBucket), so any S3 implementation works.
+
+use std::time::Duration;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{
+    BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
+};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use bytes::Bytes;
+
+use super::{BlockStore, StoreError, StoreResult, block_key};
+
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    pub region: String,
+    pub path_style: bool,
+    pub access_key: Option<String>,
+    pub secret_key: Option<String>,
+    pub prefix: String,
+    /// Deadline for one request attempt.
+    pub timeout: Duration,
+}
+
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    prefix: String,
+    endpoint: String,
+}
+
+impl S3Store {
+    pub async fn connect(cfg: &S3Config) -> StoreResult<Self> {
+        let mut loader =
+            aws_config::defaults(BehaviorVersion::latest()).region(Region::new(cfg.region.clone())).timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .operation_attempt_timeout(cfg.timeout)
+                    .build(),
+            );
+        if let (Some(a), Some(s)) = (&cfg.access_key, &cfg.secret_key) {
+            loader = loader.credentials_provider(Credentials::new(a, s, None, None, "nimbus-config"));
+        }
+        if let Some(ep) = &cfg.endpoint {
+            loader = loader.endpoint_url(ep);
+        }
+        let sdk = loader.load().await;
+        let conf = aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(cfg.path_style)
+            // Non-AWS stores differ in which checksum headers they accept; we verify content
+            // ourselves with BLAKE3, so only send checksums where S3 requires them.
+            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+            .build();
+        let prefix = match cfg.prefix.trim_matches('/') {
+            "" => String::new(),
+            p => format!("{p}/"),
+        };
+        let store = Self {
+            client: Client::from_conf(conf),
+            bucket: cfg.bucket.clone(),
+            prefix,
+            endpoint: cfg.endpoint.clone().unwrap_or_else(|| "AWS".into()),
+        };
+        // Creating the bucket at start is a convenience; the store may be down right now,
+        // and the gateway still starts (/readyz tells why it is not ready).
+        if let Err(e) = store.ensure_bucket().await {
+            tracing::warn!(error = %e, "object store not reachable at start; will retry on demand");
+        }
+        Ok(store)
+    }
+
+    fn key(&self, space: i64, hash: &str) -> String {
+        format!("{}{}", self.prefix, block_key(space, hash))
+    }
+
+    async fn ensure_bucket(&self) -> StoreResult<()> {
+        match self.client.head_bucket().bucket(&self.bucket).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => {
+                match self.client.create_bucket().bucket(&self.bucket).send().await {
+                    Ok(_) => {
+                        tracing::info!(bucket = %self.bucket, "created bucket");
+                        Ok(())
+                    }
+                    Err(e) if matches!(e.code(), Some("BucketAlreadyOwnedByYou" | "BucketAlreadyExists")) => Ok(()),
+                    Err(e) => Err(map_err(e)),
+                }
+            }
+            Err(e) => Err(map_err(e)),
+        }
+    }
+}
+
+fn map_err<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    match &e {
+        SdkError::TimeoutError(_) => StoreError::Timeout,
+        SdkError::ServiceError(s) => StoreError::Remote(format!(
+            "{}: {}",
+            s.err().code().unwrap_or("error"),
+            s.err().message().unwrap_or("no message")
+        )),
+        _ => StoreError::Remote(format!("{}", aws_smithy_types::error::display::DisplayErrorContext(&e))),
+    }
+}
+
+#[async_trait::async_trait]
+impl BlockStore for S3Store {
+    async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.key(space, hash))
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes> {
+        let out = match self.client.get_object().bucket(&self.bucket).key(self.key(space, hash)).send().await {
+            Ok(o) => o,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                return Err(StoreError::NotFound(hash.to_string()));
+            }
+            Err(e) => return Err(map_err(e)),
+        };
+        // A body cut short surfaces here as an error, never as a short block (and the
+        // caller verifies the hash anyway).
+        let body = out.body.collect().await.map_err(|e| StoreError::Remote(format!("reading block body: {e}")))?;
+        Ok(body.into_bytes())
+    }
+
+    async fn delete_space(&self, space: i64) -> StoreResult<()> {
+        let prefix = format!("{}spaces/{space}/", self.prefix);
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(map_err)?;
+            let ids: Vec<ObjectIdentifier> = page
+                .contents()
+                .iter()
+                .filter_map(|o| o.key())
+                .filter_map(|k| ObjectIdentifier::builder().key(k).build().ok())
+                .collect();
+            if !ids.is_empty() {
+                let delete = Delete::builder()
+                    .set_objects(Some(ids))
+                    .quiet(true)
+                    .build()
+                    .map_err(|e| StoreError::Remote(e.to_string()))?;
+                self.client.delete_objects().bucket(&self.bucket).delete(delete).send().await.map_err(map_err)?;
+            }
+            match page.next_continuation_token() {
+                Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_string()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    async fn check(&self) -> StoreResult<()> {
+        self.ensure_bucket().await
+    }
+
+    fn describe(&self) -> String {
+        format!("S3 bucket `{}` at {}", self.bucket, self.endpoint)
+    }
+}

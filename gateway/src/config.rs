@@ -1,0 +1,121 @@
+//! Command line and environment: every flag is also a `NIMBUS_*` variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "nimbus-gateway", version, about = "Nimbus gateway: private cloud storage over an S3 store")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve(Box<ServeArgs>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// Blocks in a directory under the data dir (the embedded default).
+    Local,
+    /// Blocks in an S3-compatible bucket (MinIO, Garage, AWS S3, ...).
+    S3,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Plain HTTP is allowed without asking only on loopback.
+    #[arg(long, env = "NIMBUS_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Where the gateway keeps its SQLite database, local blocks and TLS material.
+    #[arg(long, env = "NIMBUS_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Metadata database: `sqlite://PATH` or `postgres://...`. Default: SQLite in the data dir.
+    #[arg(long, env = "NIMBUS_DATABASE_URL")]
+    pub database_url: Option<String>,
+
+    #[arg(long, env = "NIMBUS_STORE", value_enum, default_value = "local")]
+    pub store: StoreKind,
+
+    /// Blocks directory for `--store local`. Default: DATA_DIR/blocks.
+    #[arg(long, env = "NIMBUS_BLOCKS_DIR")]
+    pub blocks_dir: Option<PathBuf>,
+
+    /// S3 endpoint URL, e.g. http://127.0.0.1:9000. Default: the AWS endpoint for the region.
+    #[arg(long, env = "NIMBUS_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+
+    #[arg(long, env = "NIMBUS_S3_BUCKET", default_value = "nimbus")]
+    pub s3_bucket: String,
+
+    #[arg(long, env = "NIMBUS_S3_REGION", default_value = "us-east-1")]
+    pub s3_region: String,
+
+    /// Use virtual-hosted-style bucket addressing instead of path style (MinIO wants path style).
+    #[arg(long, env = "NIMBUS_S3_VIRTUAL_HOSTED")]
+    pub s3_virtual_hosted: bool,
+
+    /// Access key; by default the standard AWS_ACCESS_KEY_ID / profile chain is used.
+    #[arg(long, env = "NIMBUS_S3_ACCESS_KEY")]
+    pub s3_access_key: Option<String>,
+
+    #[arg(long, env = "NIMBUS_S3_SECRET_KEY", hide_env_values = true)]
+    pub s3_secret_key: Option<String>,
+
+    /// Key prefix inside the bucket, so several installations can share one.
+    #[arg(long, env = "NIMBUS_S3_PREFIX", default_value = "")]
+    pub s3_prefix: String,
+
+    /// `self-signed`: generate (once) and use a certificate kept in the data dir.
+    #[arg(long, env = "NIMBUS_TLS", value_parser = ["self-signed"])]
+    pub tls: Option<String>,
+
+    #[arg(long, env = "NIMBUS_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    #[arg(long, env = "NIMBUS_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Serve plain HTTP on a non-loopback address (only behind a TLS-terminating proxy).
+    #[arg(long, env = "NIMBUS_PLAIN_HTTP")]
+    pub plain_http: bool,
+
+    /// Lifetime of a login token.
+    #[arg(long, env = "NIMBUS_TOKEN_TTL_SECS", default_value_t = 30 * 24 * 3600)]
+    pub token_ttl_secs: u64,
+
+    /// Quota for new users when the admin gives none (bytes; 0 = unlimited).
+    #[arg(long, env = "NIMBUS_DEFAULT_QUOTA_BYTES", default_value_t = 0)]
+    pub default_quota_bytes: u64,
+
+    /// Deadline for one object-store request (an upload or download of one block).
+    #[arg(long, env = "NIMBUS_STORE_TIMEOUT_SECS", default_value_t = 60)]
+    pub store_timeout_secs: u64,
+
+    /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
+    #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
+    pub log: String,
+}
+
+impl ServeArgs {
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(u) => u.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("nimbus.db").display()),
+        }
+    }
+
+    pub fn blocks_dir(&self) -> PathBuf {
+        self.blocks_dir.clone().unwrap_or_else(|| self.data_dir.join("blocks"))
+    }
+
+    pub fn default_quota(&self) -> Option<u64> {
+        (self.default_quota_bytes > 0).then_some(self.default_quota_bytes)
+    }
+}

@@ -1,0 +1,174 @@
+//! The one error type of the request path, and the one place that maps errors to HTTP.
+//!
+//! Handlers return `Result<_, ApiError>`; `IntoResponse` turns it into a status and the JSON
+//! body `{"error":{"code","message"}}`. Internal details (database or store messages) are logged
+//! with the request's span and never sent to the client.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use nimbus_proto::NameError;
+use nimbus_proto::wire::{ErrorBody, ErrorDetail};
+
+use crate::blocks::StoreError;
+use crate::meta::MetaError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    InvalidName(#[from] NameError),
+    #[error("missing or invalid credentials")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    NotADirectory(String),
+    #[error("{0}")]
+    IsADirectory(String),
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    PreconditionFailed(String),
+    #[error("the requested range is not satisfiable for a file of {size} bytes")]
+    RangeNotSatisfiable { size: u64 },
+    #[error("{0}")]
+    HashMismatch(String),
+    #[error("{0}")]
+    MissingBlocks(String),
+    #[error("too many failed sign-in attempts; try again in {retry_after} seconds")]
+    TooManyRequests { retry_after: u64 },
+    #[error("the object store is unavailable; try again shortly")]
+    StoreUnavailable(#[source] StoreError),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) | ApiError::InvalidName(_) => StatusCode::BAD_REQUEST,
+            ApiError::HashMismatch(_) | ApiError::MissingBlocks(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) | ApiError::AlreadyExists(_) => StatusCode::CONFLICT,
+            ApiError::NotADirectory(_) | ApiError::IsADirectory(_) => StatusCode::CONFLICT,
+            ApiError::QuotaExceeded(_) | ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+            ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::InvalidName(
+                NameError::PathTooLong | NameError::EmptyComponent | NameError::InvalidUtf8 | NameError::BadEncoding,
+            ) => "invalid_path",
+            ApiError::InvalidName(_) => "invalid_name",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::AlreadyExists(_) => "already_exists",
+            ApiError::NotADirectory(_) => "not_a_directory",
+            ApiError::IsADirectory(_) => "is_a_directory",
+            ApiError::QuotaExceeded(_) => "quota_exceeded",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::PreconditionFailed(_) => "precondition_failed",
+            ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
+            ApiError::HashMismatch(_) => "hash_mismatch",
+            ApiError::MissingBlocks(_) => "missing_blocks",
+            ApiError::TooManyRequests { .. } => "too_many_requests",
+            ApiError::StoreUnavailable(_) => "store_unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    pub fn not_found() -> Self {
+        ApiError::NotFound("no such file or directory".into())
+    }
+
+    pub fn internal(e: impl Into<anyhow::Error>) -> Self {
+        ApiError::Internal(e.into())
+    }
+}
+
+impl From<MetaError> for ApiError {
+    fn from(e: MetaError) -> Self {
+        match e {
+            MetaError::NotFound => ApiError::not_found(),
+            MetaError::Conflict(m) => ApiError::Conflict(m),
+            MetaError::AlreadyExists(m) => ApiError::AlreadyExists(m),
+            MetaError::NotADirectory(m) => ApiError::NotADirectory(m),
+            MetaError::IsADirectory(m) => ApiError::IsADirectory(m),
+            MetaError::QuotaExceeded(m) => ApiError::QuotaExceeded(m),
+            MetaError::MissingBlocks(m) => ApiError::MissingBlocks(m),
+            MetaError::Invalid(m) => ApiError::BadRequest(m),
+            MetaError::Db(e) => ApiError::Internal(e.into()),
+            MetaError::Migrate(e) => ApiError::Internal(e.into()),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(_) => {
+                ApiError::Internal(anyhow::Error::new(e).context("a referenced block is missing from the store"))
+            }
+            StoreError::Corrupt(_) => ApiError::Internal(anyhow::Error::new(e)),
+            other => ApiError::StoreUnavailable(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            ApiError::Internal(e) => {
+                tracing::error!(error = format!("{e:#}"), "internal error");
+                "internal error; the gateway log has details".to_string()
+            }
+            ApiError::StoreUnavailable(e) => {
+                tracing::warn!(error = format!("{e:#}"), "object store unavailable");
+                self.to_string()
+            }
+            _ => self.to_string(),
+        };
+        let body = ErrorBody { error: ErrorDetail { code: self.code().to_string(), message } };
+        let mut resp = (status, axum::Json(body)).into_response();
+        match self {
+            ApiError::TooManyRequests { retry_after } => {
+                if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+            }
+            ApiError::RangeNotSatisfiable { size } => {
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    resp.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+            }
+            ApiError::Unauthorized => {
+                resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        resp
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

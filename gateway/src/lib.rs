@@ -1,0 +1,13 @@
+//! Nimbus gateway: users, per-user spaces stored as content-addressed blocks, the REST API.
+//! See docs/ARCHITECTURE.md for the map.
+
+pub mod api;
+pub mod auth;
+pub mod blocks;
+pub mod config;
+pub mod error;
+pub mod meta;
+pub mod metrics;
+pub mod server;
+pub mod space;
+pub mod state;

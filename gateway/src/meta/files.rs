@@ -1,0 +1,270 @@
+//! File versions: the block registry, atomic commits against a base version, manifests,
+//! version history.
+
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::name_key;
+
+use super::tree::{CHILD_SQL, NODE_SQL, charge, ensure_dir, journal, resolve};
+use super::{BlockEntry, Meta, MetaError, MetaResult, NodeRow, VersionRow, WriteTx, now_ms, on_pool};
+
+/// What the committer believes the file's current version is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    /// Replace whatever is there.
+    Any,
+    /// The file must currently be at this version (`None`: must not exist yet).
+    Expect(Option<i64>),
+}
+
+#[derive(Debug, Clone)]
+pub struct CommitSpec<'a> {
+    pub base: Base,
+    pub blocks: &'a [BlockEntry],
+    pub block_size: i64,
+    pub device: Option<&'a str>,
+}
+
+/// A version's ordered block list.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub node: NodeRow,
+    pub version: VersionRow,
+    pub blocks: Vec<BlockEntry>,
+}
+
+/// Hashes per `IN (...)` query: far below SQLite's and PostgreSQL's parameter limits.
+const CHUNK: usize = 500;
+
+fn in_list(first_param: usize, n: usize) -> String {
+    (0..n).map(|i| format!("${}", first_param + i)).collect::<Vec<_>>().join(", ")
+}
+
+impl Meta {
+    /// The subset of `hashes` the space does not hold, in the given order.
+    pub async fn missing_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<String>> {
+        let held = self.held_blocks(space, hashes).await?;
+        Ok(hashes.iter().filter(|h| !held.iter().any(|b| &b.hash == *h)).cloned().collect())
+    }
+
+    /// The blocks among `hashes` that the space holds, with their sizes.
+    pub async fn held_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<BlockEntry>> {
+        let mut held = Vec::new();
+        for chunk in hashes.chunks(CHUNK) {
+            let sql =
+                format!("SELECT hash, size FROM blocks WHERE space_id = $1 AND hash IN ({})", in_list(2, chunk.len()));
+            let rows: Vec<BlockEntry> = on_pool!(self, p => {
+                let mut q = sqlx::query_as::<_, BlockEntry>(sqlx::AssertSqlSafe(sql)).bind(space);
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                q.fetch_all(p).await?
+            });
+            held.extend(rows);
+        }
+        Ok(held)
+    }
+
+    pub async fn has_block(&self, space: i64, hash: &str) -> MetaResult<bool> {
+        let n: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2")
+            .bind(space).bind(hash).fetch_optional(p).await?);
+        Ok(n.is_some())
+    }
+
+    /// Records that the store now holds this block for the space. Call after the write.
+    pub async fn register_block(&self, space: i64, hash: &str, size: i64) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query("INSERT INTO blocks (space_id, hash, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (space_id, hash) DO NOTHING")
+                .bind(space).bind(hash).bind(size).bind(now_ms())
+                .execute(p).await?;
+        });
+        Ok(())
+    }
+
+    /// Makes `spec.blocks` the new current version of the file at `path`, atomically:
+    /// the base check, the quota charge, the version and the node update succeed or fail
+    /// together. Returns the node and whether the file was created.
+    pub async fn commit(&self, space: i64, path: &RemotePath, spec: &CommitSpec<'_>) -> MetaResult<(NodeRow, bool)> {
+        let (parent_path, name) = match (path.parent(), path.name()) {
+            (Some(pp), Some(n)) => (pp, n),
+            _ => return Err(MetaError::IsADirectory("the root is a folder".into())),
+        };
+        let size: i64 = spec.blocks.iter().map(|b| b.size).sum();
+        let shown = path.to_string();
+        let key = name_key(name);
+        let now = now_ms();
+
+        // Every listed block must be held by this space with the stated size. Checked before
+        // the transaction: blocks are never removed while they may still be committed.
+        let mut distinct: Vec<String> = spec.blocks.iter().map(|b| b.hash.clone()).collect();
+        distinct.sort();
+        distinct.dedup();
+        let held = self.held_blocks(space, &distinct).await?;
+        let missing: Vec<&String> = distinct.iter().filter(|h| !held.iter().any(|b| &b.hash == *h)).collect();
+        if !missing.is_empty() {
+            return Err(MetaError::MissingBlocks(format!(
+                "{} block(s) are not uploaded yet (first: {}); upload them with PUT /api/v1/blocks/{{hash}} and commit again",
+                missing.len(),
+                missing[0]
+            )));
+        }
+        for b in spec.blocks {
+            if let Some(h) = held.iter().find(|h| h.hash == b.hash && h.size != b.size) {
+                return Err(MetaError::Invalid(format!("block {} has {} bytes, not {}", b.hash, h.size, b.size)));
+            }
+        }
+
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let (parent, _, _) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
+            let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
+            if let Some(ex) = &existing {
+                if ex.is_dir() {
+                    return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
+                }
+            }
+            match (&existing, spec.base) {
+                (_, Base::Any) => {}
+                (Some(ex), Base::Expect(Some(v))) if ex.version_id == Some(v) => {}
+                (None, Base::Expect(None)) => {}
+                (Some(ex), Base::Expect(_)) => {
+                    return Err(MetaError::Conflict(format!(
+                        "`{shown}` changed on the server (it is now at version {}); fetch it and commit against that version",
+                        ex.version_id.unwrap_or(0)
+                    )));
+                }
+                (None, Base::Expect(Some(v))) => {
+                    return Err(MetaError::Conflict(format!(
+                        "`{shown}` was deleted or moved since version {v}; commit with base_version null to create it again"
+                    )));
+                }
+            }
+            let old_size = existing.as_ref().map_or(0, |e| e.size);
+            charge!(&mut *tx, space, size - old_size)?;
+
+            let node_id = match &existing {
+                Some(ex) => ex.id,
+                None => {
+                    let id: Option<i64> = sqlx::query_scalar(
+                        "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
+                         VALUES ($1, $2, $3, $4, 'file', 0, $5, $5) \
+                         ON CONFLICT (parent_id, name_key) WHERE trashed_at IS NULL DO NOTHING RETURNING id",
+                    )
+                    .bind(space).bind(parent.id).bind(name).bind(&key).bind(now)
+                    .fetch_optional(&mut *tx).await?;
+                    id.ok_or_else(|| MetaError::Conflict(format!("`{shown}` was created by someone else at the same time; try again")))?
+                }
+            };
+            let vid: i64 = sqlx::query_scalar(
+                "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            )
+            .bind(node_id).bind(space).bind(size).bind(spec.block_size).bind(spec.device).bind(now)
+            .fetch_one(&mut *tx).await?;
+            for (c, chunk) in spec.blocks.chunks(CHUNK).enumerate() {
+                let values = (0..chunk.len())
+                    .map(|i| format!("($1, ${}, ${}, ${})", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let sql = format!("INSERT INTO version_blocks (version_id, idx, hash, size) VALUES {values}");
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(vid);
+                for (i, b) in chunk.iter().enumerate() {
+                    q = q.bind((c * CHUNK + i) as i64).bind(&b.hash).bind(b.size);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            // Compare-and-set on the version read above: with PostgreSQL two committers may
+            // both get here; exactly one of them moves the node forward.
+            let n = sqlx::query(
+                "UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1 AND version_id IS NOT DISTINCT FROM $5",
+            )
+            .bind(node_id).bind(vid).bind(size).bind(now).bind(existing.as_ref().and_then(|e| e.version_id))
+            .execute(&mut *tx).await?
+            .rows_affected();
+            if n == 0 {
+                return Err(MetaError::Conflict(format!("`{shown}` changed on the server during this commit; try again")));
+            }
+            journal!(&mut *tx, space, node_id, if existing.is_some() { "update" } else { "create" }, &shown, now)?;
+            let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok((node, existing.is_none()))
+        })
+    }
+
+    /// The block list of the file's current version, or of `version` if given (it must be a
+    /// version of this very file).
+    pub async fn manifest(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
+        on_pool!(self, p => {
+            let node = resolve!(p, space, path)?;
+            if node.is_dir() {
+                return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
+            }
+            let vid = version.or(node.version_id).ok_or(MetaError::NotFound)?;
+            let v: VersionRow = sqlx::query_as(
+                "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE id = $1 AND node_id = $2",
+            )
+            .bind(vid).bind(node.id)
+            .fetch_optional(p).await?
+            .ok_or(MetaError::NotFound)?;
+            let blocks: Vec<BlockEntry> = sqlx::query_as("SELECT hash, size FROM version_blocks WHERE version_id = $1 ORDER BY idx")
+                .bind(vid)
+                .fetch_all(p).await?;
+            Ok(Manifest { node, version: v, blocks })
+        })
+    }
+
+    /// Versions of a file, newest first.
+    pub async fn versions(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, Vec<VersionRow>)> {
+        on_pool!(self, p => {
+            let node = resolve!(p, space, path)?;
+            if node.is_dir() {
+                return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
+            }
+            let rows: Vec<VersionRow> = sqlx::query_as(
+                "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE node_id = $1 ORDER BY id DESC",
+            )
+            .bind(node.id)
+            .fetch_all(p).await?;
+            Ok((node, rows))
+        })
+    }
+
+    /// Makes an earlier version's content current again, as a new version.
+    pub async fn restore_version(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        version: i64,
+        device: Option<&str>,
+    ) -> MetaResult<NodeRow> {
+        let now = now_ms();
+        let shown = path.to_string();
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let node = resolve!(&mut *tx, space, path)?;
+            if node.is_dir() {
+                return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
+            }
+            let old: VersionRow = sqlx::query_as(
+                "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE id = $1 AND node_id = $2",
+            )
+            .bind(version).bind(node.id)
+            .fetch_optional(&mut *tx).await?
+            .ok_or(MetaError::NotFound)?;
+            charge!(&mut *tx, space, old.size - node.size)?;
+            let vid: i64 = sqlx::query_scalar(
+                "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            )
+            .bind(node.id).bind(space).bind(old.size).bind(old.block_size).bind(device).bind(now)
+            .fetch_one(&mut *tx).await?;
+            sqlx::query("INSERT INTO version_blocks (version_id, idx, hash, size) SELECT $1, idx, hash, size FROM version_blocks WHERE version_id = $2")
+                .bind(vid).bind(old.id)
+                .execute(&mut *tx).await?;
+            sqlx::query("UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1")
+                .bind(node.id).bind(vid).bind(old.size).bind(now)
+                .execute(&mut *tx).await?;
+            journal!(&mut *tx, space, node.id, "update", &shown, now)?;
+            let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(node)
+        })
+    }
+}

@@ -1,0 +1,256 @@
+//! Metadata in SQL: users, tokens, the per-space node tree, versions and their block lists,
+//! the block registry, trash, change journal and audit log.
+//!
+//! Two engines, one code path: SQLite (embedded default) and PostgreSQL. `sqlx::Any` cannot
+//! decode SQLite's booleans and timestamps reliably, so instead every query is written once in
+//! the SQL both engines share (`$N` parameters, `RETURNING`, partial indexes, times as Unix ms
+//! BIGINT) and the [`on_pool!`] macro expands each method body for both concrete pool types.
+//! Migrations differ only in DDL and live in `migrations/{sqlite,postgres}`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Postgres, Sqlite, Transaction};
+
+mod files;
+mod tree;
+mod users;
+
+pub use files::{Base, CommitSpec, Manifest};
+pub use tree::TrashItem;
+pub use users::{AuditFilter, NewAudit, UserUpdate};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    NotADirectory(String),
+    #[error("{0}")]
+    IsADirectory(String),
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("{0}")]
+    MissingBlocks(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl MetaError {
+    /// Unique-constraint violations become a user-facing "already exists".
+    fn from_insert(e: sqlx::Error, what: impl FnOnce() -> String) -> MetaError {
+        match e.as_database_error() {
+            Some(d) if d.is_unique_violation() => MetaError::AlreadyExists(what()),
+            _ => MetaError::Db(e),
+        }
+    }
+}
+
+impl From<nimbus_proto::NameError> for MetaError {
+    fn from(e: nimbus_proto::NameError) -> Self {
+        MetaError::Invalid(e.to_string())
+    }
+}
+
+pub type MetaResult<T> = Result<T, MetaError>;
+
+#[derive(Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Handle to the metadata database; cheap to clone.
+#[derive(Clone)]
+pub struct Meta {
+    pool: Pool,
+}
+
+/// Runs `$body` with `$p` bound to the concrete pool; the body is compiled once per engine.
+macro_rules! on_pool {
+    ($self:expr, $p:ident => $body:expr) => {
+        match &$self.pool {
+            $crate::meta::Pool::Sqlite($p) => $body,
+            $crate::meta::Pool::Postgres($p) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// Starts a transaction that will write. SQLite must take the write lock up front
+/// (`BEGIN IMMEDIATE`): a deferred transaction that reads and then writes can fail with
+/// SQLITE_BUSY instead of waiting, which would turn a plain race into an error.
+pub(crate) trait WriteTx {
+    type Db: sqlx::Database;
+    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Self::Db>, sqlx::Error>> + Send;
+}
+
+impl WriteTx for SqlitePool {
+    type Db = Sqlite;
+    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Sqlite>, sqlx::Error>> + Send {
+        self.begin_with("BEGIN IMMEDIATE")
+    }
+}
+
+impl WriteTx for PgPool {
+    type Db = Postgres;
+    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Postgres>, sqlx::Error>> + Send {
+        self.begin()
+    }
+}
+
+macro_rules! node_cols {
+    () => {
+        "id, space_id, parent_id, name, kind, size, version_id, created_at, modified_at"
+    };
+}
+pub(crate) use node_cols;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct NodeRow {
+    pub id: i64,
+    pub space_id: i64,
+    pub parent_id: Option<i64>,
+    pub name: String,
+    pub kind: String,
+    pub size: i64,
+    pub version_id: Option<i64>,
+    pub created_at: i64,
+    pub modified_at: i64,
+}
+
+impl NodeRow {
+    pub fn is_dir(&self) -> bool {
+        self.kind == "dir"
+    }
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UserRow {
+    pub id: i64,
+    pub username: String,
+    pub password_hash: String,
+    pub role: String,
+    pub quota_bytes: Option<i64>,
+    pub used_bytes: i64,
+    pub disabled: bool,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TokenAuthRow {
+    pub token_id: i64,
+    pub user_id: i64,
+    pub device: String,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+    pub username: String,
+    pub role: String,
+    pub disabled: bool,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TokenRow {
+    pub id: i64,
+    pub device: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct VersionRow {
+    pub id: i64,
+    pub node_id: i64,
+    pub size: i64,
+    pub block_size: i64,
+    pub device: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct BlockEntry {
+    pub hash: String,
+    pub size: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: i64,
+    pub actor: Option<String>,
+    pub action: String,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+    pub ip: Option<String>,
+}
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+impl Meta {
+    /// Opens (creating if needed) the database and applies pending migrations.
+    pub async fn connect(url: &str) -> MetaResult<Meta> {
+        let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool =
+                PgPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
+            POSTGRES_MIGRATIONS.run(&pool).await?;
+            Pool::Postgres(pool)
+        } else if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                // WAL + NORMAL is durable across process crashes; a power cut may lose the
+                // last commits but never corrupts the database.
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_secs(30));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(opts)
+                .await?;
+            SQLITE_MIGRATIONS.run(&pool).await?;
+            Pool::Sqlite(pool)
+        } else {
+            return Err(MetaError::Invalid(format!(
+                "unsupported database URL `{url}`: use sqlite://PATH or postgres://USER@HOST:PORT/DB"
+            )));
+        };
+        Ok(Meta { pool })
+    }
+
+    pub fn engine(&self) -> &'static str {
+        match self.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Readiness probe: one round trip.
+    pub async fn ping(&self) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query("SELECT 1").execute(p).await?;
+        });
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, p => p.close().await)
+    }
+}
+
+pub fn now_ms() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
+}

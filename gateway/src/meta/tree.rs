@@ -1,0 +1,450 @@
+//! The namespace: path resolution, listing, mkdir, move, copy, trash.
+//!
+//! Paths are resolved by walking from the space's root one component at a time through the
+//! live-name index, so a path can only ever reach nodes of the caller's space. Move and rename
+//! of anything, however large, is one row update.
+
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::name_key;
+
+use super::{Meta, MetaError, MetaResult, NodeRow, WriteTx, node_cols, now_ms, on_pool};
+
+pub(crate) const ROOT_SQL: &str =
+    concat!("SELECT ", node_cols!(), " FROM nodes WHERE space_id = $1 AND parent_id IS NULL");
+pub(crate) const CHILD_SQL: &str =
+    concat!("SELECT ", node_cols!(), " FROM nodes WHERE parent_id = $1 AND name_key = $2 AND trashed_at IS NULL");
+pub(crate) const NODE_SQL: &str = concat!("SELECT ", node_cols!(), " FROM nodes WHERE id = $1");
+
+/// Resolves a path to its live node (NotFound if any component is missing or not a directory).
+macro_rules! resolve {
+    ($ex:expr, $space:expr, $path:expr) => {
+        async {
+            let mut cur: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::ROOT_SQL)
+                .bind($space)
+                .fetch_optional($ex)
+                .await?
+                .ok_or($crate::meta::MetaError::NotFound)?;
+            for comp in $path.components() {
+                if !cur.is_dir() {
+                    return Err($crate::meta::MetaError::NotFound);
+                }
+                cur = sqlx::query_as($crate::meta::tree::CHILD_SQL)
+                    .bind(cur.id)
+                    .bind(nimbus_proto::names::name_key(comp))
+                    .fetch_optional($ex)
+                    .await?
+                    .ok_or($crate::meta::MetaError::NotFound)?;
+            }
+            Ok::<$crate::meta::NodeRow, $crate::meta::MetaError>(cur)
+        }
+        .await
+    };
+}
+pub(crate) use resolve;
+
+/// Walks to the directory at `$path`, creating what is missing. Yields the directory, the ids
+/// of every directory walked through (root first, the directory itself last) and whether the
+/// last component was created.
+macro_rules! ensure_dir {
+    ($ex:expr, $space:expr, $path:expr, $now:expr) => {
+        async {
+            let mut cur: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::ROOT_SQL)
+                .bind($space)
+                .fetch_optional($ex)
+                .await?
+                .ok_or($crate::meta::MetaError::NotFound)?;
+            let mut ids = vec![cur.id];
+            let mut created = false;
+            let mut walked = nimbus_proto::RemotePath::root();
+            for comp in $path.components() {
+                walked = walked.join(comp)?;
+                let key = nimbus_proto::names::name_key(comp);
+                let found: Option<$crate::meta::NodeRow> =
+                    sqlx::query_as($crate::meta::tree::CHILD_SQL).bind(cur.id).bind(&key).fetch_optional($ex).await?;
+                created = false;
+                cur = match found {
+                    Some(n) if n.is_dir() => n,
+                    Some(_) => {
+                        return Err($crate::meta::MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
+                    }
+                    None => {
+                        created = true;
+                        sqlx::query(
+                            "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
+                             VALUES ($1, $2, $3, $4, 'dir', 0, $5, $5) \
+                             ON CONFLICT (parent_id, name_key) WHERE trashed_at IS NULL DO NOTHING",
+                        )
+                        .bind($space)
+                        .bind(cur.id)
+                        .bind(comp.as_str())
+                        .bind(&key)
+                        .bind($now)
+                        .execute($ex)
+                        .await?;
+                        let n: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::CHILD_SQL)
+                            .bind(cur.id)
+                            .bind(&key)
+                            .fetch_optional($ex)
+                            .await?
+                            .ok_or($crate::meta::MetaError::NotFound)?;
+                        if !n.is_dir() {
+                            return Err($crate::meta::MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
+                        }
+                        sqlx::query("INSERT INTO changes (space_id, node_id, op, path, at) VALUES ($1, $2, 'mkdir', $3, $4)")
+                            .bind($space)
+                            .bind(n.id)
+                            .bind(walked.to_string())
+                            .bind($now)
+                            .execute($ex)
+                            .await?;
+                        n
+                    }
+                };
+                ids.push(cur.id);
+            }
+            Ok::<($crate::meta::NodeRow, Vec<i64>, bool), $crate::meta::MetaError>((cur, ids, created))
+        }
+        .await
+    };
+}
+pub(crate) use ensure_dir;
+
+/// Appends to the space's change journal.
+macro_rules! journal {
+    ($ex:expr, $space:expr, $node:expr, $op:expr, $path:expr, $now:expr) => {
+        sqlx::query("INSERT INTO changes (space_id, node_id, op, path, at) VALUES ($1, $2, $3, $4, $5)")
+            .bind($space)
+            .bind($node)
+            .bind($op)
+            .bind($path)
+            .bind($now)
+            .execute($ex)
+            .await
+    };
+}
+pub(crate) use journal;
+
+/// Adds `$delta` bytes to the space's usage, refusing if that would pass the quota.
+macro_rules! charge {
+    ($ex:expr, $space:expr, $delta:expr) => {
+        async {
+            let delta: i64 = $delta;
+            let n = sqlx::query(
+                "UPDATE users SET used_bytes = used_bytes + $2 \
+                 WHERE id = $1 AND ($2 <= 0 OR quota_bytes IS NULL OR used_bytes + $2 <= quota_bytes)",
+            )
+            .bind($space)
+            .bind(delta)
+            .execute($ex)
+            .await?
+            .rows_affected();
+            if n == 0 {
+                let (quota, used): (Option<i64>, i64) =
+                    sqlx::query_as("SELECT quota_bytes, used_bytes FROM users WHERE id = $1")
+                        .bind($space)
+                        .fetch_one($ex)
+                        .await?;
+                let quota = quota.unwrap_or(0);
+                let left = (quota - used).max(0);
+                return Err($crate::meta::MetaError::QuotaExceeded(format!(
+                    "quota exceeded: this needs {delta} more bytes but only {left} of your {quota} bytes are left; \
+                     delete files or empty the trash, or ask an administrator for more space"
+                )));
+            }
+            Ok::<(), $crate::meta::MetaError>(())
+        }
+        .await
+    };
+}
+pub(crate) use charge;
+
+/// One entry of the trash as listed.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TrashItem {
+    pub id: i64,
+    pub node_id: i64,
+    pub original_path: String,
+    pub deleted_at: i64,
+    pub name: String,
+    pub kind: String,
+    pub size: i64,
+}
+
+const SUBTREE_FILE_BYTES: &str = "WITH RECURSIVE sub(id) AS (\
+        SELECT id FROM nodes WHERE id = $1 \
+        UNION ALL SELECT n.id FROM nodes n JOIN sub s ON n.parent_id = s.id) \
+     SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM nodes WHERE kind = 'file' AND id IN (SELECT id FROM sub)";
+
+impl Meta {
+    pub async fn stat(&self, space: i64, path: &RemotePath) -> MetaResult<NodeRow> {
+        on_pool!(self, p => resolve!(p, space, path))
+    }
+
+    /// One page of a directory, ordered by name key; `after` is the previous page's last key.
+    /// Returns up to `limit + 1` rows so the caller can tell whether another page follows.
+    pub async fn list_dir(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        after: Option<&str>,
+        limit: i64,
+    ) -> MetaResult<Vec<NodeRow>> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            node_cols!(),
+            " FROM nodes WHERE parent_id = $1 AND trashed_at IS NULL AND ($2 IS NULL OR name_key > $2) ORDER BY name_key LIMIT $3"
+        );
+        on_pool!(self, p => {
+            let dir = resolve!(p, space, path)?;
+            if !dir.is_dir() {
+                return Err(MetaError::NotADirectory(format!("`{path}` is a file, not a folder")));
+            }
+            Ok(sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit + 1).fetch_all(p).await?)
+        })
+    }
+
+    /// Creates a directory and its missing parents. Returns it and whether it was created.
+    pub async fn mkdir(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, bool)> {
+        let now = now_ms();
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let (dir, _, created) = ensure_dir!(&mut *tx, space, path, now)?;
+            tx.commit().await?;
+            Ok((dir, created))
+        })
+    }
+
+    /// Moves a file or directory to the trash.
+    pub async fn trash(&self, space: i64, path: &RemotePath) -> MetaResult<()> {
+        if path.is_root() {
+            return Err(MetaError::Invalid("the root folder cannot be deleted".into()));
+        }
+        let now = now_ms();
+        let shown = path.to_string();
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let node = resolve!(&mut *tx, space, path)?;
+            sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
+                .bind(space).bind(node.id).bind(&shown).bind(now)
+                .execute(&mut *tx).await?;
+            journal!(&mut *tx, space, node.id, "delete", &shown, now)?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Moves or renames `from` to `to` in one transaction. With `overwrite`, a file at `to`
+    /// goes to the trash (never lost); a directory at `to` is never replaced.
+    pub async fn move_node(
+        &self,
+        space: i64,
+        from: &RemotePath,
+        to: &RemotePath,
+        overwrite: bool,
+    ) -> MetaResult<NodeRow> {
+        let (to_parent, to_name) = split(to)?;
+        if from.is_root() {
+            return Err(MetaError::Invalid("the root folder cannot be moved".into()));
+        }
+        let now = now_ms();
+        let (from_s, to_s) = (from.to_string(), to.to_string());
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let src = resolve!(&mut *tx, space, from)?;
+            let (parent, ancestors, _) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
+            if ancestors.contains(&src.id) {
+                return Err(MetaError::Invalid(format!("cannot move `{from_s}` into itself")));
+            }
+            let key = name_key(to_name);
+            let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
+            if let Some(ex) = existing.filter(|e| e.id != src.id) {
+                if !overwrite || ex.is_dir() || src.is_dir() {
+                    return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
+                }
+                sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(ex.id).bind(now).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
+                    .bind(space).bind(ex.id).bind(&to_s).bind(now)
+                    .execute(&mut *tx).await?;
+                journal!(&mut *tx, space, ex.id, "delete", &to_s, now)?;
+            }
+            sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4 WHERE id = $1")
+                .bind(src.id).bind(parent.id).bind(to_name).bind(&key)
+                .execute(&mut *tx).await?;
+            journal!(&mut *tx, space, src.id, "move", &to_s, now)?;
+            let moved: NodeRow = sqlx::query_as(NODE_SQL).bind(src.id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(moved)
+        })
+    }
+
+    /// Copies a file or a whole tree. Copies share blocks: only metadata is written.
+    pub async fn copy_node(
+        &self,
+        space: i64,
+        from: &RemotePath,
+        to: &RemotePath,
+        overwrite: bool,
+        device: Option<&str>,
+    ) -> MetaResult<NodeRow> {
+        let (to_parent, to_name) = split(to)?;
+        if from.is_root() {
+            return Err(MetaError::Invalid("the root folder cannot be copied".into()));
+        }
+        let now = now_ms();
+        let (from_s, to_s) = (from.to_string(), to.to_string());
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let src = resolve!(&mut *tx, space, from)?;
+            let (parent, ancestors, _) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
+            if ancestors.contains(&src.id) {
+                return Err(MetaError::Invalid(format!("cannot copy `{from_s}` into itself")));
+            }
+            let key = name_key(to_name);
+            let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
+            if let Some(ex) = existing {
+                if !overwrite || ex.is_dir() || src.is_dir() || ex.id == src.id {
+                    return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
+                }
+                sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(ex.id).bind(now).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
+                    .bind(space).bind(ex.id).bind(&to_s).bind(now)
+                    .execute(&mut *tx).await?;
+                journal!(&mut *tx, space, ex.id, "delete", &to_s, now)?;
+            }
+            // Breadth-first over a snapshot: (source node, new parent id, new name).
+            let mut queue: Vec<(NodeRow, i64, String)> = vec![(src, parent.id, to_name.to_string())];
+            let mut top: Option<i64> = None;
+            let mut bytes: i64 = 0;
+            while let Some((node, new_parent, name)) = queue.pop() {
+                let new_id: i64 = sqlx::query_scalar(
+                    "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                )
+                .bind(space).bind(new_parent).bind(&name).bind(name_key(&name)).bind(&node.kind).bind(node.size)
+                .bind(now).bind(node.modified_at)
+                .fetch_one(&mut *tx).await?;
+                top.get_or_insert(new_id);
+                if let Some(vid) = node.version_id.filter(|_| !node.is_dir()) {
+                    let new_vid: i64 = sqlx::query_scalar(
+                        "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) \
+                         SELECT $1, space_id, size, block_size, $3, $4 FROM versions WHERE id = $2 RETURNING id",
+                    )
+                    .bind(new_id).bind(vid).bind(device).bind(now)
+                    .fetch_one(&mut *tx).await?;
+                    sqlx::query(
+                        "INSERT INTO version_blocks (version_id, idx, hash, size) SELECT $1, idx, hash, size FROM version_blocks WHERE version_id = $2",
+                    )
+                    .bind(new_vid).bind(vid)
+                    .execute(&mut *tx).await?;
+                    sqlx::query("UPDATE nodes SET version_id = $2 WHERE id = $1").bind(new_id).bind(new_vid).execute(&mut *tx).await?;
+                    bytes += node.size;
+                }
+                if node.is_dir() {
+                    let children: Vec<NodeRow> = sqlx::query_as(concat!(
+                        "SELECT ", node_cols!(), " FROM nodes WHERE parent_id = $1 AND trashed_at IS NULL"
+                    ))
+                    .bind(node.id)
+                    .fetch_all(&mut *tx).await?;
+                    for c in children {
+                        let n = c.name.clone();
+                        queue.push((c, new_id, n));
+                    }
+                }
+            }
+            charge!(&mut *tx, space, bytes)?;
+            let top = top.ok_or(MetaError::NotFound)?;
+            journal!(&mut *tx, space, top, "create", &to_s, now)?;
+            let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(copied)
+        })
+    }
+
+    /// The trash, newest first; `before` is the last id of the previous page.
+    pub async fn list_trash(&self, space: i64, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, TrashItem>(
+            "SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, n.size \
+             FROM trash t JOIN nodes n ON n.id = t.node_id \
+             WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3",
+        )
+        .bind(space).bind(before).bind(limit + 1)
+        .fetch_all(p).await?))
+    }
+
+    /// Puts a trashed item back at its original path or at `to`. Returns the node and its path.
+    pub async fn restore_trash(
+        &self,
+        space: i64,
+        trash_id: i64,
+        to: Option<&RemotePath>,
+    ) -> MetaResult<(NodeRow, RemotePath)> {
+        let now = now_ms();
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let item: Option<(i64, String)> = sqlx::query_as("SELECT node_id, original_path FROM trash WHERE id = $1 AND space_id = $2")
+                .bind(trash_id).bind(space)
+                .fetch_optional(&mut *tx).await?;
+            let (node_id, original) = item.ok_or(MetaError::NotFound)?;
+            let target = match to {
+                Some(t) => t.clone(),
+                None => RemotePath::parse(&original).map_err(|e| MetaError::Invalid(e.to_string()))?,
+            };
+            let (target_parent, target_name) = split(&target)?;
+            let (parent, _, _) = ensure_dir!(&mut *tx, space, &target_parent, now)?;
+            let key = name_key(target_name);
+            let taken: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
+            if taken.is_some() {
+                return Err(MetaError::AlreadyExists(format!(
+                    "`{target}` already exists; restore to another path with \"to\""
+                )));
+            }
+            sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4, trashed_at = NULL WHERE id = $1")
+                .bind(node_id).bind(parent.id).bind(target_name).bind(&key)
+                .execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM trash WHERE id = $1").bind(trash_id).execute(&mut *tx).await?;
+            journal!(&mut *tx, space, node_id, "restore", target.to_string(), now)?;
+            let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            Ok((node, target))
+        })
+    }
+
+    /// Deletes trashed items for good (one, or all of the space's) and frees their quota.
+    /// Blocks stay in the store until garbage collection finds them unreferenced.
+    pub async fn purge_trash(&self, space: i64, trash_id: Option<i64>) -> MetaResult<u64> {
+        let now = now_ms();
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let items: Vec<(i64, i64, String)> = sqlx::query_as(
+                "SELECT id, node_id, original_path FROM trash WHERE space_id = $1 AND ($2 IS NULL OR id = $2) ORDER BY id",
+            )
+            .bind(space).bind(trash_id)
+            .fetch_all(&mut *tx).await?;
+            if trash_id.is_some() && items.is_empty() {
+                return Err(MetaError::NotFound);
+            }
+            let mut purged = 0u64;
+            for (_, node_id, path) in items {
+                // An earlier item's subtree may already have taken this one with it.
+                let bytes: Option<i64> = sqlx::query_scalar(SUBTREE_FILE_BYTES).bind(node_id).fetch_optional(&mut *tx).await?;
+                let n = sqlx::query("DELETE FROM nodes WHERE id = $1").bind(node_id).execute(&mut *tx).await?.rows_affected();
+                if n > 0 {
+                    charge!(&mut *tx, space, -bytes.unwrap_or(0))?;
+                    journal!(&mut *tx, space, node_id, "purge", &path, now)?;
+                    purged += 1;
+                }
+            }
+            tx.commit().await?;
+            Ok(purged)
+        })
+    }
+}
+
+/// Splits a target path into its parent and its (validated) last name.
+fn split(path: &RemotePath) -> MetaResult<(RemotePath, &str)> {
+    match (path.parent(), path.name()) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(MetaError::Invalid("the root folder cannot be the target".into())),
+    }
+}

@@ -1,0 +1,236 @@
+//! Users, their tokens, and the audit log.
+
+use nimbus_proto::names::name_key;
+
+use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, WriteTx, now_ms, on_pool};
+
+const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, disabled, created_at";
+
+#[derive(Debug, Default, Clone)]
+pub struct UserUpdate {
+    pub quota_bytes: Option<Option<i64>>,
+    pub disabled: Option<bool>,
+    pub password_hash: Option<String>,
+    pub role: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NewAudit {
+    pub actor_id: Option<i64>,
+    pub actor: Option<String>,
+    pub action: String,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+    pub ip: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub before_id: Option<i64>,
+    pub limit: i64,
+}
+
+impl Meta {
+    pub async fn count_users(&self) -> MetaResult<i64> {
+        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM users").fetch_one(p).await?))
+    }
+
+    /// Creates a user and the root of their space in one transaction.
+    pub async fn create_user(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role: &str,
+        quota: Option<i64>,
+    ) -> MetaResult<UserRow> {
+        let now = now_ms();
+        let key = name_key(username);
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO users (username, username_key, password_hash, role, quota_bytes, used_bytes, disabled, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6) RETURNING id",
+            )
+            .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| MetaError::from_insert(e, || format!("a user named `{username}` already exists")))?;
+            sqlx::query(
+                "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) VALUES ($1, NULL, '', '', 'dir', 0, $2, $2)",
+            )
+            .bind(id).bind(now)
+            .execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        self.user_by_name(username).await?.ok_or(MetaError::NotFound)
+    }
+
+    pub async fn user(&self, id: i64) -> MetaResult<Option<UserRow>> {
+        let sql = format!("SELECT {USER_COLS} FROM users WHERE id = $1");
+        Ok(
+            on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(p).await?),
+        )
+    }
+
+    pub async fn user_by_name(&self, username: &str) -> MetaResult<Option<UserRow>> {
+        let sql = format!("SELECT {USER_COLS} FROM users WHERE username_key = $1");
+        let key = name_key(username);
+        Ok(
+            on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql)).bind(&key).fetch_optional(p).await?),
+        )
+    }
+
+    /// A page of users ordered by name; `after` is the last username key of the previous page.
+    pub async fn list_users(&self, search: Option<&str>, after: Option<&str>, limit: i64) -> MetaResult<Vec<UserRow>> {
+        let pattern = search.map(|s| format!("%{}%", escape_like(&name_key(s))));
+        let sql = format!(
+            "SELECT {USER_COLS} FROM users WHERE ($1 IS NULL OR username_key LIKE $1 ESCAPE '\\') \
+             AND ($2 IS NULL OR username_key > $2) ORDER BY username_key LIMIT $3"
+        );
+        Ok(on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql))
+            .bind(pattern.as_deref()).bind(after).bind(limit)
+            .fetch_all(p).await?))
+    }
+
+    /// Applies an admin's changes. Disabling a user or resetting the password revokes every
+    /// token of theirs in the same transaction, so no request can slip through afterwards.
+    pub async fn update_user(&self, id: i64, upd: &UserUpdate) -> MetaResult<UserRow> {
+        let now = now_ms();
+        let revoke = upd.disabled == Some(true) || upd.password_hash.is_some();
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            let n = sqlx::query(
+                "UPDATE users SET \
+                   quota_bytes = CASE WHEN $2 THEN $3 ELSE quota_bytes END, \
+                   disabled = COALESCE($4, disabled), \
+                   password_hash = COALESCE($5, password_hash), \
+                   role = COALESCE($6, role), \
+                   updated_at = $7 \
+                 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(upd.quota_bytes.is_some())
+            .bind(upd.quota_bytes.flatten())
+            .bind(upd.disabled)
+            .bind(upd.password_hash.as_deref())
+            .bind(upd.role.as_deref())
+            .bind(now)
+            .execute(&mut *tx).await?
+            .rows_affected();
+            if n == 0 {
+                return Err(MetaError::NotFound);
+            }
+            if revoke {
+                sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+                    .bind(id).bind(now).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        self.user(id).await?.ok_or(MetaError::NotFound)
+    }
+
+    /// Deletes a user with everything in their space. Returns false if there was no such user.
+    /// The caller removes the space's blocks from the object store afterwards.
+    pub async fn delete_user(&self, id: i64) -> MetaResult<bool> {
+        on_pool!(self, p => {
+            let mut tx = p.begin_write().await?;
+            // Children before parents is not needed: nodes cascade through parent_id.
+            sqlx::query("DELETE FROM trash WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM nodes WHERE space_id = $1 AND parent_id IS NULL").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM nodes WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM blocks WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM changes WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM tokens WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
+            let n = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
+            tx.commit().await?;
+            Ok(n > 0)
+        })
+    }
+
+    pub async fn count_admins(&self) -> MetaResult<i64> {
+        Ok(
+            on_pool!(self, p => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = FALSE").fetch_one(p).await?),
+        )
+    }
+
+    pub async fn insert_token(&self, user_id: i64, token_hash: &str, device: &str, expires_at: i64) -> MetaResult<i64> {
+        let now = now_ms();
+        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>(
+            "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(user_id).bind(token_hash).bind(device).bind(now).bind(expires_at)
+        .fetch_one(p).await?))
+    }
+
+    /// Looks a token up by its hash, with the user state needed to decide whether it works.
+    pub async fn token_auth(&self, token_hash: &str) -> MetaResult<Option<TokenAuthRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, TokenAuthRow>(
+            "SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, \
+                    u.username, u.role, u.disabled \
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1",
+        )
+        .bind(token_hash)
+        .fetch_optional(p).await?))
+    }
+
+    pub async fn touch_token(&self, token_id: i64) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query("UPDATE tokens SET last_used_at = $2 WHERE id = $1").bind(token_id).bind(now_ms()).execute(p).await?;
+        });
+        Ok(())
+    }
+
+    /// The user's tokens that still work.
+    pub async fn list_tokens(&self, user_id: i64) -> MetaResult<Vec<TokenRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, TokenRow>(
+            "SELECT id, device, created_at, expires_at, last_used_at FROM tokens \
+             WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 ORDER BY id",
+        )
+        .bind(user_id).bind(now_ms())
+        .fetch_all(p).await?))
+    }
+
+    /// Revokes one of the user's own tokens; false if it is not theirs or not live.
+    pub async fn revoke_token(&self, user_id: i64, token_id: i64) -> MetaResult<bool> {
+        let n = on_pool!(self, p => sqlx::query(
+            "UPDATE tokens SET revoked_at = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(token_id).bind(user_id).bind(now_ms())
+        .execute(p).await?.rows_affected());
+        Ok(n > 0)
+    }
+
+    pub async fn revoke_all_tokens(&self, user_id: i64) -> MetaResult<u64> {
+        Ok(
+            on_pool!(self, p => sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+            .bind(user_id).bind(now_ms()).execute(p).await?.rows_affected()),
+        )
+    }
+
+    pub async fn audit(&self, e: NewAudit) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query("INSERT INTO audit (at, actor_id, actor, action, target, detail, ip) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+                .bind(now_ms()).bind(e.actor_id).bind(e.actor.as_deref()).bind(&e.action)
+                .bind(e.target.as_deref()).bind(e.detail.as_deref()).bind(e.ip.as_deref())
+                .execute(p).await?;
+        });
+        Ok(())
+    }
+
+    /// Audit entries newest first; `before_id` pages backwards.
+    pub async fn list_audit(&self, f: &AuditFilter) -> MetaResult<Vec<AuditRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, AuditRow>(
+            "SELECT id, at, actor, action, target, detail, ip FROM audit \
+             WHERE ($1 IS NULL OR actor = $1) AND ($2 IS NULL OR action = $2) AND ($3 IS NULL OR id < $3) \
+             ORDER BY id DESC LIMIT $4",
+        )
+        .bind(f.actor.as_deref()).bind(f.action.as_deref()).bind(f.before_id).bind(f.limit)
+        .fetch_all(p).await?))
+    }
+}
+
+fn escape_like(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}

@@ -1,0 +1,235 @@
+//! Start-up and serving: open the database and the store, create the first admin, wrap the
+//! router in the cross-cutting layers (request ids, tracing, panics, metrics, limits), bind,
+//! and serve plain HTTP or TLS until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::http::{HeaderName, Request};
+use axum_server::tls_rustls::RustlsConfig;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::auth::{Throttle, generate_password, hash_password};
+use crate::blocks::{DynStore, LocalStore, S3Config, S3Store};
+use crate::config::{ServeArgs, StoreKind};
+use crate::meta::Meta;
+use crate::state::{AppState, Settings};
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Opens everything the gateway needs and returns the shared state.
+pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
+    tokio::fs::create_dir_all(&args.data_dir)
+        .await
+        .with_context(|| format!("cannot create the data dir {}", args.data_dir.display()))?;
+    let url = args.database_url();
+    let meta = Meta::connect(&url).await.with_context(|| format!("cannot open the database {}", redact(&url)))?;
+    let store: DynStore = match args.store {
+        StoreKind::Local => {
+            Arc::new(LocalStore::open(&args.blocks_dir()).await.context("cannot open the blocks directory")?)
+        }
+        StoreKind::S3 => {
+            let cfg = S3Config {
+                endpoint: args.s3_endpoint.clone(),
+                bucket: args.s3_bucket.clone(),
+                region: args.s3_region.clone(),
+                path_style: !args.s3_virtual_hosted,
+                access_key: args.s3_access_key.clone(),
+                secret_key: args.s3_secret_key.clone(),
+                prefix: args.s3_prefix.clone(),
+                timeout: Duration::from_secs(args.store_timeout_secs),
+            };
+            Arc::new(S3Store::connect(&cfg).await.context("cannot set up the S3 client")?)
+        }
+    };
+    let settings = Settings {
+        block_size: nimbus_proto::DEFAULT_BLOCK_SIZE,
+        token_ttl_secs: args.token_ttl_secs,
+        default_quota: args.default_quota(),
+        upload_parallelism: 4,
+    };
+    Ok(AppState {
+        meta,
+        store,
+        throttle: Arc::new(Throttle::default()),
+        metrics: crate::metrics::recorder(),
+        settings: Arc::new(settings),
+    })
+}
+
+/// The router with every cross-cutting layer; what tests drive with `oneshot`.
+pub fn app(state: AppState) -> Router {
+    crate::api::router(state)
+        .layer(axum::middleware::from_fn(crate::metrics::track))
+        .layer(CatchPanicLayer::custom(|_| {
+            // A bug must not take the connection down silently or leak a backtrace.
+            axum::response::IntoResponse::into_response(crate::error::ApiError::internal(anyhow::anyhow!(
+                "handler panicked"
+            )))
+        }))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
+        }))
+        .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// Creates the first administrator on an empty database.
+async fn bootstrap_admin(meta: &Meta) -> anyhow::Result<()> {
+    if meta.count_users().await? > 0 {
+        return Ok(());
+    }
+    let (password, from_env) = match std::env::var("NIMBUS_ADMIN_PASSWORD") {
+        Ok(p) if !p.is_empty() => (p, true),
+        _ => (generate_password(), false),
+    };
+    let hash = tokio::task::spawn_blocking({
+        let p = password.clone();
+        move || hash_password(&p)
+    })
+    .await??;
+    meta.create_user("admin", &hash, "admin", None).await?;
+    if from_env {
+        println!("Created the administrator `admin` with the password from NIMBUS_ADMIN_PASSWORD.");
+    } else {
+        println!("Created the administrator `admin` with password: {password}");
+        println!("(shown only this once; change it after signing in)");
+    }
+    Ok(())
+}
+
+/// Runs the gateway until `shutdown` resolves.
+pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let state = build_state(&args).await?;
+    bootstrap_admin(&state.meta).await?;
+    let meta = state.meta.clone();
+
+    let listener =
+        std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let tls = tls_config(&args, addr).await?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), "gateway starting");
+
+    let handle = axum_server::Handle::new();
+    let h = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        // Let running transfers finish for a while, then stop.
+        h.graceful_shutdown(Some(Duration::from_secs(20)));
+    });
+    let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
+    println!("Nimbus gateway listening on {scheme}://{addr}");
+    println!("Sign in with: nimbus login {scheme}://{addr} --username admin");
+    match tls {
+        Some(cfg) => {
+            let mut server = axum_server::from_tcp_rustls(listener, cfg)?.handle(handle);
+            tune(server.http_builder());
+            server.serve(service).await?;
+        }
+        None => {
+            let mut server = axum_server::from_tcp(listener)?.handle(handle);
+            tune(server.http_builder());
+            server.serve(service).await?;
+        }
+    }
+    meta.close().await;
+    tracing::info!("gateway stopped");
+    Ok(())
+}
+
+/// Bounds on what a client can make the server hold: header size and how long a client may
+/// take to send its headers (slow-loris).
+fn tune(b: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>) {
+    b.http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .max_buf_size(64 * 1024);
+    b.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(64 * 1024);
+}
+
+async fn tls_config(args: &ServeArgs, addr: SocketAddr) -> anyhow::Result<Option<RustlsConfig>> {
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let cfg = RustlsConfig::from_pem_file(cert, key).await.context("cannot load --tls-cert / --tls-key")?;
+        return Ok(Some(cfg));
+    }
+    if args.tls.as_deref() == Some("self-signed") {
+        let (cert, key) = self_signed(&args.data_dir).await?;
+        return Ok(Some(RustlsConfig::from_pem_file(cert, key).await?));
+    }
+    if !addr.ip().is_loopback() && !args.plain_http {
+        bail!(
+            "refusing to serve plain HTTP on {addr}: passwords and tokens would cross the network in clear. \
+             Use --tls self-signed, or --tls-cert FILE --tls-key FILE, or --plain-http behind a TLS-terminating proxy"
+        );
+    }
+    Ok(None)
+}
+
+/// A self-signed certificate, generated once and kept in the data dir.
+async fn self_signed(data_dir: &Path) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    use sha2::Digest;
+    let dir = data_dir.join("tls");
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    if !cert_path.exists() || !key_path.exists() {
+        tokio::fs::create_dir_all(&dir).await?;
+        let host = std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
+        let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        if !host.is_empty() {
+            names.push(host);
+        }
+        let ck = rcgen::generate_simple_self_signed(names)?;
+        write_private(&key_path, ck.signing_key.serialize_pem().as_bytes())?;
+        tokio::fs::write(&cert_path, ck.cert.pem()).await?;
+    }
+    let pem = tokio::fs::read_to_string(&cert_path).await?;
+    let der =
+        pem_body(&pem).context("the self-signed certificate in the data dir is unreadable; delete the tls/ folder")?;
+    let fp = sha2::Sha256::digest(&der).iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":");
+    println!("TLS: self-signed certificate {} (SHA-256 fingerprint {fp})", cert_path.display());
+    Ok((cert_path, key_path))
+}
+
+fn pem_body(pem: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(data)
+}
+
+/// Database URLs may carry a password; never print it.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("postgres://u:secret@h:5432/db"), "postgres://***@h:5432/db");
+        assert_eq!(redact("sqlite:///x/y.db"), "sqlite:///x/y.db");
+    }
+}

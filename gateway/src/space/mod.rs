@@ -1,0 +1,196 @@
+//! Content operations that combine the metadata database and the block store: streaming a
+//! whole file in (split, hash, upload missing blocks, commit) and streaming a byte range out
+//! (fetch and verify the overlapping blocks, in order, a couple ahead).
+//!
+//! Memory stays bounded whatever the file size: a write holds at most `upload_parallelism + 1`
+//! blocks, a read at most `READ_AHEAD + 1`.
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{self, FuturesUnordered, Stream, StreamExt, TryStreamExt};
+use nimbus_proto::RemotePath;
+
+use crate::blocks::{StoreError, get_verified};
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{Base, BlockEntry, CommitSpec, NodeRow};
+use crate::state::AppState;
+
+/// Blocks fetched ahead of the one being sent.
+const READ_AHEAD: usize = 2;
+
+/// Stores one block for a space after checking its hash. Returns true if it was new.
+pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) -> ApiResult<bool> {
+    if data.len() as u64 > state.settings.block_size {
+        return Err(ApiError::PayloadTooLarge(format!("a block holds at most {} bytes", state.settings.block_size)));
+    }
+    let actual = blake3::hash(&data).to_hex();
+    if actual.as_str() != hash {
+        return Err(ApiError::HashMismatch(format!(
+            "the uploaded bytes hash to {actual}, not {hash}; the block was not stored"
+        )));
+    }
+    if state.meta.has_block(space, hash).await? {
+        return Ok(false);
+    }
+    store_block(state, space, hash.to_string(), data).await?;
+    Ok(true)
+}
+
+async fn store_block(state: &AppState, space: i64, hash: String, data: Bytes) -> ApiResult<BlockEntry> {
+    let size = data.len() as i64;
+    if !state.meta.has_block(space, &hash).await? {
+        state.store.put(space, &hash, data).await?;
+        metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
+        // Registered only once the store has it: a registered block is always readable.
+        state.meta.register_block(space, &hash, size).await?;
+    }
+    Ok(BlockEntry { hash, size })
+}
+
+/// What a streaming upload knows up front.
+pub struct PutOptions<'a> {
+    pub base: Base,
+    pub device: Option<&'a str>,
+    pub content_length: Option<u64>,
+}
+
+/// Streams a request body into the space as the new content of `path`.
+pub async fn put_stream<S, E>(
+    state: &AppState,
+    space: i64,
+    path: &RemotePath,
+    body: S,
+    opts: PutOptions<'_>,
+) -> ApiResult<(NodeRow, bool)>
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
+    E: std::fmt::Display,
+{
+    let bs = state.settings.block_size as usize;
+    let room = quota_room(state, space, path).await?;
+    if let (Some(room), Some(len)) = (room, opts.content_length) {
+        if len > room {
+            return Err(quota_error(len, room));
+        }
+    }
+    let mut body = body;
+    let mut buf = BytesMut::with_capacity(bs);
+    let mut blocks: Vec<Option<BlockEntry>> = Vec::new();
+    let mut in_flight = FuturesUnordered::new();
+    let mut total: u64 = 0;
+    let mut done = false;
+    while !done {
+        match body.next().await {
+            Some(Ok(chunk)) => {
+                total += chunk.len() as u64;
+                if let Some(room) = room {
+                    if total > room {
+                        return Err(quota_error(total, room));
+                    }
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Some(Err(e)) => return Err(ApiError::BadRequest(format!("the upload was interrupted: {e}"))),
+            None => done = true,
+        }
+        while buf.len() >= bs || (done && !buf.is_empty()) {
+            let take = buf.len().min(bs);
+            let block = buf.split_to(take).freeze();
+            let idx = blocks.len();
+            blocks.push(None);
+            let st = state.clone();
+            in_flight.push(async move {
+                let hash = blake3::hash(&block).to_hex().to_string();
+                store_block(&st, space, hash, block).await.map(|b| (idx, b))
+            });
+            // Backpressure: stop reading the body while enough uploads are running.
+            while in_flight.len() >= state.settings.upload_parallelism {
+                if let Some(r) = in_flight.next().await {
+                    let (i, b) = r?;
+                    blocks[i] = Some(b);
+                }
+            }
+        }
+    }
+    while let Some(r) = in_flight.next().await {
+        let (i, b) = r?;
+        blocks[i] = Some(b);
+    }
+    let blocks: Vec<BlockEntry> = blocks
+        .into_iter()
+        .collect::<Option<_>>()
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("a block upload did not finish")))?;
+    let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size: bs as i64, device: opts.device };
+    Ok(state.meta.commit(space, path, &spec).await?)
+}
+
+/// Bytes the space may still grow by when `path` is replaced, or None without a quota.
+async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Option<u64>> {
+    let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
+    let Some(quota) = user.quota_bytes else { return Ok(None) };
+    let replaced = match state.meta.stat(space, path).await {
+        Ok(n) if !n.is_dir() => n.size,
+        _ => 0,
+    };
+    Ok(Some((quota - user.used_bytes + replaced).max(0) as u64))
+}
+
+fn quota_error(needed: u64, room: u64) -> ApiError {
+    ApiError::QuotaExceeded(format!(
+        "quota exceeded: this upload needs at least {needed} bytes but only {room} bytes are left; \
+         delete files or empty the trash, or ask an administrator for more space"
+    ))
+}
+
+/// Streams bytes `start..=end` of a version made of `blocks`, verifying every block.
+/// An error mid-way ends the stream with an error, so the HTTP response is aborted rather
+/// than completed short.
+pub fn read_range(
+    state: &AppState,
+    space: i64,
+    blocks: Vec<BlockEntry>,
+    start: u64,
+    end: u64,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let mut offset = 0u64;
+    let mut wanted = Vec::new();
+    for b in blocks {
+        let (b_start, b_end) = (offset, offset + b.size as u64);
+        offset = b_end;
+        if b_end <= start || b_start > end {
+            continue;
+        }
+        let from = start.saturating_sub(b_start) as usize;
+        let to = ((end + 1).min(b_end) - b_start) as usize;
+        wanted.push((b.hash, from, to));
+    }
+    let store = state.store.clone();
+    stream::iter(wanted)
+        .map(move |(hash, from, to)| {
+            let store = store.clone();
+            async move {
+                let data = get_verified(store.as_ref(), space, &hash).await?;
+                metrics::counter!("nimbus_store_bytes_read_total").increment(data.len() as u64);
+                if to > data.len() {
+                    return Err(StoreError::Corrupt(hash));
+                }
+                Ok::<Bytes, StoreError>(data.slice(from..to))
+            }
+        })
+        .buffered(READ_AHEAD)
+        .map_err(|e| {
+            tracing::error!(error = %e, "aborting a download");
+            std::io::Error::other(e)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_error_says_what_is_left() {
+        let e = quota_error(100, 40);
+        assert_eq!(e.code(), "quota_exceeded");
+        assert!(e.to_string().contains("40 bytes are left"));
+    }
+}

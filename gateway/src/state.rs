@@ -1,0 +1,28 @@
+//! What every request handler shares.
+
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::auth::Throttle;
+use crate::blocks::DynStore;
+use crate::meta::Meta;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub meta: Meta,
+    pub store: DynStore,
+    pub throttle: Arc<Throttle>,
+    pub metrics: PrometheusHandle,
+    pub settings: Arc<Settings>,
+}
+
+/// Runtime settings derived from the configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub block_size: u64,
+    pub token_ttl_secs: u64,
+    pub default_quota: Option<u64>,
+    /// Block uploads in flight per streaming PUT (memory: this many blocks + one buffering).
+    pub upload_parallelism: usize,
+}

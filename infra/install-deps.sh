@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# infra/install-deps.sh — install everything the Nimbus tests need on a fresh Debian 12.
+#
+#   bash infra/install-deps.sh
+#
+# Idempotent and cache-friendly; safe to run before every test run:
+#   * Debian packages: checked with dpkg first; `apt-get update` + install only when one is missing.
+#   * MinIO (the real S3 store the e2e tests start): built from source with
+#     `go install github.com/minio/minio@$MINIO_VERSION` into $NIMBUS_CACHE_DIR/bin (≈ 3 min on
+#     2 cores), only when the binary is missing or the version recorded next to it differs.
+#     Go's module and build caches live under $NIMBUS_CACHE_DIR/go, so a rebuild is quick.
+#
+# Environment:
+#   NIMBUS_CACHE_DIR  cache root (default /var/cache/nimbus); MinIO ends up in $NIMBUS_CACHE_DIR/bin/minio
+#
+# Needs a Go toolchain new enough for MinIO (Go >= 1.24; the machines carry Go 1.26 in
+# /usr/local/go) and a Rust toolchain (preinstalled; see rust-toolchain.toml). Neither is
+# downloaded here.
+set -euo pipefail
+
+# MinIO publishes RELEASE.* tags, which are not semver, so Go needs a pseudo-version.
+# This one is the upstream master of 2026-02-12 (commit 7aac2a2c5b7c); verified to build with
+# Go 1.26 and to serve /minio/health/live.
+MINIO_MODULE=github.com/minio/minio
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+
+APT_PACKAGES=(
+    build-essential pkg-config ca-certificates git curl cmake
+    postgresql   # Debian 12: postgresql-15, used by infra/postgres.sh
+    fuse3        # real FUSE mounts in tests
+    python3
+)
+
+CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}
+BIN_DIR=$CACHE_DIR/bin
+MINIO_BIN=$BIN_DIR/minio
+MINIO_MARKER=$BIN_DIR/minio.version
+
+log() { printf '[install-deps] %s\n' "$*"; }
+die() { printf '[install-deps] ERROR: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root (or sudo) to run: $*"
+    fi
+}
+
+# --- Debian packages -----------------------------------------------------------------------
+is_installed() {
+    [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]
+}
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    is_installed "$pkg" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    log "apt: all ${#APT_PACKAGES[@]} packages already installed"
+else
+    log "apt: installing ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" </dev/null
+    log "apt: installed ${missing[*]}"
+fi
+
+# --- Toolchains (checked, not installed) -----------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+    [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if command -v cargo >/dev/null 2>&1; then
+    log "rust: $(cargo --version)"
+else
+    log "WARNING: no cargo on PATH; a Rust toolchain (see rust-toolchain.toml) is needed to build Nimbus"
+fi
+
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+    export PATH="/usr/local/go/bin:$PATH"
+fi
+
+# --- MinIO -----------------------------------------------------------------------------------
+want="$MINIO_MODULE@$MINIO_VERSION"
+as_root mkdir -p "$BIN_DIR" "$CACHE_DIR/go"
+
+# One builder at a time (two CI runs or a developer and CI sharing the cache).
+exec 9>"$CACHE_DIR/.install-deps.lock"
+flock 9
+
+have=""
+[ -f "$MINIO_MARKER" ] && have=$(cat "$MINIO_MARKER")
+if [ -x "$MINIO_BIN" ] && [ "$have" = "$want" ]; then
+    log "minio: $MINIO_BIN is already $want"
+else
+    command -v go >/dev/null 2>&1 || die "go not found (need Go >= 1.24 to build MinIO; expected in /usr/local/go)"
+    log "minio: building $want with $(go version) (about 3 minutes on 2 cores)..."
+    export GOPATH=$CACHE_DIR/go
+    export GOMODCACHE=$CACHE_DIR/go/pkg/mod
+    export GOCACHE=$CACHE_DIR/go/cache
+    export GOBIN=$BIN_DIR
+    export GOFLAGS=-buildvcs=false
+    # Never download another Go toolchain: there is no network for it here.
+    export GOTOOLCHAIN=local
+    rm -f "$MINIO_MARKER"
+    start=$(date +%s)
+    (cd "$CACHE_DIR" && go install "$want")
+    printf '%s\n' "$want" >"$MINIO_MARKER"
+    log "minio: built in $(( $(date +%s) - start ))s -> $MINIO_BIN"
+fi
+
+"$MINIO_BIN" --version >/dev/null 2>&1 || die "$MINIO_BIN does not run (delete it and rerun)"
+log "minio: $("$MINIO_BIN" --version 2>/dev/null | head -n1)"
+log "done"

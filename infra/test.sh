@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# infra/test.sh — install everything the tests need and run the whole suite.
+#
+#   ./infra/test.sh [ARGS...]          full suite
+#   ./infra/test.sh --fast [ARGS...]   fast tier only: no installs, no PostgreSQL, no MinIO;
+#                                      runs `cargo test --workspace --exclude nimbus-e2e`
+# ARGS go to `cargo test --workspace` as they are: a test-name filter and/or `-- --nocapture`, e.g.
+#   ./infra/test.sh postgres -- --nocapture
+#
+# The full suite:
+#   1. infra/install-deps.sh (Debian packages, MinIO built into /var/cache/nimbus/bin; cached)
+#   2. cargo build --workspace --all-targets   (so the nimbus-gateway and nimbus binaries exist)
+#   3. infra/postgres.sh start                 (stopped again on exit if this script started it)
+#   4. cargo test --workspace ARGS, with
+#        NIMBUS_TEST_PG_URL       postgres://postgres@127.0.0.1:PORT/postgres (tests create their own DBs)
+#        NIMBUS_TEST_MINIO_BIN    /var/cache/nimbus/bin/minio (tests start their own MinIO processes)
+#        NIMBUS_TEST_REQUIRE_ALL  1 (a test whose component is missing fails instead of skipping)
+# Exits with cargo test's status.
+#
+# CARGO_TARGET_DIR defaults to /var/cache/nimbus/target so every clone on this machine shares
+# one build.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+log() { printf '[test] %s\n' "$*" >&2; }
+
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+    fast=1
+    shift
+fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/nimbus/target}
+export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
+
+if [ "$fast" -eq 1 ]; then
+    log "fast tier: cargo test --workspace --exclude nimbus-e2e $*"
+    exec cargo test --workspace --exclude nimbus-e2e "$@"
+fi
+
+bash "$ROOT/infra/install-deps.sh"
+
+log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
+cargo build --workspace --all-targets
+
+started_pg=0
+# shellcheck disable=SC2317  # called through the EXIT trap
+stop_pg() {
+    if [ "$started_pg" -eq 1 ]; then
+        bash "$ROOT/infra/postgres.sh" stop || true
+    fi
+}
+trap stop_pg EXIT
+if ! bash "$ROOT/infra/postgres.sh" status 2>/dev/null; then
+    started_pg=1
+fi
+NIMBUS_TEST_PG_URL=$(bash "$ROOT/infra/postgres.sh" start)
+
+export NIMBUS_TEST_PG_URL
+export NIMBUS_TEST_MINIO_BIN=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}/bin/minio
+export NIMBUS_TEST_REQUIRE_ALL=1
+
+log "NIMBUS_TEST_PG_URL=$NIMBUS_TEST_PG_URL"
+log "NIMBUS_TEST_MINIO_BIN=$NIMBUS_TEST_MINIO_BIN"
+log "NIMBUS_TEST_REQUIRE_ALL=$NIMBUS_TEST_REQUIRE_ALL"
+log "cargo test --workspace $*"
+status=0
+cargo test --workspace "$@" || status=$?
+log "cargo test exited with $status"
+exit "$status"

@@ -1,0 +1,368 @@
+//! JSON bodies of the REST API. Timestamps are RFC 3339 strings in UTC; ids are integers;
+//! sizes are bytes. docs/API.md lists the endpoints that carry each type.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// Every error response: `{"error":{"code":"...","message":"..."}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ErrorDetail {
+    /// Stable, machine-readable: `not_found`, `conflict`, `quota_exceeded`, `invalid_name`, ...
+    pub code: String,
+    /// For people: what is wrong and what to do.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    #[default]
+    User,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "user" => Some(Role::User),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+    /// A name for this device's token, shown when listing and revoking tokens.
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LoginResponse {
+    pub token: String,
+    pub expires_at: String,
+    pub user: UserRef,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UserRef {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Me {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    /// `null` means no quota.
+    pub quota_bytes: Option<u64>,
+    pub used_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ServerInfo {
+    pub version: String,
+    /// Files are split into blocks of exactly this size (the last may be shorter).
+    pub block_size: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    File,
+    Dir,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "dir",
+        }
+    }
+}
+
+/// A file or directory as listed and returned by writes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Entry {
+    pub id: i64,
+    pub name: String,
+    /// Absolute path inside the caller's space, starting with `/`.
+    pub path: String,
+    pub kind: EntryKind,
+    pub size: u64,
+    pub modified: String,
+    /// The current version id of a file; `null` for directories.
+    pub version: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct DirListing {
+    pub entries: Vec<Entry>,
+    /// Pass as `?cursor=` to get the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Body of `POST /move` and `POST /copy`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct MoveRequest {
+    pub from: String,
+    pub to: String,
+    /// Replace an existing file at `to` (directories are never replaced).
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct BlockRef {
+    pub hash: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct MissingBlocksRequest {
+    pub hashes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct MissingBlocksResponse {
+    /// The subset of the asked hashes this space does not hold yet, in the asked order.
+    pub missing: Vec<String>,
+}
+
+/// Body of `POST /manifests/{path}`: make this block list the file's new version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CommitRequest {
+    /// The version this edit started from; `null` when creating a new file.
+    /// If the file's current version differs, the commit fails with 409 `conflict`.
+    pub base_version: Option<i64>,
+    pub blocks: Vec<BlockRef>,
+    /// Replace whatever is there without checking `base_version`.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Manifest {
+    pub path: String,
+    pub version: i64,
+    pub size: u64,
+    pub block_size: u64,
+    pub modified: String,
+    pub blocks: Vec<BlockRef>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct VersionInfo {
+    pub version: i64,
+    pub size: u64,
+    pub created: String,
+    pub current: bool,
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct VersionList {
+    pub versions: Vec<VersionInfo>,
+}
+
+/// Body of `POST /versions/{path}`: make an earlier version current again (as a new version).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RestoreVersionRequest {
+    pub version: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TrashEntry {
+    pub id: i64,
+    pub name: String,
+    pub original_path: String,
+    pub kind: EntryKind,
+    pub size: u64,
+    pub deleted_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TrashList {
+    pub entries: Vec<TrashEntry>,
+    pub next_cursor: Option<String>,
+}
+
+/// Body of `POST /trash/{id}/restore`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RestoreTrashRequest {
+    /// Where to put it back; by default its original path.
+    #[serde(default)]
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TokenInfo {
+    pub id: i64,
+    pub device: String,
+    pub created: String,
+    pub expires_at: String,
+    pub last_used: Option<String>,
+    /// This is the token the request was made with.
+    pub current: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TokenList {
+    pub tokens: Vec<TokenInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CreateUserRequest {
+    pub username: String,
+    /// Omit to have the server generate one; it is returned once as `generated_password`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// `null` or omitted: the server's default quota.
+    #[serde(default)]
+    pub quota_bytes: Option<u64>,
+    #[serde(default)]
+    pub role: Role,
+}
+
+/// A user as admins see it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UserInfo {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    pub quota_bytes: Option<u64>,
+    pub used_bytes: u64,
+    pub disabled: bool,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CreatedUser {
+    #[serde(flatten)]
+    pub user: UserInfo,
+    /// Set only when the server generated the password; shown once, never stored in clear.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub generated_password: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UserList {
+    pub users: Vec<UserInfo>,
+    pub next_cursor: Option<String>,
+}
+
+/// Body of `PATCH /admin/users/{id}`: every field optional; `"quota_bytes": null` removes
+/// the quota, an absent field leaves it as it is.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UpdateUserRequest {
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    pub quota_bytes: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+/// Distinguishes `"field": null` (Some(None)) from an absent field (None).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: String,
+    pub actor: Option<String>,
+    pub action: String,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+    pub ip: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct AuditList {
+    pub entries: Vec<AuditEntry>,
+    pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_distinguishes_null_from_absent() -> Result<(), serde_json::Error> {
+        let absent: UpdateUserRequest = serde_json::from_str(r#"{"disabled":true}"#)?;
+        assert_eq!(absent.quota_bytes, None);
+        let null: UpdateUserRequest = serde_json::from_str(r#"{"quota_bytes":null}"#)?;
+        assert_eq!(null.quota_bytes, Some(None));
+        let set: UpdateUserRequest = serde_json::from_str(r#"{"quota_bytes":5}"#)?;
+        assert_eq!(set.quota_bytes, Some(Some(5)));
+        Ok(())
+    }
+
+    #[test]
+    fn error_body_shape() -> Result<(), serde_json::Error> {
+        let body = ErrorBody { error: ErrorDetail { code: "not_found".into(), message: "no such file".into() } };
+        assert_eq!(serde_json::to_string(&body)?, r#"{"error":{"code":"not_found","message":"no such file"}}"#);
+        Ok(())
+    }
+}
