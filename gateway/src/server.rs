@@ -15,6 +15,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{Throttle, generate_password, hash_password};
@@ -69,6 +70,8 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
 pub fn app(state: AppState) -> Router {
     crate::api::router(state)
         .layer(axum::middleware::from_fn(crate::metrics::track))
+        // A sender that stops sending (slow-loris, dead client) frees its request after this.
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
         .layer(CatchPanicLayer::custom(|_| {
             // A bug must not take the connection down silently or leak a backtrace.
             axum::response::IntoResponse::into_response(crate::error::ApiError::internal(anyhow::anyhow!(

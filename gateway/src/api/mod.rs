@@ -4,10 +4,13 @@
 use axum::Router;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
-use axum::http::Uri;
+use std::time::Duration;
+
+use axum::http::{StatusCode, Uri};
 use axum::routing::{get, post};
 use nimbus_proto::RemotePath;
 use nimbus_proto::wire::{Entry, EntryKind};
+use tower_http::timeout::TimeoutLayer;
 
 use crate::error::ApiError;
 use crate::meta::NodeRow;
@@ -26,14 +29,9 @@ const JSON_LIMIT: usize = 4 * 1024 * 1024;
 
 pub fn router(state: AppState) -> Router {
     let block_limit = state.settings.block_size as usize + 1024;
-    let api = Router::new()
-        .route("/api/v1/info", get(health::info))
-        .route("/api/v1/openapi.json", get(openapi::serve))
-        .route("/api/v1/auth/login", post(auth::login))
-        .route("/api/v1/auth/logout", post(auth::logout))
-        .route("/api/v1/auth/tokens", get(auth::list_tokens))
-        .route("/api/v1/auth/tokens/{id}", axum::routing::delete(auth::revoke_token))
-        .route("/api/v1/me", get(auth::me))
+    // Whole-file and block transfers may run long; they are bounded by an idle timeout on
+    // the request body instead (server.rs). Everything else must answer within a minute.
+    let streaming = Router::new()
         .route(
             "/api/v1/files/{*path}",
             get(files::get_file)
@@ -42,6 +40,21 @@ pub fn router(state: AppState) -> Router {
                 .delete(files::delete)
                 .layer(DefaultBodyLimit::disable()),
         )
+        .route(
+            "/api/v1/blocks/{hash}",
+            get(blocks::get_block)
+                .head(blocks::get_block)
+                .put(blocks::put_block)
+                .layer(DefaultBodyLimit::max(block_limit)),
+        );
+    let json = Router::new()
+        .route("/api/v1/info", get(health::info))
+        .route("/api/v1/openapi.json", get(openapi::serve))
+        .route("/api/v1/auth/login", post(auth::login))
+        .route("/api/v1/auth/logout", post(auth::logout))
+        .route("/api/v1/auth/tokens", get(auth::list_tokens))
+        .route("/api/v1/auth/tokens/{id}", axum::routing::delete(auth::revoke_token))
+        .route("/api/v1/me", get(auth::me))
         .route("/api/v1/stat", get(files::stat))
         .route("/api/v1/stat/", get(files::stat))
         .route("/api/v1/stat/{*path}", get(files::stat))
@@ -51,13 +64,6 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/move", post(files::move_entry))
         .route("/api/v1/copy", post(files::copy_entry))
         .route("/api/v1/blocks/missing", post(blocks::missing))
-        .route(
-            "/api/v1/blocks/{hash}",
-            get(blocks::get_block)
-                .head(blocks::get_block)
-                .put(blocks::put_block)
-                .layer(DefaultBodyLimit::max(block_limit)),
-        )
         .route("/api/v1/manifests/{*path}", get(blocks::get_manifest).post(blocks::commit))
         .route("/api/v1/versions/{*path}", get(files::list_versions).post(files::restore_version))
         .route("/api/v1/trash", get(trash::list).delete(trash::empty))
@@ -66,7 +72,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/admin/users", get(admin::list_users).post(admin::create_user))
         .route("/api/v1/admin/users/{id}", get(admin::get_user).patch(admin::update_user).delete(admin::delete_user))
         .route("/api/v1/admin/audit", get(admin::audit_log))
-        .layer(DefaultBodyLimit::max(JSON_LIMIT));
+        .layer(DefaultBodyLimit::max(JSON_LIMIT))
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(60)));
+    let api = streaming.merge(json);
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

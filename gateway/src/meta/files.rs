@@ -117,11 +117,10 @@ impl Meta {
             let mut tx = p.begin_write().await?;
             let (parent, _, _) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
             let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
-            if let Some(ex) = &existing {
-                if ex.is_dir() {
+            if let Some(ex) = &existing
+                && ex.is_dir() {
                     return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
                 }
-            }
             match (&existing, spec.base) {
                 (_, Base::Any) => {}
                 (Some(ex), Base::Expect(Some(v))) if ex.version_id == Some(v) => {}

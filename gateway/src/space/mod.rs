@@ -67,10 +67,10 @@ where
 {
     let bs = state.settings.block_size as usize;
     let room = quota_room(state, space, path).await?;
-    if let (Some(room), Some(len)) = (room, opts.content_length) {
-        if len > room {
-            return Err(quota_error(len, room));
-        }
+    if let (Some(room), Some(len)) = (room, opts.content_length)
+        && len > room
+    {
+        return Err(quota_error(len, room));
     }
     let mut body = body;
     let mut buf = BytesMut::with_capacity(bs);
@@ -82,10 +82,10 @@ where
         match body.next().await {
             Some(Ok(chunk)) => {
                 total += chunk.len() as u64;
-                if let Some(room) = room {
-                    if total > room {
-                        return Err(quota_error(total, room));
-                    }
+                if let Some(room) = room
+                    && total > room
+                {
+                    return Err(quota_error(total, room));
                 }
                 buf.extend_from_slice(&chunk);
             }
