@@ -112,7 +112,7 @@ pub async fn commit(
         req.blocks.iter().map(|b| BlockEntry { hash: b.hash.clone(), size: b.size as i64 }).collect();
     let base = if req.force { Base::Any } else { Base::Expect(req.base_version) };
     let spec = CommitSpec { base, blocks: &blocks, block_size: bs as i64, device: Some(&user.device) };
-    let (node, created) = st.meta.commit(user.id, &path, &spec).await?;
+    let (node, created, path) = st.meta.commit(user.id, &path, &spec).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }
@@ -126,7 +126,7 @@ pub async fn get_manifest(
     let path = space_path(&uri, "/api/v1/manifests/")?;
     let m = st.meta.manifest(user.id, &path, q.version).await?;
     Ok(Json(Manifest {
-        path: path.to_string(),
+        path: m.path.to_string(),
         version: m.version.id,
         size: m.version.size.max(0) as u64,
         block_size: m.version.block_size.max(0) as u64,

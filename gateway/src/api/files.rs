@@ -138,7 +138,7 @@ pub async fn put_file(
     let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let opts = PutOptions { base, device: Some(&user.device), content_length };
     let result = space::put_stream(&st, user.id, &path, body.into_data_stream(), opts).await;
-    let (node, created) = match result {
+    let (node, created, path) = match result {
         // For PUT, a failed base check is a failed precondition (the headers set it).
         Err(ApiError::Conflict(m)) if base != Base::Any => return Err(ApiError::PreconditionFailed(m)),
         other => other?,
@@ -168,7 +168,7 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri) -> Api
 
 pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<Entry>> {
     let path = space_path(&uri, "/api/v1/stat/")?;
-    let node = st.meta.stat(user.id, &path).await?;
+    let (node, path) = st.meta.stat(user.id, &path).await?;
     Ok(Json(entry(&node, &path)))
 }
 
@@ -202,7 +202,7 @@ pub async fn list_dir(
         ),
         None => None,
     };
-    let mut rows = st.meta.list_dir(user.id, &path, after.as_deref(), limit).await?;
+    let (mut rows, path) = st.meta.list_dir(user.id, &path, after.as_deref(), limit).await?;
     let next_cursor = if rows.len() as i64 > limit {
         rows.truncate(limit as usize);
         rows.last().map(|n| URL_SAFE_NO_PAD.encode(name_key(&n.name)))
@@ -215,7 +215,7 @@ pub async fn list_dir(
 
 pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Response> {
     let path = space_path(&uri, "/api/v1/dirs/")?;
-    let (node, created) = st.meta.mkdir(user.id, &path).await?;
+    let (node, created, path) = st.meta.mkdir(user.id, &path).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }
@@ -226,7 +226,7 @@ pub async fn move_entry(
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let node = st.meta.move_node(user.id, &from, &to, req.overwrite).await?;
+    let (node, to) = st.meta.move_node(user.id, &from, &to, req.overwrite).await?;
     Ok(Json(entry(&node, &to)))
 }
 
@@ -236,7 +236,7 @@ pub async fn copy_entry(
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Response> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let node = st.meta.copy_node(user.id, &from, &to, req.overwrite, Some(&user.device)).await?;
+    let (node, to) = st.meta.copy_node(user.id, &from, &to, req.overwrite, Some(&user.device)).await?;
     Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
 }
 
@@ -263,6 +263,6 @@ pub async fn restore_version(
     Json(req): Json<RestoreVersionRequest>,
 ) -> ApiResult<Json<Entry>> {
     let path = space_path(&uri, "/api/v1/versions/")?;
-    let node = st.meta.restore_version(user.id, &path, req.version, Some(&user.device)).await?;
+    let (node, path) = st.meta.restore_version(user.id, &path, req.version, Some(&user.device)).await?;
     Ok(Json(entry(&node, &path)))
 }

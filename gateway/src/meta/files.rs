@@ -28,6 +28,8 @@ pub struct CommitSpec<'a> {
 #[derive(Debug, Clone)]
 pub struct Manifest {
     pub node: NodeRow,
+    /// The file's canonical path (stored spelling).
+    pub path: RemotePath,
     pub version: VersionRow,
     pub blocks: Vec<BlockEntry>,
 }
@@ -83,7 +85,12 @@ impl Meta {
     /// Makes `spec.blocks` the new current version of the file at `path`, atomically:
     /// the base check, the quota charge, the version and the node update succeed or fail
     /// together. Returns the node and whether the file was created.
-    pub async fn commit(&self, space: i64, path: &RemotePath, spec: &CommitSpec<'_>) -> MetaResult<(NodeRow, bool)> {
+    pub async fn commit(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        spec: &CommitSpec<'_>,
+    ) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let (parent_path, name) = match (path.parent(), path.name()) {
             (Some(pp), Some(n)) => (pp, n),
             _ => return Err(MetaError::IsADirectory("the root is a folder".into())),
@@ -115,7 +122,7 @@ impl Meta {
 
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
-            let (parent, _, _) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
+            let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
             let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
             if let Some(ex) = &existing
                 && ex.is_dir() {
@@ -184,7 +191,8 @@ impl Meta {
             journal!(&mut *tx, space, node_id, if existing.is_some() { "update" } else { "create" }, &shown, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            Ok((node, existing.is_none()))
+            let canon = parent_canon.join(&node.name)?;
+            Ok((node, existing.is_none(), canon))
         })
     }
 
@@ -192,7 +200,7 @@ impl Meta {
     /// version of this very file).
     pub async fn manifest(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
         on_pool!(self, p => {
-            let node = resolve!(p, space, path)?;
+            let (node, canon) = resolve!(p, space, path)?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
             }
@@ -206,14 +214,14 @@ impl Meta {
             let blocks: Vec<BlockEntry> = sqlx::query_as("SELECT hash, size FROM version_blocks WHERE version_id = $1 ORDER BY idx")
                 .bind(vid)
                 .fetch_all(p).await?;
-            Ok(Manifest { node, version: v, blocks })
+            Ok(Manifest { node, path: canon, version: v, blocks })
         })
     }
 
     /// Versions of a file, newest first.
     pub async fn versions(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, Vec<VersionRow>)> {
         on_pool!(self, p => {
-            let node = resolve!(p, space, path)?;
+            let (node, _) = resolve!(p, space, path)?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
             }
@@ -233,12 +241,12 @@ impl Meta {
         path: &RemotePath,
         version: i64,
         device: Option<&str>,
-    ) -> MetaResult<NodeRow> {
+    ) -> MetaResult<(NodeRow, RemotePath)> {
         let now = now_ms();
         let shown = path.to_string();
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
-            let node = resolve!(&mut *tx, space, path)?;
+            let (node, canon) = resolve!(&mut *tx, space, path)?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
             }
@@ -263,7 +271,7 @@ impl Meta {
             journal!(&mut *tx, space, node.id, "update", &shown, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            Ok(node)
+            Ok((node, canon))
         })
     }
 }

@@ -15,7 +15,8 @@ pub(crate) const CHILD_SQL: &str =
     concat!("SELECT ", node_cols!(), " FROM nodes WHERE parent_id = $1 AND name_key = $2 AND trashed_at IS NULL");
 pub(crate) const NODE_SQL: &str = concat!("SELECT ", node_cols!(), " FROM nodes WHERE id = $1");
 
-/// Resolves a path to its live node (NotFound if any component is missing or not a directory).
+/// Resolves a path to its live node and its canonical spelling (the stored names).
+/// NotFound if any component is missing or not a directory.
 macro_rules! resolve {
     ($ex:expr, $space:expr, $path:expr) => {
         async {
@@ -24,6 +25,7 @@ macro_rules! resolve {
                 .fetch_optional($ex)
                 .await?
                 .ok_or($crate::meta::MetaError::NotFound)?;
+            let mut canon = nimbus_proto::RemotePath::root();
             for comp in $path.components() {
                 if !cur.is_dir() {
                     return Err($crate::meta::MetaError::NotFound);
@@ -34,8 +36,9 @@ macro_rules! resolve {
                     .fetch_optional($ex)
                     .await?
                     .ok_or($crate::meta::MetaError::NotFound)?;
+                canon = canon.join(&cur.name)?;
             }
-            Ok::<$crate::meta::NodeRow, $crate::meta::MetaError>(cur)
+            Ok::<($crate::meta::NodeRow, nimbus_proto::RemotePath), $crate::meta::MetaError>((cur, canon))
         }
         .await
     };
@@ -43,8 +46,8 @@ macro_rules! resolve {
 pub(crate) use resolve;
 
 /// Walks to the directory at `$path`, creating what is missing. Yields the directory, the ids
-/// of every directory walked through (root first, the directory itself last) and whether the
-/// last component was created.
+/// of every directory walked through (root first, the directory itself last), whether the
+/// last component was created, and the directory's canonical path.
 macro_rules! ensure_dir {
     ($ex:expr, $space:expr, $path:expr, $now:expr) => {
         async {
@@ -56,6 +59,7 @@ macro_rules! ensure_dir {
             let mut ids = vec![cur.id];
             let mut created = false;
             let mut walked = nimbus_proto::RemotePath::root();
+            let mut canon = nimbus_proto::RemotePath::root();
             for comp in $path.components() {
                 walked = walked.join(comp)?;
                 let key = nimbus_proto::names::name_key(comp);
@@ -101,8 +105,11 @@ macro_rules! ensure_dir {
                     }
                 };
                 ids.push(cur.id);
+                canon = canon.join(&cur.name)?;
             }
-            Ok::<($crate::meta::NodeRow, Vec<i64>, bool), $crate::meta::MetaError>((cur, ids, created))
+            Ok::<($crate::meta::NodeRow, Vec<i64>, bool, nimbus_proto::RemotePath), $crate::meta::MetaError>((
+                cur, ids, created, canon,
+            ))
         }
         .await
     };
@@ -176,7 +183,8 @@ const SUBTREE_FILE_BYTES: &str = "WITH RECURSIVE sub(id) AS (\
      SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM nodes WHERE kind = 'file' AND id IN (SELECT id FROM sub)";
 
 impl Meta {
-    pub async fn stat(&self, space: i64, path: &RemotePath) -> MetaResult<NodeRow> {
+    /// The node at `path` and its canonical path.
+    pub async fn stat(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, RemotePath)> {
         on_pool!(self, p => resolve!(p, space, path))
     }
 
@@ -188,29 +196,31 @@ impl Meta {
         path: &RemotePath,
         after: Option<&str>,
         limit: i64,
-    ) -> MetaResult<Vec<NodeRow>> {
+    ) -> MetaResult<(Vec<NodeRow>, RemotePath)> {
         const SQL: &str = concat!(
             "SELECT ",
             node_cols!(),
             " FROM nodes WHERE parent_id = $1 AND trashed_at IS NULL AND ($2 IS NULL OR name_key > $2) ORDER BY name_key LIMIT $3"
         );
         on_pool!(self, p => {
-            let dir = resolve!(p, space, path)?;
+            let (dir, canon) = resolve!(p, space, path)?;
             if !dir.is_dir() {
                 return Err(MetaError::NotADirectory(format!("`{path}` is a file, not a folder")));
             }
-            Ok(sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit + 1).fetch_all(p).await?)
+            let rows = sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit + 1).fetch_all(p).await?;
+            Ok((rows, canon))
         })
     }
 
-    /// Creates a directory and its missing parents. Returns it and whether it was created.
-    pub async fn mkdir(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, bool)> {
+    /// Creates a directory and its missing parents. Returns it, whether it was created, and
+    /// its canonical path.
+    pub async fn mkdir(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
-            let (dir, _, created) = ensure_dir!(&mut *tx, space, path, now)?;
+            let (dir, _, created, canon) = ensure_dir!(&mut *tx, space, path, now)?;
             tx.commit().await?;
-            Ok((dir, created))
+            Ok((dir, created, canon))
         })
     }
 
@@ -220,10 +230,10 @@ impl Meta {
             return Err(MetaError::Invalid("the root folder cannot be deleted".into()));
         }
         let now = now_ms();
-        let shown = path.to_string();
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
-            let node = resolve!(&mut *tx, space, path)?;
+            let (node, canon) = resolve!(&mut *tx, space, path)?;
+            let shown = canon.to_string();
             sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
                 .bind(space).bind(node.id).bind(&shown).bind(now)
@@ -242,7 +252,7 @@ impl Meta {
         from: &RemotePath,
         to: &RemotePath,
         overwrite: bool,
-    ) -> MetaResult<NodeRow> {
+    ) -> MetaResult<(NodeRow, RemotePath)> {
         let (to_parent, to_name) = split(to)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be moved".into()));
@@ -251,8 +261,10 @@ impl Meta {
         let (from_s, to_s) = (from.to_string(), to.to_string());
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
-            let src = resolve!(&mut *tx, space, from)?;
-            let (parent, ancestors, _) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
+            let (src, _) = resolve!(&mut *tx, space, from)?;
+            let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
+            let to_canon = parent_canon.join(to_name)?;
+            let to_shown = to_canon.to_string();
             if ancestors.contains(&src.id) {
                 return Err(MetaError::Invalid(format!("cannot move `{from_s}` into itself")));
             }
@@ -263,18 +275,19 @@ impl Meta {
                     return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
                 }
                 sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(ex.id).bind(now).execute(&mut *tx).await?;
+                let ex_path = parent_canon.join(&ex.name)?.to_string();
                 sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
-                    .bind(space).bind(ex.id).bind(&to_s).bind(now)
+                    .bind(space).bind(ex.id).bind(&ex_path).bind(now)
                     .execute(&mut *tx).await?;
-                journal!(&mut *tx, space, ex.id, "delete", &to_s, now)?;
+                journal!(&mut *tx, space, ex.id, "delete", &ex_path, now)?;
             }
             sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4 WHERE id = $1")
                 .bind(src.id).bind(parent.id).bind(to_name).bind(&key)
                 .execute(&mut *tx).await?;
-            journal!(&mut *tx, space, src.id, "move", &to_s, now)?;
+            journal!(&mut *tx, space, src.id, "move", &to_shown, now)?;
             let moved: NodeRow = sqlx::query_as(NODE_SQL).bind(src.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            Ok(moved)
+            Ok((moved, to_canon))
         })
     }
 
@@ -286,7 +299,7 @@ impl Meta {
         to: &RemotePath,
         overwrite: bool,
         device: Option<&str>,
-    ) -> MetaResult<NodeRow> {
+    ) -> MetaResult<(NodeRow, RemotePath)> {
         let (to_parent, to_name) = split(to)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be copied".into()));
@@ -295,8 +308,10 @@ impl Meta {
         let (from_s, to_s) = (from.to_string(), to.to_string());
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
-            let src = resolve!(&mut *tx, space, from)?;
-            let (parent, ancestors, _) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
+            let (src, _) = resolve!(&mut *tx, space, from)?;
+            let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
+            let to_canon = parent_canon.join(to_name)?;
+            let to_shown = to_canon.to_string();
             if ancestors.contains(&src.id) {
                 return Err(MetaError::Invalid(format!("cannot copy `{from_s}` into itself")));
             }
@@ -307,10 +322,11 @@ impl Meta {
                     return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
                 }
                 sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(ex.id).bind(now).execute(&mut *tx).await?;
+                let ex_path = parent_canon.join(&ex.name)?.to_string();
                 sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
-                    .bind(space).bind(ex.id).bind(&to_s).bind(now)
+                    .bind(space).bind(ex.id).bind(&ex_path).bind(now)
                     .execute(&mut *tx).await?;
-                journal!(&mut *tx, space, ex.id, "delete", &to_s, now)?;
+                journal!(&mut *tx, space, ex.id, "delete", &ex_path, now)?;
             }
             // Breadth-first over a snapshot: (source node, new parent id, new name).
             let mut queue: Vec<(NodeRow, i64, String)> = vec![(src, parent.id, to_name.to_string())];
@@ -354,10 +370,10 @@ impl Meta {
             }
             charge!(&mut *tx, space, bytes)?;
             let top = top.ok_or(MetaError::NotFound)?;
-            journal!(&mut *tx, space, top, "create", &to_s, now)?;
+            journal!(&mut *tx, space, top, "create", &to_shown, now)?;
             let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            Ok(copied)
+            Ok((copied, to_canon))
         })
     }
 
@@ -391,7 +407,8 @@ impl Meta {
                 None => RemotePath::parse(&original).map_err(|e| MetaError::Invalid(e.to_string()))?,
             };
             let (target_parent, target_name) = split(&target)?;
-            let (parent, _, _) = ensure_dir!(&mut *tx, space, &target_parent, now)?;
+            let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &target_parent, now)?;
+            let target = parent_canon.join(target_name)?;
             let key = name_key(target_name);
             let taken: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
             if taken.is_some() {

@@ -60,7 +60,7 @@ pub async fn put_stream<S, E>(
     path: &RemotePath,
     body: S,
     opts: PutOptions<'_>,
-) -> ApiResult<(NodeRow, bool)>
+) -> ApiResult<(NodeRow, bool, RemotePath)>
 where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
     E: std::fmt::Display,
@@ -128,7 +128,7 @@ async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResul
     let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
     let Some(quota) = user.quota_bytes else { return Ok(None) };
     let replaced = match state.meta.stat(space, path).await {
-        Ok(n) if !n.is_dir() => n.size,
+        Ok((n, _)) if !n.is_dir() => n.size,
         _ => 0,
     };
     Ok(Some((quota - user.used_bytes + replaced).max(0) as u64))

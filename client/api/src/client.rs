@@ -1,0 +1,703 @@
+//! [`Client`]: one typed method per endpoint of docs/API.md. Bodies are the wire types of
+//! `nimbus_proto::wire`; paths are [`RemotePath`]s, percent-encoded per component.
+//!
+//! Content never passes through memory whole: [`Client::put_stream`] streams an `AsyncRead`
+//! as the request body and [`Client::get_to`] streams the response into an `AsyncWrite`.
+//! The block protocol (resumable, verified transfers) is in `upload.rs` and `download.rs`.
+
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use nimbus_proto::names::percent_encode;
+use nimbus_proto::wire::{
+    AuditList, CommitRequest, CreateUserRequest, CreatedUser, DirListing, Entry, ErrorBody, LoginRequest,
+    LoginResponse, Manifest, Me, MissingBlocksRequest, MissingBlocksResponse, MoveRequest, RestoreTrashRequest,
+    RestoreVersionRequest, ServerInfo, TokenInfo, TokenList, TrashEntry, TrashList, UpdateUserRequest, UserInfo,
+    UserList, VersionInfo, VersionList,
+};
+use nimbus_proto::{RemotePath, is_block_hash};
+use reqwest::header::{self, HeaderMap};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::error::{Error, Result};
+
+/// `POST /blocks/missing` takes at most this many hashes per request.
+pub const MAX_MISSING_BATCH: usize = 10_000;
+
+/// The most of an error body we read: error JSON is small; anything bigger is not ours.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// How a client reaches its gateway.
+#[derive(Clone, Default)]
+pub struct ClientOptions {
+    /// `https://host:port`, optionally with a path prefix when behind a reverse proxy.
+    /// A trailing `/` or `/api/v1` is tolerated.
+    pub base_url: String,
+    /// Bearer token from [`Client::login`].
+    pub token: Option<String>,
+    /// A PEM file with extra root certificates to trust (a self-signed gateway's certificate).
+    pub ca_cert: Option<PathBuf>,
+    /// Accept any server certificate. Only for tests and first contact with a gateway whose
+    /// certificate you cannot get otherwise: it lets anyone in the path read your traffic.
+    pub danger_accept_invalid_certs: bool,
+    /// Sent as `User-Agent`; defaults to `nimbus-client/<version>`.
+    pub user_agent: Option<String>,
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("base_url", &self.base_url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca_cert", &self.ca_cert)
+            .field("danger_accept_invalid_certs", &self.danger_accept_invalid_certs)
+            .field("user_agent", &self.user_agent)
+            .finish()
+    }
+}
+
+impl ClientOptions {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self { base_url: base_url.into(), ..Self::default() }
+    }
+
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+}
+
+/// Condition of a plain `PUT /files/{path}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PutCondition {
+    /// Create or replace, whatever is there.
+    #[default]
+    Any,
+    /// `If-Match: "<version>"`: only if the file is still at this version (else 412).
+    IfVersion(i64),
+    /// `If-None-Match: *`: only if nothing is there yet (else 412).
+    CreateOnly,
+}
+
+/// A single byte range for [`Client::get_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// From this offset to the end: `bytes=N-`.
+    From(u64),
+    /// `start..=end`: `bytes=start-end`.
+    Inclusive { start: u64, end: u64 },
+    /// The last N bytes: `bytes=-N`.
+    Last(u64),
+}
+
+impl ByteRange {
+    pub fn header_value(&self) -> String {
+        match *self {
+            ByteRange::From(start) => format!("bytes={start}-"),
+            ByteRange::Inclusive { start, end } => format!("bytes={start}-{end}"),
+            ByteRange::Last(n) => format!("bytes=-{n}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GetOptions {
+    pub range: Option<ByteRange>,
+    /// Read this older version instead of the current one (`?version=ID`).
+    pub version: Option<i64>,
+}
+
+/// What [`Client::get_to`] received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetInfo {
+    /// 206: only the requested range was sent. `false` with a range asked means the server
+    /// sent the whole content.
+    pub partial: bool,
+    /// Bytes written to the output.
+    pub bytes: u64,
+    /// The version that was read (from the `ETag`).
+    pub version: Option<i64>,
+    /// Size of the whole file when the server said (`Content-Range` or `Content-Length`).
+    pub total_size: Option<u64>,
+}
+
+/// Filters of `GET /admin/audit`.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    pub user: Option<String>,
+    pub action: Option<String>,
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+/// A typed client of one gateway. Cheap to clone (connections are shared).
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("base", &self.base).field("logged_in", &self.token.is_some()).finish()
+    }
+}
+
+/// Normalises a base URL: `http(s)://host[:port][/prefix]`, without a trailing `/` or `/api/v1`.
+pub fn normalize_base_url(raw: &str) -> Result<String> {
+    let raw = raw.trim();
+    let url = reqwest::Url::parse(raw).map_err(|e| {
+        Error::Invalid(format!(
+            "`{raw}` is not a valid URL ({e}); give the gateway's address, e.g. https://nimbus.example.com:8443"
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::Invalid(format!("`{raw}` is not an http:// or https:// URL")));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(Error::Invalid(format!("`{raw}` has no host name")));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Error::Invalid(format!("`{raw}` must not have a query string or fragment")));
+    }
+    let mut s = url.as_str().trim_end_matches('/').to_string();
+    if let Some(stripped) = s.strip_suffix("/api/v1") {
+        s = stripped.to_string();
+    }
+    Ok(s)
+}
+
+impl Client {
+    pub fn new(opts: ClientOptions) -> Result<Self> {
+        let base = normalize_base_url(&opts.base_url)?;
+        let ua = opts.user_agent.clone().unwrap_or_else(|| format!("nimbus-client/{}", env!("CARGO_PKG_VERSION")));
+        let mut builder = reqwest::Client::builder()
+            .user_agent(ua)
+            .connect_timeout(Duration::from_secs(30))
+            .tcp_keepalive(Duration::from_secs(60));
+        if let Some(path) = &opts.ca_cert {
+            let pem = std::fs::read(path)
+                .map_err(|e| Error::io(format!("cannot read CA certificate `{}`", path.display()), e))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| Error::Invalid(format!("`{}` is not a PEM certificate file: {e}", path.display())))?;
+            if certs.is_empty() {
+                return Err(Error::Invalid(format!("`{}` contains no PEM certificate", path.display())));
+            }
+            builder = builder.tls_certs_merge(certs);
+        }
+        if opts.danger_accept_invalid_certs {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        let http = builder.build().map_err(|e| Error::Invalid(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Self { http, base, token: opts.token })
+    }
+
+    /// The normalised base URL (no trailing `/`).
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    pub fn set_token(&mut self, token: Option<String>) {
+        self.token = token;
+    }
+
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    // ---- plumbing ----
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let rb = self.http.request(method, self.url(path));
+        match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        }
+    }
+
+    /// Sends and turns any non-2xx answer into [`Error::Api`].
+    async fn send(&self, rb: RequestBuilder) -> Result<Response> {
+        let resp = rb.send().await?;
+        if resp.status().is_success() { Ok(resp) } else { Err(api_error(resp).await) }
+    }
+
+    async fn json<T: DeserializeOwned>(&self, rb: RequestBuilder) -> Result<T> {
+        let resp = self.send(rb).await?;
+        Ok(resp.json::<T>().await?)
+    }
+
+    async fn empty(&self, rb: RequestBuilder) -> Result<()> {
+        self.send(rb).await?;
+        Ok(())
+    }
+
+    // ---- service and auth ----
+
+    /// `GET /api/v1/info` (no auth): server version and block size.
+    pub async fn info(&self) -> Result<ServerInfo> {
+        self.json(self.http.get(self.url("/api/v1/info"))).await
+    }
+
+    /// `POST /auth/login`. Does not keep the token: use [`Client::with_token`].
+    pub async fn login(&self, username: &str, password: &str, device: Option<&str>) -> Result<LoginResponse> {
+        let body =
+            LoginRequest { username: username.into(), password: password.into(), device: device.map(Into::into) };
+        self.json(self.http.post(self.url("/api/v1/auth/login")).json(&body)).await
+    }
+
+    /// `POST /auth/logout`: revokes the token this client uses.
+    pub async fn logout(&self) -> Result<()> {
+        self.empty(self.request(Method::POST, "/api/v1/auth/logout")).await
+    }
+
+    /// `GET /auth/tokens`: the caller's tokens (devices).
+    pub async fn tokens(&self) -> Result<Vec<TokenInfo>> {
+        let list: TokenList = self.json(self.request(Method::GET, "/api/v1/auth/tokens")).await?;
+        Ok(list.tokens)
+    }
+
+    /// `DELETE /auth/tokens/{id}`.
+    pub async fn revoke_token(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/auth/tokens/{id}"))).await
+    }
+
+    /// `GET /me`.
+    pub async fn me(&self) -> Result<Me> {
+        self.json(self.request(Method::GET, "/api/v1/me")).await
+    }
+
+    // ---- files and directories ----
+
+    /// `GET /stat/{path}`: the entry of a file or directory (the root too).
+    pub async fn stat(&self, path: &RemotePath) -> Result<Entry> {
+        self.json(self.request(Method::GET, &format!("/api/v1/stat/{}", path.url_encoded()))).await
+    }
+
+    /// `GET /dirs/{path}`: one page of a listing. `limit` 1–1000 (server default 1000).
+    pub async fn list_dir_page(
+        &self,
+        path: &RemotePath,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<DirListing> {
+        let q = query(&[("limit", limit.map(|l| l.to_string())), ("cursor", cursor.map(Into::into))]);
+        self.json(self.request(Method::GET, &format!("/api/v1/dirs/{}{q}", path.url_encoded()))).await
+    }
+
+    /// The whole listing of a directory, following `next_cursor`.
+    pub async fn list_dir(&self, path: &RemotePath) -> Result<Vec<Entry>> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_dir_page(path, cursor.as_deref(), None).await?;
+            all.extend(page.entries);
+            match next_cursor(cursor.as_deref(), page.next_cursor)? {
+                Some(c) => cursor = Some(c),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// `POST /dirs/{path}`: creates the directory and its parents; fine if it exists.
+    pub async fn mkdir(&self, path: &RemotePath) -> Result<Entry> {
+        self.json(self.request(Method::POST, &format!("/api/v1/dirs/{}", path.url_encoded()))).await
+    }
+
+    /// `PUT /files/{path}` streaming `body` (never held in memory whole). Give
+    /// `content_length` when known: the server can then check quota before reading.
+    pub async fn put_stream<R>(
+        &self,
+        path: &RemotePath,
+        body: R,
+        content_length: Option<u64>,
+        condition: PutCondition,
+    ) -> Result<Entry>
+    where
+        R: AsyncRead + Send + 'static,
+    {
+        if path.is_root() {
+            return Err(Error::Invalid("give a file path to upload to, not `/`".into()));
+        }
+        let stream = tokio_util::io::ReaderStream::with_capacity(body, 256 * 1024);
+        let mut rb = self
+            .request(Method::PUT, &format!("/api/v1/files/{}", path.url_encoded()))
+            .header(header::CONTENT_TYPE, "application/octet-stream")
+            .body(reqwest::Body::wrap_stream(stream));
+        if let Some(len) = content_length {
+            rb = rb.header(header::CONTENT_LENGTH, len);
+        }
+        rb = match condition {
+            PutCondition::Any => rb,
+            PutCondition::IfVersion(v) => rb.header(header::IF_MATCH, format!("\"{v}\"")),
+            PutCondition::CreateOnly => rb.header(header::IF_NONE_MATCH, "*"),
+        };
+        self.json(rb).await
+    }
+
+    /// [`Client::put_stream`] of a local file.
+    pub async fn put_file(&self, local: &Path, remote: &RemotePath, condition: PutCondition) -> Result<Entry> {
+        let file = tokio::fs::File::open(local)
+            .await
+            .map_err(|e| Error::io(format!("cannot open `{}`", local.display()), e))?;
+        let len = file.metadata().await.map_err(|e| Error::io(format!("cannot read `{}`", local.display()), e))?.len();
+        self.put_stream(remote, file, Some(len), condition).await
+    }
+
+    /// `GET /files/{path}` streamed into `out` (flushed at the end).
+    pub async fn get_to<W>(&self, path: &RemotePath, out: &mut W, opts: GetOptions) -> Result<GetInfo>
+    where
+        W: AsyncWrite + Unpin + ?Sized,
+    {
+        let q = query(&[("version", opts.version.map(|v| v.to_string()))]);
+        let mut rb = self.request(Method::GET, &format!("/api/v1/files/{}{q}", path.url_encoded()));
+        if let Some(r) = opts.range {
+            rb = rb.header(header::RANGE, r.header_value());
+        }
+        let resp = self.send(rb).await?;
+        let partial = resp.status() == StatusCode::PARTIAL_CONTENT;
+        let headers = resp.headers();
+        let version = etag_version(headers);
+        let content_length = header_u64(headers, header::CONTENT_LENGTH);
+        let total_size = if partial { content_range_total(headers) } else { content_length };
+        let mut stream = resp.bytes_stream();
+        let mut bytes = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            out.write_all(&chunk).await.map_err(|e| Error::io("cannot write the downloaded content", e))?;
+            bytes += chunk.len() as u64;
+        }
+        out.flush().await.map_err(|e| Error::io("cannot write the downloaded content", e))?;
+        if let Some(expected) = content_length
+            && expected != bytes
+        {
+            return Err(Error::Protocol(format!("the server announced {expected} bytes but sent {bytes}")));
+        }
+        Ok(GetInfo { partial, bytes, version, total_size })
+    }
+
+    /// `DELETE /files/{path}`: a file or a directory with its contents, to the trash.
+    pub async fn delete(&self, path: &RemotePath) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/files/{}", path.url_encoded()))).await
+    }
+
+    /// `POST /move`. `to` is the full target path (an existing directory is an error).
+    pub async fn move_entry(&self, from: &RemotePath, to: &RemotePath, overwrite: bool) -> Result<Entry> {
+        let body = MoveRequest { from: from.to_string(), to: to.to_string(), overwrite };
+        self.json(self.request(Method::POST, "/api/v1/move").json(&body)).await
+    }
+
+    /// `POST /copy` (blocks are shared, no content is copied).
+    pub async fn copy_entry(&self, from: &RemotePath, to: &RemotePath, overwrite: bool) -> Result<Entry> {
+        let body = MoveRequest { from: from.to_string(), to: to.to_string(), overwrite };
+        self.json(self.request(Method::POST, "/api/v1/copy").json(&body)).await
+    }
+
+    // ---- blocks and manifests ----
+
+    /// `POST /blocks/missing`: which of `hashes` this space does not hold, in the asked order.
+    /// Any number of hashes: they are asked in batches of [`MAX_MISSING_BATCH`].
+    pub async fn missing_blocks(&self, hashes: &[String]) -> Result<Vec<String>> {
+        let mut missing = Vec::new();
+        for batch in hashes.chunks(MAX_MISSING_BATCH) {
+            let body = MissingBlocksRequest { hashes: batch.to_vec() };
+            let resp: MissingBlocksResponse =
+                self.json(self.request(Method::POST, "/api/v1/blocks/missing").json(&body)).await?;
+            missing.extend(resp.missing);
+        }
+        Ok(missing)
+    }
+
+    /// `PUT /blocks/{hash}`. Returns `true` if the block was new (201), `false` if the space
+    /// held it already (200).
+    pub async fn put_block(&self, hash: &str, data: Bytes) -> Result<bool> {
+        check_hash(hash)?;
+        let rb = self
+            .request(Method::PUT, &format!("/api/v1/blocks/{hash}"))
+            .header(header::CONTENT_TYPE, "application/octet-stream")
+            .body(data);
+        let resp = self.send(rb).await?;
+        Ok(resp.status() == StatusCode::CREATED)
+    }
+
+    /// `GET /blocks/{hash}`: the block's bytes, unverified (see `download.rs` for verified reads).
+    pub async fn get_block(&self, hash: &str) -> Result<Bytes> {
+        check_hash(hash)?;
+        let resp = self.send(self.request(Method::GET, &format!("/api/v1/blocks/{hash}"))).await?;
+        Ok(resp.bytes().await?)
+    }
+
+    /// `POST /manifests/{path}`: makes the block list the file's new version. A stale
+    /// `base_version` fails with 409 `conflict`, blocks not held with 400 `missing_blocks`.
+    pub async fn commit_manifest(&self, path: &RemotePath, commit: &CommitRequest) -> Result<Entry> {
+        self.json(self.request(Method::POST, &format!("/api/v1/manifests/{}", path.url_encoded())).json(commit)).await
+    }
+
+    /// `GET /manifests/{path}`, of the current version or of `version`.
+    pub async fn get_manifest(&self, path: &RemotePath, version: Option<i64>) -> Result<Manifest> {
+        let q = query(&[("version", version.map(|v| v.to_string()))]);
+        self.json(self.request(Method::GET, &format!("/api/v1/manifests/{}{q}", path.url_encoded()))).await
+    }
+
+    // ---- versions and trash ----
+
+    /// `GET /versions/{path}`, newest first.
+    pub async fn versions(&self, path: &RemotePath) -> Result<Vec<VersionInfo>> {
+        let list: VersionList =
+            self.json(self.request(Method::GET, &format!("/api/v1/versions/{}", path.url_encoded()))).await?;
+        Ok(list.versions)
+    }
+
+    /// `POST /versions/{path}`: makes `version`'s content current again, as a new version.
+    pub async fn restore_version(&self, path: &RemotePath, version: i64) -> Result<Entry> {
+        let body = RestoreVersionRequest { version };
+        self.json(self.request(Method::POST, &format!("/api/v1/versions/{}", path.url_encoded())).json(&body)).await
+    }
+
+    /// `GET /trash`: one page.
+    pub async fn trash_page(&self, cursor: Option<&str>, limit: Option<u32>) -> Result<TrashList> {
+        let q = query(&[("limit", limit.map(|l| l.to_string())), ("cursor", cursor.map(Into::into))]);
+        self.json(self.request(Method::GET, &format!("/api/v1/trash{q}"))).await
+    }
+
+    /// The whole trash, following `next_cursor`.
+    pub async fn trash(&self) -> Result<Vec<TrashEntry>> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.trash_page(cursor.as_deref(), None).await?;
+            all.extend(page.entries);
+            match next_cursor(cursor.as_deref(), page.next_cursor)? {
+                Some(c) => cursor = Some(c),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// `POST /trash/{id}/restore`, to its original path or to `to` (409 if the path is taken).
+    pub async fn restore_trash(&self, id: i64, to: Option<&RemotePath>) -> Result<Entry> {
+        let body = RestoreTrashRequest { to: to.map(ToString::to_string) };
+        self.json(self.request(Method::POST, &format!("/api/v1/trash/{id}/restore")).json(&body)).await
+    }
+
+    /// `DELETE /trash/{id}`: purges one item for good.
+    pub async fn purge_trash(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/trash/{id}"))).await
+    }
+
+    /// `DELETE /trash`: empties the trash for good.
+    pub async fn empty_trash(&self) -> Result<()> {
+        self.empty(self.request(Method::DELETE, "/api/v1/trash")).await
+    }
+
+    // ---- admin ----
+
+    /// `POST /admin/users`. Without a password the server generates one and returns it once.
+    pub async fn create_user(&self, req: &CreateUserRequest) -> Result<CreatedUser> {
+        self.json(self.request(Method::POST, "/api/v1/admin/users").json(req)).await
+    }
+
+    /// `GET /admin/users`: one page, optionally filtered by `q`.
+    pub async fn list_users_page(&self, q: Option<&str>, limit: Option<u32>, cursor: Option<&str>) -> Result<UserList> {
+        let qs = query(&[
+            ("q", q.map(Into::into)),
+            ("limit", limit.map(|l| l.to_string())),
+            ("cursor", cursor.map(Into::into)),
+        ]);
+        self.json(self.request(Method::GET, &format!("/api/v1/admin/users{qs}"))).await
+    }
+
+    /// All users (matching `q`), following `next_cursor`.
+    pub async fn list_users(&self, q: Option<&str>) -> Result<Vec<UserInfo>> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_users_page(q, Some(1000), cursor.as_deref()).await?;
+            all.extend(page.users);
+            match next_cursor(cursor.as_deref(), page.next_cursor)? {
+                Some(c) => cursor = Some(c),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// `GET /admin/users/{id}`.
+    pub async fn get_user(&self, id: i64) -> Result<UserInfo> {
+        self.json(self.request(Method::GET, &format!("/api/v1/admin/users/{id}"))).await
+    }
+
+    /// `PATCH /admin/users/{id}`. Disabling or setting a password revokes the user's tokens.
+    pub async fn update_user(&self, id: i64, update: &UpdateUserRequest) -> Result<UserInfo> {
+        self.json(self.request(Method::PATCH, &format!("/api/v1/admin/users/{id}")).json(update)).await
+    }
+
+    /// `DELETE /admin/users/{id}`: the user, their tokens, their space and its blocks.
+    pub async fn delete_user(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/admin/users/{id}"))).await
+    }
+
+    /// `GET /admin/audit`: one page, newest first.
+    pub async fn audit(&self, filter: &AuditQuery) -> Result<AuditList> {
+        let q = query(&[
+            ("user", filter.user.clone()),
+            ("action", filter.action.clone()),
+            ("limit", filter.limit.map(|l| l.to_string())),
+            ("cursor", filter.cursor.clone()),
+        ]);
+        self.json(self.request(Method::GET, &format!("/api/v1/admin/audit{q}"))).await
+    }
+}
+
+/// Runs `op` again while it fails with a transient error (no answer, 429, 502–504), at most
+/// `RETRIES` more times, waiting `Retry-After` or an exponential backoff. Only for idempotent
+/// requests (block reads and writes).
+pub(crate) async fn with_retry<T, F, Fut>(mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    const RETRIES: u32 = 4;
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(e) if e.is_transient() && attempt < RETRIES => {
+                let backoff = Duration::from_millis(500 << attempt);
+                let wait = e.retry_after().unwrap_or(backoff).min(Duration::from_secs(30));
+                tracing::debug!(error = %e, ?wait, attempt, "transient failure, retrying");
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn check_hash(hash: &str) -> Result<()> {
+    if is_block_hash(hash) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!("`{hash}` is not a block hash (64 lowercase hex digits)")))
+    }
+}
+
+/// `?a=1&b=2` of the pairs that have a value; empty if none.
+fn query(pairs: &[(&str, Option<String>)]) -> String {
+    let parts: Vec<String> =
+        pairs.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", percent_encode(v)))).collect();
+    if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+}
+
+/// The cursor of the next page; an error if the server hands back the same cursor (a loop).
+fn next_cursor(current: Option<&str>, next: Option<String>) -> Result<Option<String>> {
+    match next {
+        Some(n) if n.is_empty() => Ok(None),
+        Some(n) if Some(n.as_str()) == current => {
+            Err(Error::Protocol("the server returned the same page cursor twice".into()))
+        }
+        other => Ok(other),
+    }
+}
+
+fn header_u64(headers: &HeaderMap, name: header::HeaderName) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The version id in an `ETag: "17"` (weak tags too).
+fn etag_version(headers: &HeaderMap) -> Option<i64> {
+    let raw = headers.get(header::ETAG)?.to_str().ok()?.trim();
+    raw.strip_prefix("W/").unwrap_or(raw).trim_matches('"').parse().ok()
+}
+
+/// The total size in `Content-Range: bytes 0-99/1234`.
+fn content_range_total(headers: &HeaderMap) -> Option<u64> {
+    let raw = headers.get(header::CONTENT_RANGE)?.to_str().ok()?;
+    raw.rsplit('/').next()?.trim().parse().ok()
+}
+
+/// Turns an error answer into [`Error::Api`], reading at most [`ERROR_BODY_LIMIT`] bytes.
+async fn api_error(mut resp: Response) -> Error {
+    let status = resp.status();
+    let retry_after = header_u64(resp.headers(), header::RETRY_AFTER).map(Duration::from_secs);
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY_LIMIT {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(b) => Error::Api { status: status.as_u16(), code: b.error.code, message: b.error.message, retry_after },
+        Err(_) => {
+            let reason = status.canonical_reason().unwrap_or("error");
+            let text = String::from_utf8_lossy(&body);
+            let text: String = text.trim().chars().take(200).collect();
+            let message = if text.is_empty() || text.starts_with('<') {
+                format!("the server answered {} {reason}", status.as_u16())
+            } else {
+                format!("the server answered {} {reason}: {text}", status.as_u16())
+            };
+            Error::Api { status: status.as_u16(), code: format!("http_{}", status.as_u16()), message, retry_after }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_are_normalised() {
+        let ok = |s: &str| normalize_base_url(s).unwrap_or_else(|e| e.to_string());
+        assert_eq!(ok("https://h:8443"), "https://h:8443");
+        assert_eq!(ok("https://h:8443/"), "https://h:8443");
+        assert_eq!(ok("https://h/api/v1/"), "https://h");
+        assert_eq!(ok("http://h/nimbus/"), "http://h/nimbus");
+        assert!(normalize_base_url("h:8443").is_err());
+        assert!(normalize_base_url("ftp://h").is_err());
+        assert!(normalize_base_url("https://h/?x=1").is_err());
+    }
+
+    #[test]
+    fn query_strings_encode_values() {
+        assert_eq!(query(&[("a", None)]), "");
+        assert_eq!(query(&[("q", Some("a b&c".into())), ("limit", Some("5".into()))]), "?q=a%20b%26c&limit=5");
+    }
+
+    #[test]
+    fn ranges_render_as_http() {
+        assert_eq!(ByteRange::From(5).header_value(), "bytes=5-");
+        assert_eq!(ByteRange::Inclusive { start: 0, end: 9 }.header_value(), "bytes=0-9");
+        assert_eq!(ByteRange::Last(3).header_value(), "bytes=-3");
+    }
+
+    #[test]
+    fn cursor_loops_are_caught() {
+        assert!(next_cursor(Some("a"), Some("a".into())).is_err());
+        assert_eq!(next_cursor(Some("a"), Some("b".into())).ok().flatten().as_deref(), Some("b"));
+        assert_eq!(next_cursor(None, None).ok().flatten(), None);
+    }
+
+    #[test]
+    fn etags_and_content_ranges_parse() {
+        let mut h = HeaderMap::new();
+        h.insert(header::ETAG, header::HeaderValue::from_static("\"17\""));
+        h.insert(header::CONTENT_RANGE, header::HeaderValue::from_static("bytes 0-9/1234"));
+        assert_eq!(etag_version(&h), Some(17));
+        assert_eq!(content_range_total(&h), Some(1234));
+    }
+}

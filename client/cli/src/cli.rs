@@ -1,0 +1,259 @@
+//! The command line grammar (clap derive). Parsing only: commands/ does the work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nimbus",
+    version,
+    about = "Nimbus private cloud storage from the command line",
+    long_about = "Nimbus private cloud storage from the command line.\n\n\
+                  Start with `nimbus login https://your-gateway:8443`. Remote paths are absolute \
+                  inside your space (`/docs/report.pdf`); a leading `/` is optional.",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Print machine-readable JSON instead of text (ls, whoami, versions, trash, put, get, admin).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Log in to a gateway and remember the session.
+    Login(LoginArgs),
+    /// Sign this device out (revokes its token on the server) and forget the session.
+    Logout,
+    /// Show who you are logged in as, and your storage use.
+    Whoami,
+    /// List a directory (all of it).
+    Ls {
+        /// Remote directory (default `/`).
+        path: Option<String>,
+        /// Show size, modification time (UTC) and version.
+        #[arg(short = 'l', long = "long")]
+        long: bool,
+    },
+    /// Create a directory (and its parents).
+    Mkdir { path: String },
+    /// Upload a file. Only blocks the server does not hold are sent, so running it again
+    /// after an interruption resumes.
+    Put {
+        /// Local file.
+        local: PathBuf,
+        /// Remote path (default `/<file name>`). Ending in `/`, or an existing directory:
+        /// upload into it.
+        remote: Option<String>,
+        /// Overwrite the remote file even if it changed on the server since you last saw it.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Download a file, verifying every block.
+    Get {
+        /// Remote file.
+        remote: String,
+        /// Local file or directory (default: the file's name in the current directory).
+        /// `-` writes the content to standard output.
+        local: Option<String>,
+    },
+    /// Move or rename a file or directory.
+    Mv {
+        from: String,
+        /// Target path; ending in `/`, or an existing directory: move into it.
+        to: String,
+        /// Replace an existing file at the target.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Copy a file or directory (no content is copied on the server, it is shared).
+    Cp {
+        from: String,
+        /// Target path; ending in `/`, or an existing directory: copy into it.
+        to: String,
+        /// Replace an existing file at the target.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Move files or directories to the trash.
+    Rm {
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// List the trash, restore from it or purge it.
+    Trash(TrashArgs),
+    /// List the versions of a file, or restore one.
+    Versions {
+        path: String,
+        /// Make this version current again (as a new version).
+        #[arg(long, value_name = "VERSION")]
+        restore: Option<i64>,
+    },
+    /// List the devices logged in to your account, or sign one out.
+    Tokens(TokensArgs),
+    /// Manage users (administrators only).
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// Gateway address, e.g. https://nimbus.example.com:8443
+    pub url: String,
+    /// Username (asked for if missing).
+    #[arg(short, long)]
+    pub username: Option<String>,
+    /// Name of this device in `nimbus tokens` (default: "nimbus-cli on <hostname>").
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Trust this PEM certificate (a gateway with a self-signed certificate).
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+    /// Do not check the gateway's certificate at all (testing only: traffic can be read).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrashArgs {
+    #[command(subcommand)]
+    pub action: Option<TrashAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrashAction {
+    /// List what is in the trash (the default).
+    List,
+    /// Put an item back where it was, or somewhere else.
+    Restore {
+        /// Id from `nimbus trash`.
+        id: i64,
+        /// Restore to this path instead of the original one.
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Delete an item for good; without ID, empty the whole trash.
+    Purge {
+        /// Id from `nimbus trash`.
+        id: Option<i64>,
+        /// Do not ask for confirmation.
+        #[arg(short, long)]
+        yes: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TokensArgs {
+    #[command(subcommand)]
+    pub action: Option<TokensAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokensAction {
+    /// List your tokens (the default).
+    List,
+    /// Sign a device out.
+    Revoke { id: i64 },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    User,
+    Admin,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// List users.
+    Users {
+        /// Only users whose name contains this.
+        #[arg(short, long)]
+        query: Option<String>,
+    },
+    /// Create a user. Without --password-stdin the server generates a password, shown once.
+    UserAdd {
+        username: String,
+        /// Quota: bytes or a size such as 500M, 10GiB, 1TB (K/M/G/T and KiB.. are 1024-based,
+        /// KB/MB/GB/TB 1000-based), or `unlimited`. Default: the server's default.
+        #[arg(long, value_name = "SIZE")]
+        quota: Option<String>,
+        /// Make the user an administrator.
+        #[arg(long)]
+        admin: bool,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Change a user: quota, enabled/disabled, role, password.
+    UserSet {
+        /// Username or id.
+        user: String,
+        /// New quota (see user-add), or `unlimited`.
+        #[arg(long, value_name = "SIZE")]
+        quota: Option<String>,
+        /// Disable the account (signs out all its devices).
+        #[arg(long, conflicts_with = "enable")]
+        disable: bool,
+        /// Enable the account again.
+        #[arg(long)]
+        enable: bool,
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+        /// Set a new random password and print it (signs out all their devices).
+        #[arg(long, conflicts_with = "password_stdin")]
+        reset_password: bool,
+        /// Set the password read from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Delete a user with all their files, for good.
+    UserDel {
+        /// Username or id.
+        user: String,
+        /// Confirm: everything the user stored is deleted and cannot be restored.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Show the audit log, newest first.
+    Audit {
+        /// Only events of this user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only this action.
+        #[arg(long)]
+        action: Option<String>,
+        /// How many events (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_typical_lines() {
+        let ok = |args: &[&str]| Cli::try_parse_from(args).is_ok();
+        assert!(ok(&["nimbus", "ls", "-l", "/docs"]));
+        assert!(ok(&["nimbus", "--json", "whoami"]));
+        assert!(ok(&["nimbus", "put", "a.txt", "/docs/", "--force"]));
+        assert!(ok(&["nimbus", "trash"]));
+        assert!(ok(&["nimbus", "trash", "purge", "--yes"]));
+        assert!(ok(&["nimbus", "trash", "restore", "3", "--to", "/x"]));
+        assert!(ok(&["nimbus", "versions", "/a", "--restore", "4"]));
+        assert!(ok(&["nimbus", "admin", "user-set", "bob", "--quota", "unlimited", "--disable"]));
+        assert!(!ok(&["nimbus", "admin", "user-set", "bob", "--disable", "--enable"]));
+        assert!(!ok(&["nimbus", "rm"]));
+    }
+}

@@ -1,0 +1,169 @@
+//! ls, mkdir, mv, cp, rm.
+
+use anyhow::{Result, anyhow, bail};
+use nimbus_client::wire::{Entry, EntryKind};
+use nimbus_client::{Client, RemotePath};
+use nimbus_proto::names::name_key;
+use serde_json::json;
+
+use super::{Ctx, connect, remote, stat_opt};
+use crate::outln;
+use crate::output::{Align, human_bytes, print_json, print_table, short_time};
+
+pub async fn ls(ctx: &Ctx, raw: &str, long: bool) -> Result<()> {
+    let (_, client) = connect()?;
+    let path = remote(raw)?;
+    let entries = match client.list_dir(&path).await {
+        Ok(entries) => entries,
+        // `ls FILE` shows the file, as ls(1) does.
+        Err(e) if e.is_not_a_directory() => match stat_opt(&client, &path).await? {
+            Some(entry) if entry.kind == EntryKind::File => vec![entry],
+            _ => return Err(e.into()),
+        },
+        Err(e) if e.is_not_found() => bail!("`{path}` does not exist"),
+        Err(e) => return Err(e.into()),
+    };
+    if ctx.json {
+        return print_json(&entries);
+    }
+    if !long {
+        for e in &entries {
+            outln!("{}", display_name(e));
+        }
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            vec![
+                if e.kind == EntryKind::Dir { "-".into() } else { human_bytes(e.size) },
+                short_time(&e.modified),
+                e.version.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
+                display_name(e),
+            ]
+        })
+        .collect();
+    let header =
+        [("SIZE", Align::Right), ("MODIFIED (UTC)", Align::Left), ("VERSION", Align::Right), ("NAME", Align::Left)];
+    print_table(&header, &rows)
+}
+
+fn display_name(e: &Entry) -> String {
+    match e.kind {
+        EntryKind::Dir => format!("{}/", e.name),
+        EntryKind::File => e.name.clone(),
+    }
+}
+
+pub async fn mkdir(ctx: &Ctx, raw: &str) -> Result<()> {
+    let (_, client) = connect()?;
+    let path = remote(raw)?;
+    let entry = match client.mkdir(&path).await {
+        Ok(entry) => entry,
+        Err(e) if e.is_conflict() => {
+            bail!("cannot create `{path}`: {}", e.server_message().unwrap_or("a file is in the way"))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if ctx.json {
+        print_json(&entry)?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Move,
+    Copy,
+}
+
+/// Where `from` ends up for `mv`/`cp FROM TO`: `TO/` or an existing directory `TO` means
+/// inside it (as mv(1) and cp(1) do), except when `TO` is `FROM` itself (a change of case:
+/// `mv /Docs /docs`).
+async fn target_of(client: &Client, from: &RemotePath, to_raw: &str) -> Result<RemotePath> {
+    let to = remote(to_raw)?;
+    let name = from.name().ok_or_else(|| anyhow!("the root directory cannot be moved or copied"))?;
+    if to_raw.ends_with('/') || to.is_root() {
+        return Ok(to.join(name)?);
+    }
+    match stat_opt(client, &to).await? {
+        Some(t) if t.kind == EntryKind::Dir => {
+            let same = match stat_opt(client, from).await? {
+                Some(f) => f.id == t.id,
+                None => bail!("`{from}` does not exist"),
+            };
+            if same { Ok(to) } else { Ok(to.join(name)?) }
+        }
+        _ => Ok(to),
+    }
+}
+
+pub async fn mv_or_cp(ctx: &Ctx, from_raw: &str, to_raw: &str, overwrite: bool, op: Op) -> Result<()> {
+    let (_, client) = connect()?;
+    let from = remote(from_raw)?;
+    let to = target_of(&client, &from, to_raw).await?;
+    let result = match op {
+        Op::Move => client.move_entry(&from, &to, overwrite).await,
+        Op::Copy => client.copy_entry(&from, &to, overwrite).await,
+    };
+    let verb = if op == Op::Move { "move" } else { "copy" };
+    let entry = match result {
+        Ok(entry) => entry,
+        Err(e) if e.is_not_found() => {
+            bail!("cannot {verb} `{from}`: {}", e.server_message().unwrap_or("it does not exist"))
+        }
+        Err(e) if e.is_conflict() && !overwrite && e.is_already_exists() => {
+            bail!(
+                "cannot {verb} `{from}` to `{to}`: {}; add --overwrite to replace a file there",
+                e.server_message().unwrap_or("it exists")
+            )
+        }
+        Err(e) if e.is_conflict() => {
+            bail!("cannot {verb} `{from}` to `{to}`: {}", e.server_message().unwrap_or("conflict"))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if ctx.json {
+        return print_json(&entry);
+    }
+    let done = if op == Op::Move { "moved" } else { "copied" };
+    outln!("{done} {from} → {}", entry.path);
+    Ok(())
+}
+
+pub async fn rm(ctx: &Ctx, paths: &[String]) -> Result<()> {
+    let (_, client) = connect()?;
+    let mut removed = Vec::new();
+    for raw in paths {
+        let path = remote(raw)?;
+        if path.is_root() {
+            bail!("refusing to delete the root directory; delete what is inside it instead");
+        }
+        match client.delete(&path).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => bail!("`{path}` does not exist"),
+            Err(e) => return Err(e.into()),
+        }
+        let id = trash_id_of(&client, &path).await;
+        if ctx.json {
+            removed.push(json!({"path": path.to_string(), "trash_id": id}));
+        } else {
+            match id {
+                Some(id) => outln!("moved {path} to the trash; restore it with `nimbus trash restore {id}`"),
+                None => outln!("moved {path} to the trash; `nimbus trash` lists it with the id to restore it"),
+            }
+        }
+    }
+    if ctx.json {
+        print_json(&removed)?;
+    }
+    Ok(())
+}
+
+/// The trash id of what was just deleted at `path`: the newest item with that original path
+/// in the first page of the trash. Best effort: `None` if it cannot be found.
+async fn trash_id_of(client: &Client, path: &RemotePath) -> Option<i64> {
+    let page = client.trash_page(None, Some(1000)).await.ok()?;
+    let key = name_key(&path.to_string());
+    page.entries.iter().filter(|t| name_key(&t.original_path) == key).map(|t| t.id).max()
+}

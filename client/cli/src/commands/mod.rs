@@ -1,0 +1,75 @@
+//! One module per group of commands. Each command loads the session it needs, calls the
+//! client and prints text (or JSON with `--json`). Errors travel up as `anyhow::Error`;
+//! `main.rs` adds the hints that apply to any command (expired session, unreachable gateway).
+
+use anyhow::{Result, anyhow};
+use nimbus_client::{Client, RemotePath};
+
+use crate::cli::{Cli, Command, TokensAction, TrashAction};
+use crate::session::{self, Session};
+
+mod admin;
+mod auth;
+mod files;
+mod transfer;
+mod trash;
+mod versions;
+
+/// What every command may look at.
+pub struct Ctx {
+    pub json: bool,
+}
+
+pub async fn run(cli: Cli) -> Result<()> {
+    let ctx = Ctx { json: cli.json };
+    match cli.command {
+        Command::Login(args) => auth::login(&ctx, args).await,
+        Command::Logout => auth::logout(&ctx).await,
+        Command::Whoami => auth::whoami(&ctx).await,
+        Command::Tokens(args) => match args.action.unwrap_or(TokensAction::List) {
+            TokensAction::List => auth::tokens(&ctx).await,
+            TokensAction::Revoke { id } => auth::revoke(&ctx, id).await,
+        },
+        Command::Ls { path, long } => files::ls(&ctx, path.as_deref().unwrap_or("/"), long).await,
+        Command::Mkdir { path } => files::mkdir(&ctx, &path).await,
+        Command::Mv { from, to, overwrite } => files::mv_or_cp(&ctx, &from, &to, overwrite, files::Op::Move).await,
+        Command::Cp { from, to, overwrite } => files::mv_or_cp(&ctx, &from, &to, overwrite, files::Op::Copy).await,
+        Command::Rm { paths } => files::rm(&ctx, &paths).await,
+        Command::Put { local, remote, force } => transfer::put(&ctx, &local, remote.as_deref(), force).await,
+        Command::Get { remote, local } => transfer::get(&ctx, &remote, local.as_deref()).await,
+        Command::Trash(args) => match args.action.unwrap_or(TrashAction::List) {
+            TrashAction::List => trash::list(&ctx).await,
+            TrashAction::Restore { id, to } => trash::restore(&ctx, id, to.as_deref()).await,
+            TrashAction::Purge { id, yes } => trash::purge(&ctx, id, yes).await,
+        },
+        Command::Versions { path, restore } => match restore {
+            None => versions::list(&ctx, &path).await,
+            Some(v) => versions::restore(&ctx, &path, v).await,
+        },
+        Command::Admin(cmd) => admin::run(&ctx, cmd).await,
+    }
+}
+
+/// Parses a remote path with the shared name rules; the error says what is wrong with it.
+pub fn remote(raw: &str) -> Result<RemotePath> {
+    RemotePath::parse(raw).map_err(|e| anyhow!("`{raw}` is not a valid Nimbus path: {e}"))
+}
+
+/// The saved session and a client using it.
+pub fn connect() -> Result<(Session, Client)> {
+    let session = session::require()?;
+    let client = session.client()?;
+    Ok((session, client))
+}
+
+/// `Ok(None)` for 404, the entry otherwise.
+pub async fn stat_opt(
+    client: &Client,
+    path: &RemotePath,
+) -> Result<Option<nimbus_client::wire::Entry>, nimbus_client::Error> {
+    match client.stat(path).await {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
