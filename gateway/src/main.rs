@@ -3,15 +3,23 @@ use nimbus_gateway::config::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Serve(args) => {
             tracing_subscriber::fmt()
                 .with_env_filter(EnvFilter::try_new(&args.log).unwrap_or_else(|_| EnvFilter::new("info")))
                 .with_writer(std::io::stderr)
                 .init();
             nimbus_gateway::server::run(*args, shutdown_signal()).await
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The chain of causes, for people; no debug dump.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
         }
     }
 }

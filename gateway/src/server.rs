@@ -114,6 +114,8 @@ async fn bootstrap_admin(meta: &Meta) -> anyhow::Result<()> {
 /// Runs the gateway until `shutdown` resolves.
 pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // Decide on TLS first: a refused configuration must not touch the data dir or a port.
+    let tls = tls_config(&args).await?;
     let state = build_state(&args).await?;
     bootstrap_admin(&state.meta).await?;
     let meta = state.meta.clone();
@@ -122,7 +124,6 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let tls = tls_config(&args, addr).await?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), "gateway starting");
 
@@ -163,7 +164,8 @@ fn tune(b: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExe
     b.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(64 * 1024);
 }
 
-async fn tls_config(args: &ServeArgs, addr: SocketAddr) -> anyhow::Result<Option<RustlsConfig>> {
+async fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<RustlsConfig>> {
+    let addr = args.listen;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let cfg = RustlsConfig::from_pem_file(cert, key).await.context("cannot load --tls-cert / --tls-key")?;
         return Ok(Some(cfg));

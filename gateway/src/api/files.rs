@@ -22,6 +22,7 @@ use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
 const FILES: &str = "/api/v1/files/";
+const TRASH_ID: &str = "x-nimbus-trash-id";
 
 #[derive(Debug, Deserialize)]
 pub struct VersionQuery {
@@ -151,9 +152,9 @@ pub async fn put_file(
     Ok(resp)
 }
 
-pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<StatusCode> {
+pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
-    st.meta.trash(user.id, &path).await?;
+    let trash_id = st.meta.trash(user.id, &path).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -163,7 +164,8 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri) -> Api
             ..Default::default()
         })
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    // The trash item's id, so a client can offer "undo" without searching the trash.
+    Ok((StatusCode::NO_CONTENT, [(TRASH_ID, trash_id.to_string())]).into_response())
 }
 
 pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<Entry>> {

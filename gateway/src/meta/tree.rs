@@ -224,8 +224,8 @@ impl Meta {
         })
     }
 
-    /// Moves a file or directory to the trash.
-    pub async fn trash(&self, space: i64, path: &RemotePath) -> MetaResult<()> {
+    /// Moves a file or directory to the trash; returns the trash item's id.
+    pub async fn trash(&self, space: i64, path: &RemotePath) -> MetaResult<i64> {
         if path.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be deleted".into()));
         }
@@ -235,12 +235,14 @@ impl Meta {
             let (node, canon) = resolve!(&mut *tx, space, path)?;
             let shown = canon.to_string();
             sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
-                .bind(space).bind(node.id).bind(&shown).bind(now)
-                .execute(&mut *tx).await?;
+            let trash_id: i64 = sqlx::query_scalar(
+                "INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4) RETURNING id",
+            )
+            .bind(space).bind(node.id).bind(&shown).bind(now)
+            .fetch_one(&mut *tx).await?;
             journal!(&mut *tx, space, node.id, "delete", &shown, now)?;
             tx.commit().await?;
-            Ok(())
+            Ok(trash_id)
         })
     }
 
@@ -379,13 +381,20 @@ impl Meta {
 
     /// The trash, newest first; `before` is the last id of the previous page.
     pub async fn list_trash(&self, space: i64, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, TrashItem>(
-            "SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, n.size \
-             FROM trash t JOIN nodes n ON n.id = t.node_id \
-             WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3",
-        )
-        .bind(space).bind(before).bind(limit + 1)
-        .fetch_all(p).await?))
+        on_pool!(self, p => {
+            let mut items: Vec<TrashItem> = sqlx::query_as(
+                "SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, n.size \
+                 FROM trash t JOIN nodes n ON n.id = t.node_id \
+                 WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3",
+            )
+            .bind(space).bind(before).bind(limit + 1)
+            .fetch_all(p).await?;
+            // A folder's size in the trash is what purging it would free.
+            for item in items.iter_mut().filter(|i| i.kind == "dir") {
+                item.size = sqlx::query_scalar(SUBTREE_FILE_BYTES).bind(item.node_id).fetch_one(p).await?;
+            }
+            Ok(items)
+        })
     }
 
     /// Puts a trashed item back at its original path or at `to`. Returns the node and its path.

@@ -28,22 +28,24 @@ pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) ->
             "the uploaded bytes hash to {actual}, not {hash}; the block was not stored"
         )));
     }
-    if state.meta.has_block(space, hash).await? {
-        return Ok(false);
-    }
-    store_block(state, space, hash.to_string(), data).await?;
-    Ok(true)
+    // Blocks count against the quota when a commit references them (a full space must still
+    // be able to upload the new version of a file it replaces). Uncommitted blocks are
+    // reclaimed by garbage collection after a grace period.
+    let (_, created) = store_block(state, space, hash.to_string(), data).await?;
+    Ok(created)
 }
 
-async fn store_block(state: &AppState, space: i64, hash: String, data: Bytes) -> ApiResult<BlockEntry> {
+/// Writes a block to the store unless the space holds it already; true if it was new.
+async fn store_block(state: &AppState, space: i64, hash: String, data: Bytes) -> ApiResult<(BlockEntry, bool)> {
     let size = data.len() as i64;
-    if !state.meta.has_block(space, &hash).await? {
+    let new = !state.meta.has_block(space, &hash).await?;
+    if new {
         state.store.put(space, &hash, data).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
         // Registered only once the store has it: a registered block is always readable.
         state.meta.register_block(space, &hash, size).await?;
     }
-    Ok(BlockEntry { hash, size })
+    Ok((BlockEntry { hash, size }, new))
 }
 
 /// What a streaming upload knows up front.
@@ -66,7 +68,7 @@ where
     E: std::fmt::Display,
 {
     let bs = state.settings.block_size as usize;
-    let room = quota_room(state, space, path).await?;
+    let room = quota_room(state, space, Some(path)).await?;
     if let (Some(room), Some(len)) = (room, opts.content_length)
         && len > room
     {
@@ -100,7 +102,7 @@ where
             let st = state.clone();
             in_flight.push(async move {
                 let hash = blake3::hash(&block).to_hex().to_string();
-                store_block(&st, space, hash, block).await.map(|b| (idx, b))
+                store_block(&st, space, hash, block).await.map(|(b, _)| (idx, b))
             });
             // Backpressure: stop reading the body while enough uploads are running.
             while in_flight.len() >= state.settings.upload_parallelism {
@@ -123,13 +125,16 @@ where
     Ok(state.meta.commit(space, path, &spec).await?)
 }
 
-/// Bytes the space may still grow by when `path` is replaced, or None without a quota.
-async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Option<u64>> {
+/// Bytes the space may still grow by when `path` (if any) is replaced, or None without a quota.
+async fn quota_room(state: &AppState, space: i64, path: Option<&RemotePath>) -> ApiResult<Option<u64>> {
     let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
     let Some(quota) = user.quota_bytes else { return Ok(None) };
-    let replaced = match state.meta.stat(space, path).await {
-        Ok((n, _)) if !n.is_dir() => n.size,
-        _ => 0,
+    let replaced = match path {
+        Some(path) => match state.meta.stat(space, path).await {
+            Ok((n, _)) if !n.is_dir() => n.size,
+            _ => 0,
+        },
+        None => 0,
     };
     Ok(Some((quota - user.used_bytes + replaced).max(0) as u64))
 }
