@@ -70,6 +70,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
 pub fn app(state: AppState) -> Router {
     crate::api::router(state)
         .layer(axum::middleware::from_fn(crate::metrics::track))
+        .layer(axum::middleware::from_fn(close_after_rejected_upload))
         // A sender that stops sending (slow-loris, dead client) frees its request after this.
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
         .layer(CatchPanicLayer::custom(|_| {
@@ -85,6 +86,23 @@ pub fn app(state: AppState) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// An upload refused before its body was read (quota, bad name, stale If-Match, ...) leaves
+/// unread bytes on an HTTP/1 connection; closing it keeps the client's next request on that
+/// connection from being read as garbage.
+async fn close_after_rejected_upload(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{HeaderValue, Method, Version, header};
+    let has_body = matches!(*req.method(), Method::PUT | Method::POST | Method::PATCH);
+    let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
+    let mut resp = next.run(req).await;
+    if has_body && http1 && (resp.status().is_client_error() || resp.status().is_server_error()) {
+        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// Creates the first administrator on an empty database.

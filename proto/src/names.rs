@@ -259,9 +259,17 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_names() {
-        for n in
-            ["report.docx", "Übersicht 2024.xlsx", "~$report.docx", ".gitignore", "a b", "日本語.txt", "COM10", "icon.d", "CONSOLE"]
-        {
+        for n in [
+            "report.docx",
+            "Übersicht 2024.xlsx",
+            "~$report.docx",
+            ".gitignore",
+            "a b",
+            "日本語.txt",
+            "COM10",
+            "icon.d",
+            "CONSOLE",
+        ] {
             assert!(validate_name(n).is_ok(), "{n} should be valid");
         }
     }

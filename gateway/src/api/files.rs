@@ -105,7 +105,7 @@ pub async fn get_file(
     if method == Method::HEAD || len == 0 {
         return Ok((status, resp_headers, Body::empty()).into_response());
     }
-    let stream = space::read_range(&st, user.id, m.blocks, start, end);
+    let stream = space::open_range(&st, user.id, m.blocks, start, end).await?;
     Ok((status, resp_headers, Body::from_stream(stream)).into_response())
 }
 

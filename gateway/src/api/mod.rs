@@ -126,6 +126,10 @@ impl From<QueryRejection> for ApiError {
 pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
     let raw = uri.path();
     let rest = raw.strip_prefix(prefix).unwrap_or("");
+    // The route's own slash is already consumed: another one here is an empty component.
+    if rest.starts_with('/') {
+        return Err(nimbus_proto::NameError::EmptyComponent.into());
+    }
     Ok(RemotePath::parse_url_encoded(rest)?)
 }
 

@@ -147,15 +147,36 @@ fn quota_error(needed: u64, room: u64) -> ApiError {
 }
 
 /// Streams bytes `start..=end` of a version made of `blocks`, verifying every block.
-/// An error mid-way ends the stream with an error, so the HTTP response is aborted rather
-/// than completed short.
-pub fn read_range(
+/// The first piece is fetched before this returns, so an unreachable store is a clean error
+/// (503) instead of a response that starts and breaks. An error after that ends the stream
+/// with an error, so the HTTP response is aborted rather than completed short.
+pub async fn open_range(
     state: &AppState,
     space: i64,
     blocks: Vec<BlockEntry>,
     start: u64,
     end: u64,
-) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+) -> ApiResult<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static> {
+    let mut pieces = Box::pin(read_range(state, space, blocks, start, end));
+    let first = match pieces.next().await {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return Err(e.into()),
+        None => None,
+    };
+    let rest = pieces.map_err(|e| {
+        tracing::error!(error = %e, "aborting a download");
+        std::io::Error::other(e)
+    });
+    Ok(stream::iter(first.map(Ok)).chain(rest))
+}
+
+fn read_range(
+    state: &AppState,
+    space: i64,
+    blocks: Vec<BlockEntry>,
+    start: u64,
+    end: u64,
+) -> impl Stream<Item = Result<Bytes, StoreError>> + Send + 'static {
     let mut offset = 0u64;
     let mut wanted = Vec::new();
     for b in blocks {
@@ -182,10 +203,6 @@ pub fn read_range(
             }
         })
         .buffered(READ_AHEAD)
-        .map_err(|e| {
-            tracing::error!(error = %e, "aborting a download");
-            std::io::Error::other(e)
-        })
 }
 
 #[cfg(test)]

@@ -1,0 +1,336 @@
+//! One gateway process per test: temporary data dir, the chosen backend, stdout/stderr captured
+//! to files in that dir (their tail is printed when a test fails or the gateway dies).
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use nimbus_proto::wire::{CreatedUser, LoginResponse};
+use tokio::process::{Child, Command};
+use tokio::sync::OnceCell;
+
+use crate::backend::Backend;
+use crate::http::Api;
+use crate::minio::Minio;
+use crate::postgres::PgDatabase;
+
+/// The password of the first administrator (`admin`), set through `NIMBUS_ADMIN_PASSWORD`.
+pub const ADMIN_PASSWORD: &str = "e2e-admin-password";
+
+/// The password [`Gateway::create_user`] gives a user.
+pub fn user_password(username: &str) -> String {
+    format!("pw-{username}-e2e-secret")
+}
+
+/// How to start a gateway beyond the backend.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// `--token-ttl-secs`.
+    pub token_ttl_secs: Option<u64>,
+    /// More command-line arguments.
+    pub extra_args: Vec<String>,
+    /// The whole test body must finish within this.
+    pub timeout: Duration,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        Self { token_ttl_secs: None, extra_args: Vec::new(), timeout: Duration::from_secs(300) }
+    }
+}
+
+impl GatewayOptions {
+    pub fn token_ttl(mut self, secs: u64) -> Self {
+        self.token_ttl_secs = Some(secs);
+        self
+    }
+
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.extra_args.push(a.into());
+        self
+    }
+
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = d;
+        self
+    }
+}
+
+/// The gateway's captured output; outlives the gateway so a failed test can still print it.
+#[derive(Clone)]
+pub struct GatewayLogs {
+    dir: Arc<tempfile::TempDir>,
+}
+
+impl GatewayLogs {
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn stdout_path(&self) -> PathBuf {
+        self.dir.path().join("gateway.stdout")
+    }
+
+    pub fn stderr_path(&self) -> PathBuf {
+        self.dir.path().join("gateway.stderr")
+    }
+
+    pub fn print_tail(&self, why: &str) {
+        eprintln!(
+            "---- {why}: gateway stdout ----\n{}\n---- gateway stderr (last 80 lines) ----\n{}\n---- end of gateway output ----",
+            tail_file(&self.stdout_path(), 20),
+            tail_file(&self.stderr_path(), 80)
+        );
+    }
+}
+
+/// The last `lines` lines of a text file (lossy UTF-8), or a note that it cannot be read.
+pub fn tail_file(path: &Path, lines: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}
+
+pub struct Gateway {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    pub backend: Backend,
+    api: Api,
+    child: Child,
+    pid: u32,
+    logs: GatewayLogs,
+    admin_token: OnceCell<String>,
+    // Dropped after the gateway process is killed (Drop below), in this order.
+    minio: Option<Minio>,
+    pg: Option<PgDatabase>,
+}
+
+impl Gateway {
+    /// Starts a gateway on `backend` and waits until it prints `listening on http://...`.
+    pub async fn start(backend: Backend, opts: &GatewayOptions) -> anyhow::Result<Gateway> {
+        let bin = crate::bins::gateway_bin()?;
+        let dir = Arc::new(tempfile::Builder::new().prefix("nimbus-e2e-gw-").tempdir()?);
+        let logs = GatewayLogs { dir };
+        let data_dir = logs.dir().join("data");
+
+        let mut cmd = Command::new(&bin);
+        cmd.arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(&data_dir);
+        // Only what this test sets: no NIMBUS_* or AWS_* settings leak in from the developer's shell.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("NIMBUS_") || k.starts_with("AWS_") {
+                cmd.env_remove(k.as_ref());
+            }
+        }
+        cmd.env("NIMBUS_ADMIN_PASSWORD", ADMIN_PASSWORD);
+        if let Ok(filter) = std::env::var("NIMBUS_TEST_GATEWAY_LOG") {
+            cmd.env("NIMBUS_LOG", filter);
+        }
+
+        let (mut minio, mut pg) = (None, None);
+        if backend == Backend::PostgresS3 {
+            let admin_url = crate::postgres::configured_url().context("NIMBUS_TEST_PG_URL is not set")?;
+            let db = PgDatabase::create(&admin_url).await?;
+            let minio_bin = crate::minio::configured_bin().context("NIMBUS_TEST_MINIO_BIN is not set")?;
+            let m = Minio::start(&minio_bin).await?;
+            let bucket = format!("nimbus-e2e-{:016x}", rand::random::<u64>());
+            cmd.arg("--database-url")
+                .arg(db.url())
+                .args(["--store", "s3", "--s3-endpoint"])
+                .arg(m.endpoint())
+                .args(["--s3-bucket", &bucket, "--s3-region", "us-east-1"])
+                .env("AWS_ACCESS_KEY_ID", crate::minio::ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", crate::minio::SECRET_KEY)
+                .env("AWS_EC2_METADATA_DISABLED", "true");
+            minio = Some(m);
+            pg = Some(db);
+        }
+        if let Some(ttl) = opts.token_ttl_secs {
+            cmd.arg("--token-ttl-secs").arg(ttl.to_string());
+        }
+        cmd.args(&opts.extra_args);
+
+        let stdout = std::fs::File::create(logs.stdout_path())?;
+        let stderr = std::fs::File::create(logs.stderr_path())?;
+        cmd.stdin(Stdio::null()).stdout(stdout).stderr(stderr).kill_on_drop(true);
+        let mut child = cmd.spawn().with_context(|| format!("cannot start {}", bin.display()))?;
+        let pid = child.id().context("the gateway exited at once")?;
+
+        let url = match wait_listening(&mut child, &logs).await {
+            Ok(u) => u,
+            Err(e) => {
+                let _ = child.start_kill();
+                logs.print_tail("gateway did not start");
+                return Err(e);
+            }
+        };
+        let api = Api::new(&url)?;
+        Ok(Gateway { url, backend, api, child, pid, logs, admin_token: OnceCell::new(), minio, pg })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn logs(&self) -> GatewayLogs {
+        self.logs.clone()
+    }
+
+    /// The MinIO process behind a [`Backend::PostgresS3`] gateway.
+    pub fn minio(&self) -> Option<&Minio> {
+        self.minio.as_ref()
+    }
+
+    /// The database behind a [`Backend::PostgresS3`] gateway.
+    pub fn database(&self) -> Option<&PgDatabase> {
+        self.pg.as_ref()
+    }
+
+    /// A client without credentials.
+    pub fn api(&self) -> Api {
+        self.api.clone()
+    }
+
+    /// The exit status, if the gateway has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// A token of `admin` (one login per gateway, reused).
+    pub async fn admin_token(&self) -> anyhow::Result<String> {
+        let t = self
+            .admin_token
+            .get_or_try_init(|| async {
+                let r = self.api.login("admin", ADMIN_PASSWORD).await?;
+                let l: LoginResponse = r.ok(200)?;
+                anyhow::Ok(l.token)
+            })
+            .await?;
+        Ok(t.clone())
+    }
+
+    /// A client signed in as `admin`.
+    pub async fn admin(&self) -> anyhow::Result<Api> {
+        Ok(self.api.with_token(self.admin_token().await?))
+    }
+
+    /// Creates a user (password [`user_password`]`(name)`, role user, the given quota), logs in
+    /// as them and returns their id and token.
+    pub async fn create_user(&self, name: &str, quota: Option<u64>) -> anyhow::Result<(i64, String)> {
+        let admin = self.admin().await?;
+        let r = admin
+            .post_json(
+                "/api/v1/admin/users",
+                &serde_json::json!({"username": name, "password": user_password(name), "quota_bytes": quota, "role": "user"}),
+            )
+            .await?;
+        let created: CreatedUser = r.ok(201)?;
+        let r = self.api.login(name, &user_password(name)).await?;
+        let login: LoginResponse = r.ok(200)?;
+        Ok((created.user.id, login.token))
+    }
+
+    /// [`Gateway::create_user`], returning a signed-in client.
+    pub async fn user(&self, name: &str, quota: Option<u64>) -> anyhow::Result<(i64, Api)> {
+        let (id, token) = self.create_user(name, quota).await?;
+        Ok((id, self.api.with_token(token)))
+    }
+
+    /// Resident memory now (VmRSS), KiB.
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        proc_status_kib(self.pid, "VmRSS")
+    }
+
+    /// Peak resident memory so far (VmHWM), KiB.
+    pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+        proc_status_kib(self.pid, "VmHWM")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let died = self.exited();
+        if let Some(status) = died {
+            self.logs.print_tail(&format!("the gateway exited on its own ({status})"));
+        } else if std::thread::panicking() {
+            self.logs.print_tail("test failed");
+        }
+        if std::thread::panicking()
+            && let Some(m) = &self.minio
+        {
+            eprintln!("---- MinIO log (last 20 lines) ----\n{}", m.log_tail(20));
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+async fn wait_listening(child: &mut Child, logs: &GatewayLogs) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = std::fs::read_to_string(logs.stdout_path()).unwrap_or_default();
+        if let Some(line) = out.lines().find(|l| l.contains("listening on "))
+            && let Some((_, rest)) = line.split_once("listening on ")
+        {
+            let url = rest.split_whitespace().next().unwrap_or_default().trim_end_matches('/').to_string();
+            if url.starts_with("http://127.0.0.1:") {
+                return Ok(url);
+            }
+            bail!("unexpected listen line {line:?}");
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("the gateway exited during start-up ({status})");
+        }
+        if Instant::now() > deadline {
+            bail!("the gateway printed no `listening on` line within 90 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("cannot read /proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
+    let kib = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("cannot parse {line:?}"))?;
+    Ok(kib)
+}
+
+/// Runs `body` on a fresh gateway of `backend` (or skips, see [`Backend::should_run`]), within
+/// `opts.timeout`; prints the gateway's output if the body fails.
+pub async fn run_on<F, Fut>(backend: Backend, opts: GatewayOptions, body: F) -> anyhow::Result<()>
+where
+    F: FnOnce(Gateway) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    if !backend.should_run() {
+        return Ok(());
+    }
+    let gw = Gateway::start(backend, &opts).await.with_context(|| format!("starting a gateway on {backend}"))?;
+    let logs = gw.logs();
+    match tokio::time::timeout(opts.timeout, body(gw)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            logs.print_tail("test failed");
+            Err(e.context(format!("on backend {backend}")))
+        }
+        Err(_) => {
+            logs.print_tail("test timed out");
+            bail!("on backend {backend}: the test did not finish within {:?}", opts.timeout)
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! A private MinIO process per test (`NIMBUS_TEST_MINIO_BIN`), on free loopback ports, with its
+//! own data directory. [`Minio::kill`] and [`Minio::restart`] inject store faults; the process
+//! is killed when the value is dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::process::{Child, Command};
+
+pub const ENV_BIN: &str = "NIMBUS_TEST_MINIO_BIN";
+pub const ACCESS_KEY: &str = "nimbus-e2e";
+pub const SECRET_KEY: &str = "nimbus-e2e-secret";
+
+/// The MinIO binary named by `NIMBUS_TEST_MINIO_BIN`, if that is set.
+pub fn configured_bin() -> Option<PathBuf> {
+    std::env::var_os(ENV_BIN).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released), below Linux's ephemeral range
+/// (32768–60999) so that no outgoing connection takes it while MinIO is down for a restart.
+pub fn free_port() -> anyhow::Result<u16> {
+    for _ in 0..200 {
+        let port = rand::random_range(20_000..32_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("cannot bind a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+pub struct Minio {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    console_port: u16,
+    child: Mutex<Option<Child>>,
+}
+
+impl Minio {
+    /// Starts MinIO and waits until `/minio/health/live` answers.
+    pub async fn start(bin: &Path) -> anyhow::Result<Self> {
+        if !bin.is_file() {
+            bail!("{ENV_BIN}={} does not exist (run ./infra/install-deps.sh)", bin.display());
+        }
+        let dir = tempfile::Builder::new().prefix("nimbus-e2e-minio-").tempdir()?;
+        std::fs::create_dir_all(dir.path().join("data"))?;
+        let m = Minio {
+            bin: bin.to_path_buf(),
+            dir,
+            port: free_port()?,
+            console_port: free_port()?,
+            child: Mutex::new(None),
+        };
+        m.spawn_and_wait().await?;
+        Ok(m)
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("minio.log")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.lock().as_ref().and_then(|c| c.id())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Child>> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn spawn_and_wait(&self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path())?;
+        let child = Command::new(&self.bin)
+            .arg("server")
+            .arg(self.dir.path().join("data"))
+            .arg("--quiet")
+            .arg("--address")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--console-address")
+            .arg(format!("127.0.0.1:{}", self.console_port))
+            .env("MINIO_ROOT_USER", ACCESS_KEY)
+            .env("MINIO_ROOT_PASSWORD", SECRET_KEY)
+            .env("MINIO_UPDATE", "off")
+            .env("MINIO_BROWSER", "off")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.bin.display()))?;
+        *self.lock() = Some(child);
+
+        let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build()?;
+        let url = format!("{}/minio/health/live", self.endpoint());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = http.get(&url).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            let exited = self.lock().as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                bail!("MinIO exited during start-up ({status}); log:\n{}", self.log_tail(30));
+            }
+            if Instant::now() > deadline {
+                bail!("MinIO not healthy after 60 s; log:\n{}", self.log_tail(30));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGKILL, and wait until the process is gone.
+    pub async fn kill(&self) {
+        let child = self.lock().take();
+        if let Some(mut c) = child {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+
+    /// Starts MinIO again on the same data directory and port (after [`Minio::kill`]).
+    pub async fn restart(&self) -> anyhow::Result<()> {
+        self.kill().await;
+        // The port was just released; retry while something (TIME_WAIT, a slow exit) holds it.
+        let mut last = None;
+        for _ in 0..5 {
+            match self.spawn_and_wait().await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.kill().await;
+                    last = Some(e);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("MinIO did not restart")))
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        crate::gateway::tail_file(&self.log_path(), lines)
+    }
+}
+
+impl Drop for Minio {
+    fn drop(&mut self) {
+        if let Some(c) = self.lock().as_mut() {
+            let _ = c.start_kill();
+        }
+    }
+}

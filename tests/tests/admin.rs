@@ -1,0 +1,227 @@
+//! Admin endpoints: user CRUD, what each change does to the user, non-admins refused, bad input.
+
+use anyhow::{Context, ensure};
+use nimbus_e2e::backend_test;
+use nimbus_e2e::gateway::user_password;
+use nimbus_e2e::http::check_rfc3339_utc;
+use nimbus_proto::wire::{AuditList, CreatedUser, Me, Role, UserInfo, UserList};
+use reqwest::Method;
+
+backend_test!(user_crud, |gw| async move {
+    let admin = gw.admin().await?;
+    let r = admin
+        .post_json(
+            "/api/v1/admin/users",
+            &serde_json::json!({"username": "grace", "password": "grace-password-1", "quota_bytes": 5_000_000, "role": "user"}),
+        )
+        .await?;
+    let c: CreatedUser = r.ok(201)?;
+    ensure!(c.generated_password.is_none(), "{r}");
+    ensure!(!r.text().contains("grace-password-1"), "the password is echoed: {r}");
+    let grace = c.user.clone();
+    ensure!(
+        grace.username == "grace"
+            && grace.role == Role::User
+            && grace.quota_bytes == Some(5_000_000)
+            && grace.used_bytes == 0
+            && !grace.disabled,
+        "{grace:?}"
+    );
+    check_rfc3339_utc(&grace.created)?;
+
+    // Without a password: one is generated, shown once, and works.
+    let r = admin.post_json("/api/v1/admin/users", &serde_json::json!({"username": "heidi", "role": "user"})).await?;
+    let heidi: CreatedUser = r.ok(201)?;
+    let pw = heidi.generated_password.clone().context("generated_password")?;
+    ensure!(pw.len() >= 12, "a weak generated password");
+    gw.api().login_ok("heidi", &pw).await?;
+    let again: UserInfo = admin.get(&format!("/api/v1/admin/users/{}", heidi.user.id)).await?.ok(200)?;
+    ensure!(again == heidi.user, "{again:?} vs {:?}", heidi.user);
+    ensure!(!admin.get("/api/v1/admin/users").await?.text().contains(&pw), "the generated password is listed");
+
+    // Duplicates (case-insensitively) and invalid names.
+    admin
+        .post_json(
+            "/api/v1/admin/users",
+            &serde_json::json!({"username": "GRACE", "password": "x-password-2", "role": "user"}),
+        )
+        .await?
+        .check_error(409, "already_exists")?;
+    for bad in ["", "-lead", "a b", "a/b", "x".repeat(65).as_str()] {
+        admin
+            .post_json(
+                "/api/v1/admin/users",
+                &serde_json::json!({"username": bad, "password": "x-password-2", "role": "user"}),
+            )
+            .await?
+            .check(400)
+            .with_context(|| format!("username {bad:?}"))?;
+    }
+
+    // List, filter, page.
+    let l: UserList = admin.get("/api/v1/admin/users").await?.ok(200)?;
+    let names: Vec<&str> = l.users.iter().map(|u| u.username.as_str()).collect();
+    for n in ["admin", "grace", "heidi"] {
+        ensure!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    let l: UserList = admin.get("/api/v1/admin/users?q=gra").await?.ok(200)?;
+    ensure!(l.users.len() == 1 && l.users[0].username == "grace", "{:?}", l.users);
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(c) => format!("/api/v1/admin/users?limit=1&cursor={}", nimbus_proto::names::percent_encode(c)),
+            None => "/api/v1/admin/users?limit=1".to_string(),
+        };
+        let page: UserList = admin.get(&url).await?.ok(200)?;
+        ensure!(page.users.len() <= 1);
+        seen.extend(page.users.into_iter().map(|u| u.username));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+        ensure!(seen.len() < 10, "paging does not end: {seen:?}");
+    }
+    seen.sort();
+    ensure!(seen == ["admin", "grace", "heidi"], "{seen:?}");
+
+    let got: UserInfo = admin.get(&format!("/api/v1/admin/users/{}", grace.id)).await?.ok(200)?;
+    ensure!(got == grace, "{got:?}");
+    admin.get("/api/v1/admin/users/987654321").await?.check_error(404, "not_found")?;
+
+    // PATCH: quota, then unlimited.
+    let user_path = format!("/api/v1/admin/users/{}", grace.id);
+    let u: UserInfo = admin.patch_json(&user_path, &serde_json::json!({"quota_bytes": 123})).await?.ok(200)?;
+    ensure!(u.quota_bytes == Some(123) && u.role == Role::User && !u.disabled, "{u:?}");
+    let grace_api = gw.api().login_ok("grace", "grace-password-1").await?;
+    let me: Me = grace_api.get("/api/v1/me").await?.ok(200)?;
+    ensure!(me.quota_bytes == Some(123), "{me:?}");
+    let u: UserInfo = admin.patch_json(&user_path, &serde_json::json!({"quota_bytes": null})).await?.ok(200)?;
+    ensure!(u.quota_bytes.is_none(), "{u:?}");
+    // An absent field leaves it alone.
+    let u: UserInfo = admin.patch_json(&user_path, &serde_json::json!({"disabled": false})).await?.ok(200)?;
+    ensure!(u.quota_bytes.is_none(), "{u:?}");
+
+    // Role: promoted users reach admin endpoints; demoted ones are refused at once.
+    let u: UserInfo = admin.patch_json(&user_path, &serde_json::json!({"role": "admin"})).await?.ok(200)?;
+    ensure!(u.role == Role::Admin);
+    let promoted = gw.api().login_ok("grace", "grace-password-1").await?;
+    promoted.get("/api/v1/admin/users").await?.check(200)?;
+    admin.patch_json(&user_path, &serde_json::json!({"role": "user"})).await?.check(200)?;
+    promoted.get("/api/v1/admin/users").await?.check_error(403, "forbidden")?;
+    grace_api.get("/api/v1/admin/users").await?.check_error(403, "forbidden")?;
+
+    // Password reset: old tokens and the old password stop working.
+    grace_api.get("/api/v1/me").await?.check(200)?;
+    admin.patch_json(&user_path, &serde_json::json!({"password": "grace-password-2"})).await?.check(200)?;
+    grace_api.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    promoted.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    gw.api().login("grace", "grace-password-1").await?.check_error(401, "unauthorized")?;
+    let grace_api = gw.api().login_ok("grace", "grace-password-2").await?;
+
+    // Delete: token dead, user gone, files gone (a new user of that name starts empty).
+    grace_api.put_file("/private/diary.txt", "dear diary").await?.entry(201)?;
+    admin.delete(&user_path).await?.check(204)?;
+    grace_api.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    admin.get(&user_path).await?.check_error(404, "not_found")?;
+    admin.delete(&user_path).await?.check_error(404, "not_found")?;
+    admin.patch_json(&user_path, &serde_json::json!({"disabled": true})).await?.check_error(404, "not_found")?;
+    gw.api().login("grace", "grace-password-2").await?.check_error(401, "unauthorized")?;
+    let l: UserList = admin.get("/api/v1/admin/users").await?.ok(200)?;
+    ensure!(l.users.iter().all(|u| u.username != "grace"), "deleted user listed");
+    let (_, reborn) = gw.user("grace", None).await?;
+    reborn.get_file("/private/diary.txt").await?.check_error(404, "not_found")?;
+    let me: Me = reborn.get("/api/v1/me").await?.ok(200)?;
+    ensure!(me.used_bytes == 0 && me.id != grace.id, "{me:?}");
+
+    // Audit log: newest first, records what happened.
+    let a: AuditList = admin.get("/api/v1/admin/audit").await?.ok(200)?;
+    ensure!(!a.entries.is_empty(), "empty audit log");
+    for w in a.entries.windows(2) {
+        let (newer, older) = (check_rfc3339_utc(&w[0].at)?, check_rfc3339_utc(&w[1].at)?);
+        ensure!(newer >= older && w[0].id > w[1].id, "audit not newest first: {:?} then {:?}", w[0], w[1]);
+    }
+    let a1: AuditList = admin.get("/api/v1/admin/audit?limit=1").await?.ok(200)?;
+    ensure!(a1.entries.len() == 1 && a1.next_cursor.is_some(), "audit paging");
+    let action = a.entries[0].action.clone();
+    let by_action: AuditList = admin
+        .get(&format!("/api/v1/admin/audit?action={}", nimbus_proto::names::percent_encode(&action)))
+        .await?
+        .ok(200)?;
+    ensure!(
+        !by_action.entries.is_empty() && by_action.entries.iter().all(|e| e.action == action),
+        "?action={action}: {:?}",
+        by_action.entries
+    );
+    let by_user: AuditList = admin.get("/api/v1/admin/audit?user=heidi").await?.ok(200)?;
+    ensure!(!by_user.entries.is_empty(), "?user=heidi found nothing although heidi logged in");
+    let none: AuditList = admin.get("/api/v1/admin/audit?user=nobody-at-all").await?.ok(200)?;
+    ensure!(none.entries.is_empty(), "?user=nobody-at-all: {:?}", none.entries);
+    Ok(())
+});
+
+backend_test!(non_admin_forbidden, |gw| async move {
+    let (uid, user) = gw.user("ivan", None).await?;
+    let admin_id =
+        gw.api().login("admin", nimbus_e2e::ADMIN_PASSWORD).await?.json::<nimbus_proto::wire::LoginResponse>()?.user.id;
+    let body = serde_json::json!({"username": "mallory", "password": "mallory-pass-1", "role": "admin"});
+    let patch = serde_json::json!({"role": "admin"});
+    let anon = user.anonymous();
+    for (api, status, code) in [(&user, 403, "forbidden"), (&anon, 401, "unauthorized")] {
+        let checks = [
+            api.get("/api/v1/admin/users").await?,
+            api.post_json("/api/v1/admin/users", &body).await?,
+            api.get(&format!("/api/v1/admin/users/{uid}")).await?,
+            api.get(&format!("/api/v1/admin/users/{admin_id}")).await?,
+            api.patch_json(&format!("/api/v1/admin/users/{uid}"), &patch).await?,
+            api.patch_json(&format!("/api/v1/admin/users/{admin_id}"), &serde_json::json!({"password": "pwned-pw-1"}))
+                .await?,
+            api.delete(&format!("/api/v1/admin/users/{admin_id}")).await?,
+            api.delete("/api/v1/admin/users/987654321").await?,
+            api.get("/api/v1/admin/audit").await?,
+        ];
+        for r in checks {
+            r.check_error(status, code)?;
+        }
+    }
+    // Nothing happened.
+    let me: Me = user.get("/api/v1/me").await?.ok(200)?;
+    ensure!(me.role == Role::User, "{me:?}");
+    gw.api().login("mallory", "mallory-pass-1").await?.check_error(401, "unauthorized")?;
+    gw.api().login_ok("admin", nimbus_e2e::ADMIN_PASSWORD).await?;
+    Ok(())
+});
+
+backend_test!(bad_input, |gw| async move {
+    let admin = gw.admin().await?;
+    let (uid, _) = gw.create_user("judy", None).await?;
+    let user_path = format!("/api/v1/admin/users/{uid}");
+    let post = |text: &'static str| {
+        let admin = admin.clone();
+        async move { admin.req(Method::POST, "/api/v1/admin/users").json_text(text).send().await }
+    };
+    for text in [
+        "{not json",
+        "",
+        "[]",
+        r#"{"username": 5, "role": "user"}"#,
+        r#"{"username": "x1", "role": "superuser"}"#,
+        r#"{"username": "x2", "quota_bytes": -1, "role": "user"}"#,
+        r#"{"username": "x3", "quota_bytes": "lots", "role": "user"}"#,
+    ] {
+        post(text).await?.check_error(400, "bad_request").with_context(|| format!("POST body {text:?}"))?;
+    }
+    for text in ["{", r#"{"quota_bytes": "x"}"#, r#"{"disabled": "yes"}"#, r#"{"role": "root"}"#] {
+        let r = admin.req(Method::PATCH, &user_path).json_text(text).send().await?;
+        r.check_error(400, "bad_request").with_context(|| format!("PATCH body {text:?}"))?;
+    }
+    // A non-numeric id.
+    admin.get("/api/v1/admin/users/not-a-number").await?.check_any(&[400, 404])?.error_detail()?;
+    // Nothing changed.
+    let u: UserInfo = admin.get(&user_path).await?.ok(200)?;
+    ensure!(u.role == Role::User && !u.disabled && u.quota_bytes.is_none(), "{u:?}");
+    let l: UserList = admin.get("/api/v1/admin/users").await?.ok(200)?;
+    ensure!(l.users.len() == 2, "bad requests created users: {:?}", l.users);
+    gw.api().login_ok("judy", &user_password("judy")).await?;
+    Ok(())
+});

@@ -1,0 +1,902 @@
+//! The `nimbus` command line against a real gateway: every test runs the CLI binary as a
+//! subprocess (no terminal, no stdin, its own config dir) and checks what it prints, what it
+//! leaves on disk and what the server holds afterwards.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use nimbus_e2e::gateway::user_password;
+use nimbus_e2e::{ADMIN_PASSWORD, Gateway, backend_test, bins, data};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// No single CLI command may take longer than this.
+const CLI_TIMEOUT: Duration = Duration::from_secs(120);
+
+const MIB: usize = 1 << 20;
+
+/// One user's `nimbus` on one machine: a private config dir (`NIMBUS_CONFIG_DIR`), home and
+/// working directory, so tests never share a session nor touch the real configuration.
+struct Cli {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+/// What a finished `nimbus` command did.
+struct Out {
+    cmd: String,
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+impl fmt::Display for Out {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stdout = String::from_utf8_lossy(&self.stdout);
+        let stdout: String = stdout.chars().take(3000).collect();
+        write!(
+            f,
+            "`{}` exited with {}\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
+            self.cmd, self.status, self.stderr
+        )
+    }
+}
+
+impl fmt::Debug for Out {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Out {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Fails unless the command succeeded.
+    fn ok(&self) -> anyhow::Result<&Self> {
+        ensure!(self.status.success(), "expected success: {self}");
+        self.no_crash()?;
+        Ok(self)
+    }
+
+    /// Fails unless the command failed (exit code 1) with an `error: ` message on stderr that
+    /// contains each of `needles` (case-insensitively), and without a panic or a backtrace.
+    fn failed(&self, needles: &[&str]) -> anyhow::Result<&Self> {
+        ensure!(self.status.code() == Some(1), "expected exit code 1: {self}");
+        ensure!(self.stderr.starts_with("error: "), "the message should start with `error: `: {self}");
+        let lower = self.stderr.to_lowercase();
+        for n in needles {
+            ensure!(lower.contains(&n.to_lowercase()), "stderr should mention {n:?}: {self}");
+        }
+        self.no_crash()?;
+        Ok(self)
+    }
+
+    fn no_crash(&self) -> anyhow::Result<()> {
+        let lower = self.stderr.to_lowercase();
+        for bad in ["panicked", "backtrace", "rust_backtrace", "stack backtrace"] {
+            ensure!(!lower.contains(bad), "stderr shows a crash ({bad}): {self}");
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> anyhow::Result<Value> {
+        serde_json::from_slice(&self.stdout).with_context(|| format!("stdout is not JSON: {self}"))
+    }
+}
+
+impl Cli {
+    fn new() -> anyhow::Result<Self> {
+        let bin = bins::cli_bin()?;
+        let dir = tempfile::Builder::new().prefix("nimbus-e2e-cli-").tempdir()?;
+        std::fs::create_dir_all(dir.path().join("home"))?;
+        std::fs::create_dir_all(dir.path().join("work"))?;
+        Ok(Self { bin, dir })
+    }
+
+    /// `$NIMBUS_CONFIG_DIR`.
+    fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    fn session_file(&self) -> PathBuf {
+        self.config_dir().join("nimbus").join("session.json")
+    }
+
+    /// The working directory of every command; local files live here.
+    fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    async fn run(&self, args: &[&str]) -> anyhow::Result<Out> {
+        self.run_env(args, &[]).await
+    }
+
+    async fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Out> {
+        let cmd_text = format!("nimbus {}", args.join(" "));
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args);
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            let upper = k.to_ascii_uppercase();
+            if k.starts_with("NIMBUS_") || upper.ends_with("_PROXY") {
+                cmd.env_remove(k.as_ref());
+            }
+        }
+        let home = self.dir.path().join("home");
+        cmd.env("NIMBUS_CONFIG_DIR", self.config_dir())
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("NO_PROXY", "*")
+            // A panic would print its backtrace: the checks above would see it.
+            .env("RUST_BACKTRACE", "1");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.current_dir(self.work()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.kill_on_drop(true);
+        let out = tokio::time::timeout(CLI_TIMEOUT, cmd.output())
+            .await
+            .with_context(|| format!("`{cmd_text}` did not finish within {CLI_TIMEOUT:?}"))?
+            .with_context(|| format!("cannot run `{cmd_text}`"))?;
+        Ok(Out {
+            cmd: cmd_text,
+            status: out.status,
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// `--json ARGS`, which must succeed; its stdout parsed.
+    async fn json(&self, args: &[&str]) -> anyhow::Result<Value> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        self.run(&all).await?.ok()?.json()
+    }
+
+    /// `nimbus login URL --username USER` with the password in `NIMBUS_PASSWORD`.
+    async fn login_raw(&self, url: &str, user: &str, password: &str) -> anyhow::Result<Out> {
+        self.run_env(&["login", url, "--username", user, "--device", "e2e-cli"], &[("NIMBUS_PASSWORD", password)]).await
+    }
+
+    async fn login(&self, url: &str, user: &str, password: &str) -> anyhow::Result<Out> {
+        let out = self.login_raw(url, user, password).await?;
+        out.ok()?;
+        Ok(out)
+    }
+
+    /// The token the CLI saved.
+    fn token(&self) -> anyhow::Result<String> {
+        let text = std::fs::read_to_string(self.session_file())?;
+        let v: Value = serde_json::from_str(&text)?;
+        Ok(v["token"].as_str().context("no token in the session file")?.to_string())
+    }
+
+    /// Writes a local file in the working directory; returns its path.
+    fn write(&self, name: &str, content: &[u8]) -> anyhow::Result<PathBuf> {
+        let p = self.work().join(name);
+        std::fs::write(&p, content).with_context(|| format!("writing {}", p.display()))?;
+        Ok(p)
+    }
+
+    /// A logged-in CLI for a new user `name` (created through the API, no quota).
+    async fn for_new_user(gw: &Gateway, name: &str) -> anyhow::Result<Cli> {
+        gw.create_user(name, None).await?;
+        let cli = Cli::new()?;
+        cli.login(&gw.url, name, &user_password(name)).await?;
+        Ok(cli)
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+fn file_hash(p: &Path) -> anyhow::Result<blake3::Hash> {
+    Ok(blake3::hash(&std::fs::read(p).with_context(|| format!("reading {}", p.display()))?))
+}
+
+/// `--json ls PATH` → (name, size) of each entry.
+async fn ls_json(cli: &Cli, path: &str) -> anyhow::Result<Vec<(String, u64)>> {
+    let v = cli.json(&["ls", path]).await?;
+    let arr = v.as_array().with_context(|| format!("ls --json is not an array: {v}"))?;
+    arr.iter()
+        .map(|e| {
+            let name = e["name"].as_str().with_context(|| format!("entry without name: {e}"))?;
+            Ok((name.to_string(), e["size"].as_u64().unwrap_or(0)))
+        })
+        .collect()
+}
+
+/// `--json whoami` → used_bytes.
+async fn used_bytes(cli: &Cli) -> anyhow::Result<u64> {
+    let v = cli.json(&["whoami"]).await?;
+    v["used_bytes"].as_u64().with_context(|| format!("whoami --json has no used_bytes: {v}"))
+}
+
+/// `--json put` → (uploaded_blocks, blocks, version).
+fn put_summary(v: &Value) -> anyhow::Result<(u64, u64, i64)> {
+    let up = v["uploaded_blocks"].as_u64().with_context(|| format!("no uploaded_blocks: {v}"))?;
+    let all = v["blocks"].as_u64().with_context(|| format!("no blocks: {v}"))?;
+    let version = v["entry"]["version"].as_i64().with_context(|| format!("no entry.version: {v}"))?;
+    Ok((up, all, version))
+}
+
+backend_test!(login_whoami_and_wrong_password, |gw| async move {
+    let cli = Cli::new()?;
+
+    // Before any login.
+    cli.run(&["whoami"]).await?.failed(&["not logged in", "nimbus login"])?;
+
+    let out = cli.login(&gw.url, "admin", ADMIN_PASSWORD).await?;
+    ensure!(out.stdout().contains(&format!("Logged in to {} as admin", gw.url)), "{out}");
+    ensure!(!out.stdout().contains(ADMIN_PASSWORD) && !out.stderr.contains(ADMIN_PASSWORD), "password echoed: {out}");
+
+    // The session is private: 0600 in a 0700 directory.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let file = cli.session_file();
+        let mode =
+            std::fs::metadata(&file).with_context(|| format!("{} missing", file.display()))?.permissions().mode();
+        ensure!(mode & 0o777 == 0o600, "session file mode {:o}", mode & 0o777);
+        let dir = file.parent().context("session dir")?;
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        ensure!(mode & 0o777 == 0o700, "session dir mode {:o}", mode & 0o777);
+        let text = std::fs::read_to_string(&file)?;
+        ensure!(!text.contains(ADMIN_PASSWORD), "the password is stored in the session file");
+    }
+    // The saved token works over HTTP.
+    gw.api().with_token(cli.token()?).get("/api/v1/me").await?.check(200)?;
+
+    let out = cli.run(&["whoami"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains(&format!("admin (admin) on {}", gw.url)), "{out}");
+    let me = cli.json(&["whoami"]).await?;
+    ensure!(me["username"] == "admin" && me["role"] == "admin" && me["url"] == gw.url.as_str(), "{me}");
+
+    // A second user on another "machine".
+    gw.create_user("bob", None).await?;
+    let bob = Cli::new()?;
+    bob.login(&gw.url, "bob", &user_password("bob")).await?;
+    let out = bob.run(&["whoami"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("bob (user)"), "{out}");
+    let toks = bob.json(&["tokens"]).await?;
+    let toks = toks.as_array().context("tokens --json is not an array")?;
+    ensure!(toks.iter().any(|t| t["device"] == "e2e-cli" && t["current"] == true), "{toks:?}");
+
+    // Wrong password: a clear message, no panic, and the existing session is untouched.
+    let out = cli.login_raw(&gw.url, "admin", "not-the-password").await?;
+    out.failed(&["wrong username or password"])?;
+    ensure!(!out.stderr.contains("not-the-password"), "the password is echoed: {out}");
+    ensure!(out.stdout.is_empty(), "{out}");
+    let me = cli.json(&["whoami"]).await?;
+    ensure!(me["username"] == "admin", "a failed login changed the session: {me}");
+    // Unknown user: the same message (no user enumeration).
+    cli.login_raw(&gw.url, "nobody", "whatever-password").await?.failed(&["wrong username or password"])?;
+    // No password at all, and no terminal to ask on.
+    let out = Cli::new()?.run(&["login", &gw.url, "--username", "admin"]).await?;
+    out.failed(&["NIMBUS_PASSWORD"])?;
+    // Nothing listens there.
+    Cli::new()?
+        .login_raw("http://127.0.0.1:9", "admin", ADMIN_PASSWORD)
+        .await?
+        .failed(&["cannot reach", "check the address"])?;
+    Ok(())
+});
+
+backend_test!(put_ls_get_roundtrip, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let bs = gw.api().block_size().await?;
+    let len = 10 * MIB;
+    let content = data::bytes("cli-roundtrip", len);
+    let want_blocks = len.div_ceil(bs) as u64;
+    ensure!(want_blocks == 3, "the test expects 3 blocks of {bs} bytes for 10 MiB, got {want_blocks}");
+    let local = cli.write("big.bin", &content)?;
+
+    let v = cli.json(&["put", s(&local), "/docs/big.bin"]).await?;
+    let (up, all, _) = put_summary(&v)?;
+    ensure!((up, all) == (3, 3), "first upload should send all 3 blocks: {v}");
+    ensure!(v["size"].as_u64() == Some(len as u64) && v["entry"]["path"] == "/docs/big.bin", "{v}");
+
+    let entries = ls_json(&cli, "/docs").await?;
+    ensure!(entries == vec![("big.bin".to_string(), len as u64)], "{entries:?}");
+    let out = cli.run(&["ls", "-l", "/docs"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("10.0 MiB") && out.stdout().contains("big.bin"), "{out}");
+    let out = cli.run(&["ls"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().lines().any(|l| l == "docs/"), "{out}");
+
+    // Back to a file: identical bytes.
+    let back = cli.work().join("back.bin");
+    let out = cli.run(&["get", "/docs/big.bin", s(&back)]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("downloaded 10.0 MiB"), "{out}");
+    ensure!(file_hash(&back)? == blake3::hash(&content), "downloaded file differs");
+    // Into a directory: the remote name.
+    std::fs::create_dir(cli.work().join("into"))?;
+    cli.run(&["get", "/docs/big.bin", s(&cli.work().join("into"))]).await?.ok()?;
+    ensure!(file_hash(&cli.work().join("into").join("big.bin"))? == blake3::hash(&content), "get into dir differs");
+    // To stdout.
+    let out = cli.run(&["get", "/docs/big.bin", "-"]).await?;
+    out.ok()?;
+    ensure!(out.stdout.len() == len, "get - wrote {} bytes, expected {len}", out.stdout.len());
+    ensure!(blake3::hash(&out.stdout) == blake3::hash(&content), "get - content differs");
+    // The server agrees.
+    let r = gw.api().with_token(cli.token()?).get_file("/docs/big.bin").await?;
+    r.check(200)?;
+    ensure!(blake3::hash(&r.body) == blake3::hash(&content), "server content differs");
+
+    // Default remote path: `/<file name>`; a remote ending in `/` means "into".
+    let small = cli.write("small.txt", b"hello nimbus\n")?;
+    let out = cli.run(&["put", s(&small)]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("→ /small.txt"), "{out}");
+    cli.run(&["put", s(&small), "/docs/"]).await?.ok()?;
+    let out = cli.run(&["get", "/docs/small.txt", "-"]).await?;
+    ensure!(out.ok()?.stdout == b"hello nimbus\n", "{out}");
+    Ok(())
+});
+
+backend_test!(dedup_versions_and_restore, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let bs = gw.api().block_size().await?;
+    let len = 10 * MIB;
+    let original = data::bytes("cli-versions", len);
+    let local = cli.write("v.bin", &original)?;
+
+    let v = cli.json(&["put", s(&local), "/v.bin"]).await?;
+    let (up, all, first_version) = put_summary(&v)?;
+    ensure!((up, all) == (3, 3), "{v}");
+
+    // Unchanged: nothing new is sent.
+    let out = cli.run(&["put", s(&local), "/v.bin"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("(0 of 3 blocks new)"), "an unchanged file should upload 0 blocks: {out}");
+    let v = cli.json(&["put", s(&local), "/v.bin"]).await?;
+    ensure!(put_summary(&v)?.0 == 0 && v["uploaded_bytes"].as_u64() == Some(0), "{v}");
+
+    // One block changed in the middle: exactly that block is sent.
+    let mut changed = original.clone();
+    for b in &mut changed[bs + 100..bs + 200] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&local, &changed)?;
+    let v = cli.json(&["put", s(&local), "/v.bin"]).await?;
+    let (up, all, _) = put_summary(&v)?;
+    ensure!((up, all) == (1, 3), "one changed block should upload 1 block: {v}");
+    ensure!(v["uploaded_bytes"].as_u64() == Some(bs as u64), "{v}");
+    let out = cli.run(&["get", "/v.bin", "-"]).await?;
+    ensure!(blake3::hash(&out.ok()?.stdout) == blake3::hash(&changed), "the new content is not served");
+
+    // Versions: at least the original and the change, newest first, the newest current.
+    let versions = cli.json(&["versions", "/v.bin"]).await?;
+    let list = versions.as_array().with_context(|| format!("versions --json is not an array: {versions}"))?;
+    ensure!(list.len() >= 2, "expected 2+ versions: {versions}");
+    ensure!(list[0]["current"] == true, "the newest version should be current: {versions}");
+    ensure!(list.iter().any(|x| x["version"].as_i64() == Some(first_version)), "v{first_version} missing: {versions}");
+    let out = cli.run(&["versions", "/v.bin"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("VERSION") && out.stdout().contains('*'), "{out}");
+
+    // Restore the first one: its content is current again.
+    let out = cli.run(&["versions", "/v.bin", "--restore", &first_version.to_string()]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains(&format!("restored version {first_version} of /v.bin")), "{out}");
+    let restored = cli.work().join("restored.bin");
+    cli.run(&["get", "/v.bin", s(&restored)]).await?.ok()?;
+    ensure!(file_hash(&restored)? == blake3::hash(&original), "restoring the first version did not bring it back");
+    let after = cli.json(&["versions", "/v.bin"]).await?;
+    ensure!(after.as_array().map(Vec::len) > Some(list.len()), "a restore should add a version: {after}");
+
+    // A version that does not exist.
+    cli.run(&["versions", "/v.bin", "--restore", "999999"]).await?.failed(&["has no version 999999"])?;
+    Ok(())
+});
+
+backend_test!(put_resumes_after_interruption, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let bs = gw.api().block_size().await?;
+    let len = 10 * MIB;
+    let content = data::bytes("cli-resume", len);
+    let local = cli.write("resume.bin", &content)?;
+
+    // An upload that died after its first block: that block is on the server, nothing committed.
+    let api = gw.api().with_token(cli.token()?);
+    let blocks = data::split_blocks(&content, bs);
+    ensure!(blocks.len() == 3, "expected 3 blocks");
+    let (hash, bytes) = &blocks[0];
+    api.put_block(hash, bytes.to_vec()).await?.check(201)?;
+    api.stat("/resume.bin").await?.check(404)?;
+
+    let out = cli.run(&["put", s(&local)]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("(2 of 3 blocks new)"), "the resumed upload should send only 2 blocks: {out}");
+    let out = cli.run(&["get", "/resume.bin", "-"]).await?;
+    ensure!(blake3::hash(&out.ok()?.stdout) == blake3::hash(&content), "resumed upload content differs");
+
+    // Two blocks of another file already there: one left to send.
+    let content2 = data::bytes("cli-resume-2", len);
+    let local2 = cli.write("resume2.bin", &content2)?;
+    for (hash, bytes) in data::split_blocks(&content2, bs).iter().take(2) {
+        api.put_block(hash, bytes.to_vec()).await?.check(201)?;
+    }
+    let v = cli.json(&["put", s(&local2), "/resume2.bin"]).await?;
+    ensure!(put_summary(&v)?.0 == 1, "only the last block should be sent: {v}");
+    ensure!(v["uploaded_bytes"].as_u64() == Some((len - 2 * bs) as u64), "{v}");
+    let r = api.get_file("/resume2.bin").await?;
+    r.check(200)?;
+    ensure!(blake3::hash(&r.body) == blake3::hash(&content2), "second resumed upload content differs");
+    Ok(())
+});
+
+/// A TCP proxy in front of the gateway that, once armed, holds back the next manifest commit
+/// (`POST /api/v1/manifests/...`) a client sends, reports it on `hits` and forwards it only when
+/// the test answers: a deterministic "another client saved while this upload ran".
+struct CommitInterceptor {
+    url: String,
+    armed: Arc<AtomicBool>,
+    hits: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CommitInterceptor {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl CommitInterceptor {
+    async fn start(gateway_url: &str) -> anyhow::Result<Self> {
+        let upstream = gateway_url.strip_prefix("http://").context("the interceptor needs an http:// gateway")?;
+        let upstream = upstream.to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let armed = Arc::new(AtomicBool::new(false));
+        let (tx, hits) = mpsc::unbounded_channel();
+        let accept = {
+            let armed = armed.clone();
+            tokio::spawn(async move {
+                while let Ok((conn, _)) = listener.accept().await {
+                    let (upstream, armed, tx) = (upstream.clone(), armed.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let _ = Self::pipe(conn, &upstream, &armed, &tx).await;
+                    });
+                }
+            })
+        };
+        Ok(Self { url, armed, hits, accept })
+    }
+
+    async fn pipe(
+        client: TcpStream,
+        upstream: &str,
+        armed: &AtomicBool,
+        hits: &mpsc::UnboundedSender<oneshot::Sender<()>>,
+    ) -> std::io::Result<()> {
+        const NEEDLE: &[u8] = b"POST /api/v1/manifests/";
+        let server = TcpStream::connect(upstream).await?;
+        let (mut client_read, mut client_write) = client.into_split();
+        let (mut server_read, mut server_write) = server.into_split();
+        let down = tokio::spawn(async move { tokio::io::copy(&mut server_read, &mut client_write).await });
+        let mut tail: Vec<u8> = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = client_read.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            let mut window = std::mem::take(&mut tail);
+            window.extend_from_slice(&buf[..n]);
+            if window.windows(NEEDLE.len()).any(|w| w == NEEDLE) && armed.swap(false, Ordering::SeqCst) {
+                let (resume, resumed) = oneshot::channel();
+                if hits.send(resume).is_ok() {
+                    let _ = resumed.await;
+                }
+            }
+            server_write.write_all(&buf[..n]).await?;
+            tail = window[window.len().saturating_sub(NEEDLE.len() - 1)..].to_vec();
+        }
+        server_write.shutdown().await?;
+        let _ = down.await;
+        Ok(())
+    }
+
+    /// Runs `cli` with `args` while armed; when its commit arrives, runs `meanwhile` (another
+    /// client's change) before letting the commit through.
+    async fn race<F>(&mut self, cli: &Cli, args: &[&str], meanwhile: F) -> anyhow::Result<Out>
+    where
+        F: Future<Output = anyhow::Result<()>>,
+    {
+        self.armed.store(true, Ordering::SeqCst);
+        let hits = &mut self.hits;
+        let interfere = async move {
+            let resume = tokio::time::timeout(Duration::from_secs(60), hits.recv())
+                .await
+                .context("the CLI sent no manifest commit within 60 s")?
+                .context("the interceptor stopped")?;
+            let done = meanwhile.await;
+            let _ = resume.send(());
+            done
+        };
+        let (out, interfered) = tokio::join!(cli.run(args), interfere);
+        self.armed.store(false, Ordering::SeqCst);
+        let out = out?;
+        interfered.with_context(|| format!("interfering with {out}"))?;
+        Ok(out)
+    }
+}
+
+backend_test!(stale_base_conflict_is_reported, |gw| async move {
+    gw.create_user("alice", None).await?;
+    let mut proxy = CommitInterceptor::start(&gw.url).await?;
+    let cli = Cli::new()?;
+    cli.login(&proxy.url, "alice", &user_password("alice")).await?;
+    let api = gw.api().with_token(cli.token()?);
+
+    let local = cli.write("notes.txt", b"first\n")?;
+    let v = cli.json(&["put", s(&local), "/notes.txt"]).await?;
+    let first = put_summary(&v)?.2;
+
+    // Someone else saves while our upload (based on `first`) runs: refused, theirs kept.
+    std::fs::write(&local, b"my edit\n")?;
+    let out = proxy
+        .race(&cli, &["put", s(&local), "/notes.txt"], async {
+            api.put_file("/notes.txt", "their edit\n").await?.check(200)?;
+            Ok(())
+        })
+        .await?;
+    out.failed(&[&format!("`/notes.txt` changed on the server since version {first}"), "--force"])?;
+    ensure!(api.get_file("/notes.txt").await?.check(200)?.body == b"their edit\n"[..], "the other edit was lost");
+    let versions = cli.json(&["versions", "/notes.txt"]).await?;
+    ensure!(versions.as_array().map(Vec::len) == Some(2), "a refused commit added a version: {versions}");
+
+    // --force in the same race: ours wins.
+    let out = proxy
+        .race(&cli, &["put", "--force", s(&local), "/notes.txt"], async {
+            api.put_file("/notes.txt", "their second edit\n").await?.check(200)?;
+            Ok(())
+        })
+        .await?;
+    out.ok()?;
+    ensure!(api.get_file("/notes.txt").await?.check(200)?.body == b"my edit\n"[..], "--force did not overwrite");
+
+    // A file created by someone else while we upload a new one.
+    let fresh = cli.write("fresh.txt", b"mine\n")?;
+    let out = proxy
+        .race(&cli, &["put", s(&fresh), "/fresh.txt"], async {
+            api.put_file("/fresh.txt", "theirs\n").await?.check(201)?;
+            Ok(())
+        })
+        .await?;
+    out.failed(&["`/fresh.txt` was created on the server while you uploaded", "--force"])?;
+    ensure!(api.get_file("/fresh.txt").await?.check(200)?.body == b"theirs\n"[..], "the other file was replaced");
+    Ok(())
+});
+
+backend_test!(changed_on_server_force_and_overwrite, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let api = gw.api().with_token(cli.token()?);
+    let local = cli.write("notes.txt", b"local version one\n")?;
+    cli.run(&["put", s(&local), "/notes.txt"]).await?.ok()?;
+
+    // Another client changes the file.
+    api.put_file("/notes.txt", "changed by another client\n").await?.check(200)?;
+    // `put` bases on what the server has now, so the local copy wins, as a new version.
+    let v = cli.json(&["put", s(&local), "/notes.txt"]).await?;
+    ensure!(v["entry"]["size"].as_u64() == Some(18), "{v}");
+    ensure!(api.get_file("/notes.txt").await?.check(200)?.body == b"local version one\n"[..], "local copy not stored");
+    let versions = cli.json(&["versions", "/notes.txt"]).await?;
+    ensure!(versions.as_array().map(Vec::len) == Some(3), "expected 3 versions: {versions}");
+    // The other client's edit is kept as a version.
+    let other = versions.as_array().and_then(|l| l.get(1)).and_then(|x| x["version"].as_i64()).context("v2")?;
+    let r = api.get(&format!("/api/v1/files/notes.txt?version={other}")).await?;
+    ensure!(r.check(200)?.body == b"changed by another client\n"[..], "{r}");
+
+    // --force overwrites whatever is there.
+    api.put_file("/notes.txt", "changed again\n").await?.check(200)?;
+    std::fs::write(&local, b"forced\n")?;
+    cli.run(&["put", "--force", s(&local), "/notes.txt"]).await?.ok()?;
+    ensure!(api.get_file("/notes.txt").await?.check(200)?.body == b"forced\n"[..], "--force did not overwrite");
+
+    // mv/cp onto an existing file need --overwrite.
+    api.put_file("/other.txt", "other\n").await?.check(201)?;
+    cli.run(&["mv", "/notes.txt", "/other.txt"]).await?.failed(&["cannot move", "--overwrite"])?;
+    ensure!(api.get_file("/other.txt").await?.check(200)?.body == b"other\n"[..], "a refused mv changed the target");
+    api.stat("/notes.txt").await?.check(200)?;
+    cli.run(&["cp", "/notes.txt", "/other.txt"]).await?.failed(&["cannot copy", "--overwrite"])?;
+    let out = cli.run(&["mv", "--overwrite", "/notes.txt", "/other.txt"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("moved /notes.txt → /other.txt"), "{out}");
+    ensure!(api.get_file("/other.txt").await?.check(200)?.body == b"forced\n"[..], "mv --overwrite");
+    api.stat("/notes.txt").await?.check(404)?;
+
+    // `put` onto an existing directory stores the file inside it.
+    cli.run(&["mkdir", "/d"]).await?.ok()?;
+    let out = cli.run(&["put", s(&local), "/d"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("/d/notes.txt"), "{out}");
+    Ok(())
+});
+
+backend_test!(mv_cp_mkdir_rm_trash, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let api = gw.api().with_token(cli.token()?);
+    let content = data::bytes("cli-trash", 300_000);
+    let local = cli.write("f.bin", &content)?;
+
+    cli.run(&["mkdir", "/a/b"]).await?.ok()?;
+    ensure!(ls_json(&cli, "/a").await? == vec![("b".to_string(), 0)], "mkdir -p");
+    cli.run(&["mkdir", "/a/b"]).await?.ok().context("mkdir of an existing dir is fine")?;
+    cli.run(&["put", s(&local), "/a/b/f.bin"]).await?.ok()?;
+    cli.run(&["mkdir", "/a/b/f.bin"]).await?.failed(&["cannot create"])?;
+
+    let out = cli.run(&["mv", "/a/b/f.bin", "/a/g.bin"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("moved /a/b/f.bin → /a/g.bin"), "{out}");
+    let out = cli.run(&["cp", "/a/g.bin", "/a/h.bin"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("copied /a/g.bin → /a/h.bin"), "{out}");
+    // Into an existing directory.
+    cli.run(&["mv", "/a/h.bin", "/a/b"]).await?.ok()?;
+    let names: Vec<String> = ls_json(&cli, "/a").await?.into_iter().map(|(n, _)| n).collect();
+    ensure!(names == ["b", "g.bin"], "{names:?}");
+    ensure!(ls_json(&cli, "/a/b").await? == vec![("h.bin".to_string(), content.len() as u64)], "mv into dir");
+    let out = cli.run(&["get", "/a/b/h.bin", "-"]).await?;
+    ensure!(out.ok()?.stdout == content, "copy content differs");
+    // A rename of a directory.
+    cli.run(&["mv", "/a/b", "/a/c"]).await?.ok()?;
+    api.stat("/a/c/h.bin").await?.check(200).context("after renaming /a/b to /a/c")?;
+
+    // rm → trash → restore.
+    let out = cli.run(&["rm", "/a/g.bin"]).await?;
+    out.ok()?;
+    ensure!(
+        out.stdout().contains("moved /a/g.bin to the trash") && out.stdout().contains("nimbus trash restore"),
+        "{out}"
+    );
+    api.stat("/a/g.bin").await?.check(404)?;
+    let trash = cli.json(&["trash"]).await?;
+    let items = trash.as_array().with_context(|| format!("trash --json is not an array: {trash}"))?;
+    let item =
+        items.iter().find(|t| t["original_path"] == "/a/g.bin").with_context(|| format!("not in trash: {trash}"))?;
+    let id = item["id"].as_i64().context("trash id")?;
+    ensure!(out.stdout().contains(&format!("nimbus trash restore {id}")), "rm names the wrong id: {out}");
+    let out = cli.run(&["trash"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("/a/g.bin"), "{out}");
+    let out = cli.run(&["trash", "restore", &id.to_string()]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("restored /a/g.bin"), "{out}");
+    let out = cli.run(&["get", "/a/g.bin", "-"]).await?;
+    ensure!(out.ok()?.stdout == content, "restored content differs");
+    cli.run(&["trash", "restore", &id.to_string()]).await?.failed(&["no item"])?;
+
+    // Restore onto a taken path: a clear message with the way out.
+    let out = cli.run(&["--json", "rm", "/a/g.bin"]).await?;
+    let id = out.ok()?.json()?[0]["trash_id"].as_i64().with_context(|| format!("rm --json trash_id: {out}"))?;
+    api.put_file("/a/g.bin", "taken").await?.check(201)?;
+    cli.run(&["trash", "restore", &id.to_string()]).await?.failed(&["cannot restore", "--to"])?;
+    cli.run(&["trash", "restore", &id.to_string(), "--to", "/a/g2.bin"]).await?.ok()?;
+    ensure!(api.get_file("/a/g2.bin").await?.check(200)?.body == content, "restore --to");
+
+    // Purge: without --yes and without a terminal it refuses; with --yes the space shrinks.
+    cli.run(&["rm", "/a/g2.bin", "/a/g.bin"]).await?.ok()?;
+    let before = used_bytes(&cli).await?;
+    cli.run(&["trash", "purge"]).await?.failed(&["--yes"])?;
+    ensure!(cli.json(&["trash"]).await?.as_array().map(Vec::len) == Some(2), "a refused purge deleted something");
+    let out = cli.run(&["trash", "purge", "--yes"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("emptied the trash"), "{out}");
+    ensure!(cli.json(&["trash"]).await? == serde_json::json!([]), "the trash is not empty after purge");
+    let out = cli.run(&["trash"]).await?;
+    ensure!(out.ok()?.stdout().contains("The trash is empty."), "{out}");
+    let after = used_bytes(&cli).await?;
+    let purged = content.len() as u64 + 5;
+    ensure!(
+        before.checked_sub(after) == Some(purged),
+        "usage should drop by the {purged} purged bytes: before {before}, after {after}"
+    );
+    ensure!(after == content.len() as u64, "only /a/c/h.bin should count: {after}");
+
+    // Directories: a copy counts its files again; deleting and purging the tree frees it all.
+    cli.run(&["cp", "/a/c", "/a/d"]).await?.ok()?;
+    ensure!(ls_json(&cli, "/a/d").await? == vec![("h.bin".to_string(), content.len() as u64)], "cp of a dir");
+    ensure!(used_bytes(&cli).await? == 2 * content.len() as u64, "a copied tree should count twice");
+    cli.run(&["rm", "/a"]).await?.ok()?;
+    let trash = cli.json(&["trash"]).await?;
+    let id = trash[0]["id"].as_i64().with_context(|| format!("no trash item for /a: {trash}"))?;
+    ensure!(trash[0]["original_path"] == "/a" && trash[0]["kind"] == "dir", "{trash}");
+    ensure!(ls_json(&cli, "/").await?.is_empty(), "/a still listed after rm");
+    let out = cli.run(&["trash", "purge", &id.to_string()]).await?;
+    ensure!(out.ok()?.stdout().contains(&format!("deleted item {id} from the trash for good")), "{out}");
+    ensure!(used_bytes(&cli).await? == 0, "purging the deleted tree should free everything");
+    Ok(())
+});
+
+backend_test!(quota_refuses_big_put, |gw| async move {
+    let admin = Cli::new()?;
+    admin.login(&gw.url, "admin", ADMIN_PASSWORD).await?;
+    let out = admin.run(&["admin", "user-add", "dave", "--quota", "1MiB"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("quota 1.0 MiB"), "{out}");
+    let password = generated_password(&out)?;
+
+    let dave = Cli::new()?;
+    dave.login(&gw.url, "dave", &password).await?;
+    let out = dave.run(&["whoami"]).await?;
+    ensure!(out.ok()?.stdout().contains("of 1.0 MiB"), "{out}");
+
+    let local = dave.write("big.bin", &data::bytes("cli-quota", 3 * MIB))?;
+    let out = dave.run(&["put", s(&local)]).await?;
+    out.failed(&["quota"])?;
+    ensure!(out.stdout.is_empty(), "{out}");
+    ensure!(ls_json(&dave, "/").await?.is_empty(), "a refused upload is listed");
+    let out = dave.run(&["ls"]).await?;
+    ensure!(out.ok()?.stdout.is_empty(), "{out}");
+    ensure!(used_bytes(&dave).await? == 0, "a refused upload is charged");
+
+    // What fits is accepted.
+    let small = dave.write("small.bin", &data::bytes("cli-quota-small", 512 * 1024))?;
+    dave.run(&["put", s(&small)]).await?.ok()?;
+    ensure!(used_bytes(&dave).await? == 512 * 1024, "usage after a small upload");
+    // The quota counts the space, not one file: another 600 KiB does not fit.
+    let second = dave.write("second.bin", &data::bytes("cli-quota-2", 600 * 1024))?;
+    dave.run(&["put", s(&second)]).await?.failed(&["quota"])?;
+    Ok(())
+});
+
+/// The password `nimbus admin user-add` printed (`password: ...`).
+fn generated_password(out: &Out) -> anyhow::Result<String> {
+    let text = out.stdout();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("password: "))
+        .with_context(|| format!("no generated password printed: {out}"))?;
+    ensure!(line.len() >= 12, "a short generated password: {out}");
+    ensure!(text.contains("shown only this once"), "{out}");
+    Ok(line.trim().to_string())
+}
+
+backend_test!(admin_commands, |gw| async move {
+    let admin = Cli::new()?;
+    admin.login(&gw.url, "admin", ADMIN_PASSWORD).await?;
+
+    let out = admin.run(&["admin", "user-add", "carol"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("created user carol"), "{out}");
+    let password = generated_password(&out)?;
+    admin.run(&["admin", "user-add", "CAROL"]).await?.failed(&["already exists"])?;
+    admin.run(&["admin", "user-add", "bad name"]).await?.failed(&["cannot be a username"])?;
+    admin.run(&["admin", "user-add", "erin", "--quota", "lots"]).await?.failed(&["not a size"])?;
+
+    let out = admin.run(&["admin", "users"]).await?;
+    out.ok()?;
+    let row = out.stdout().lines().find(|l| l.ends_with(" carol")).map(str::to_string);
+    let row = row.with_context(|| format!("carol not listed: {out}"))?;
+    ensure!(row.contains("active") && row.contains("user"), "{row}");
+    ensure!(!out.stdout().contains(&password), "the password is listed: {out}");
+    let users = admin.json(&["admin", "users"]).await?;
+    let carol = users
+        .as_array()
+        .and_then(|l| l.iter().find(|u| u["username"] == "carol"))
+        .with_context(|| format!("carol missing from users --json: {users}"))?;
+    ensure!(carol["disabled"] == false, "{carol}");
+
+    // Carol logs in with the generated password; she is not an administrator.
+    let carol = Cli::new()?;
+    carol.login(&gw.url, "carol", &password).await?;
+    let local = carol.write("c.txt", b"carol's file\n")?;
+    carol.run(&["put", s(&local)]).await?.ok()?;
+    carol.run(&["admin", "users"]).await?.failed(&["not an administrator"])?;
+    carol.run(&["admin", "user-add", "mallory"]).await?.failed(&["not an administrator"])?;
+
+    // Disabled: her session stops working, with a message saying to log in again.
+    let out = admin.run(&["admin", "user-set", "carol", "--disable"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("disabled") && out.stdout().contains("signed out"), "{out}");
+    carol.run(&["whoami"]).await?.failed(&["expired or was revoked", "nimbus login"])?;
+    carol.run(&["ls"]).await?.failed(&["nimbus login"])?;
+    carol.login_raw(&gw.url, "carol", &password).await?.failed(&["wrong username or password", "disabled"])?;
+    // Enabled again: she can log in.
+    admin.run(&["admin", "user-set", "carol", "--enable", "--quota", "10MiB"]).await?.ok()?;
+    carol.login(&gw.url, "carol", &password).await?;
+    let me = carol.json(&["whoami"]).await?;
+    ensure!(me["quota_bytes"].as_u64() == Some(10 * MIB as u64), "{me}");
+    admin.run(&["admin", "user-set", "carol"]).await?.failed(&["nothing to change"])?;
+    admin.run(&["admin", "user-set", "nosuchuser", "--disable"]).await?.failed(&["no user"])?;
+
+    // Audit log: newest first, shows the account changes.
+    let audit = admin.json(&["admin", "audit", "--limit", "100"]).await?;
+    let text = audit.to_string();
+    ensure!(text.contains("carol"), "the audit log does not mention carol: {audit}");
+    admin.run(&["admin", "audit"]).await?.ok()?;
+
+    // Delete: needs --yes; then she is gone and her session too.
+    admin.run(&["admin", "user-del", "carol"]).await?.failed(&["--yes"])?;
+    let out = admin.run(&["admin", "user-del", "carol", "--yes"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains("deleted user carol"), "{out}");
+    let out = admin.run(&["admin", "users"]).await?;
+    ensure!(!out.ok()?.stdout().contains("carol"), "carol still listed: {out}");
+    carol.run(&["whoami"]).await?.failed(&["nimbus login"])?;
+    admin.run(&["admin", "user-del", "carol", "--yes"]).await?.failed(&["no user"])?;
+    Ok(())
+});
+
+backend_test!(logout_revokes_token, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let token = cli.token()?;
+    let api = gw.api().with_token(token.clone());
+    api.get("/api/v1/me").await?.check(200)?;
+
+    let out = cli.run(&["logout"]).await?;
+    out.ok()?;
+    ensure!(out.stdout().contains(&format!("Logged out of {}", gw.url)), "{out}");
+    ensure!(!cli.session_file().exists(), "the session file is still there after logout");
+    api.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    cli.run(&["whoami"]).await?.failed(&["not logged in"])?;
+    let out = cli.run(&["logout"]).await?;
+    ensure!(out.ok()?.stdout().contains("Not logged in."), "{out}");
+
+    // Logging in again replaces (and revokes) the previous session's token.
+    cli.login(&gw.url, "alice", &user_password("alice")).await?;
+    let first = cli.token()?;
+    cli.login(&gw.url, "alice", &user_password("alice")).await?;
+    ensure!(cli.token()? != first, "a new login should save a new token");
+    gw.api().with_token(first).get("/api/v1/me").await?.check(401)?;
+    let v = cli.json(&["logout"]).await?;
+    ensure!(v["revoked"] == true, "{v}");
+    Ok(())
+});
+
+backend_test!(bad_input_messages, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let local = cli.write("x", b"x\n")?;
+
+    let out = cli.run(&["put", s(&local), "/bad:name"]).await?;
+    out.failed(&["not a valid nimbus path", "`:`", "does not allow"])?;
+    cli.run(&["put", s(&local), "/a/../b"]).await?.failed(&["not a valid nimbus path"])?;
+    cli.run(&["mkdir", "/CON"]).await?.failed(&["reserved"])?;
+    cli.run(&["put", s(&cli.work().join("no-such-file")), "/y"]).await?.failed(&["cannot read"])?;
+    cli.run(&["put", s(&cli.work()), "/y"]).await?.failed(&["is a directory"])?;
+    ensure!(ls_json(&cli, "/").await?.is_empty(), "refused commands created something");
+
+    cli.run(&["ls", "/nonexistent"]).await?.failed(&["/nonexistent", "does not exist"])?;
+    cli.run(&["get", "/nonexistent", "-"]).await?.failed(&["does not exist"])?;
+    cli.run(&["get", "/nonexistent", s(&cli.work().join("out"))]).await?.failed(&["does not exist"])?;
+    ensure!(!cli.work().join("out").exists(), "a failed get left a file");
+    cli.run(&["versions", "/nonexistent"]).await?.failed(&["does not exist"])?;
+    cli.run(&["rm", "/nonexistent"]).await?.failed(&["does not exist"])?;
+    cli.run(&["mv", "/nonexistent", "/z"]).await?.failed(&["cannot move"])?;
+    cli.run(&["trash", "restore", "424242"]).await?.failed(&["no item 424242"])?;
+    cli.run(&["trash", "purge", "424242"]).await?.failed(&["no item 424242"])?;
+    cli.run(&["rm", "/"]).await?.failed(&["root"])?;
+
+    cli.run(&["mkdir", "/dir"]).await?.ok()?;
+    cli.run(&["get", "/dir", "-"]).await?.failed(&["is a directory"])?;
+    cli.run(&["versions", "/dir"]).await?.failed(&["is a directory"])?;
+    // `ls FILE` shows the file, like ls(1).
+    cli.run(&["put", s(&local), "/f.txt"]).await?.ok()?;
+    let out = cli.run(&["ls", "/f.txt"]).await?;
+    ensure!(out.ok()?.stdout() == "f.txt\n", "{out}");
+
+    // Usage errors (clap): exit code 2.
+    let out = cli.run(&["rm"]).await?;
+    ensure!(out.status.code() == Some(2), "{out}");
+    let out = cli.run(&["no-such-command"]).await?;
+    ensure!(out.status.code() == Some(2), "{out}");
+    // A damaged session file: a message that says to log in again.
+    std::fs::write(cli.session_file(), b"{not json")?;
+    cli.run(&["ls"]).await?.failed(&["damaged", "nimbus login"])?;
+    Ok(())
+});

@@ -1,0 +1,274 @@
+//! The gateway over HTTPS with `--tls self-signed` (SQLite + local store): the certificate it
+//! generates and keeps, clients that trust it or not, the CLI with `--ca-cert`, and the refusal
+//! to serve plain HTTP on a non-loopback address.
+//!
+//! The harness's readiness check only accepts `http://` URLs, so these tests start the gateway
+//! themselves.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use nimbus_e2e::gateway::tail_file;
+use nimbus_e2e::{ADMIN_PASSWORD, bins};
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+/// Bound on each whole test.
+const TEST_TIMEOUT: Duration = Duration::from_secs(240);
+/// Bound on one CLI command.
+const CLI_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A gateway process started by this file, killed when dropped.
+struct TlsGateway {
+    child: Child,
+    url: String,
+    logs: PathBuf,
+}
+
+/// `nimbus-gateway serve --listen LISTEN --data-dir DATA EXTRA...`, output captured in `logs`
+/// (`gateway.stdout`, `gateway.stderr`), environment free of the developer's NIMBUS_/AWS_ settings.
+fn gateway_command(listen: &str, data: &Path, logs: &Path, extra: &[&str]) -> anyhow::Result<Command> {
+    let bin = bins::gateway_bin()?;
+    let mut cmd = Command::new(&bin);
+    cmd.arg("serve").arg("--listen").arg(listen).arg("--data-dir").arg(data).args(extra);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("NIMBUS_") || k.starts_with("AWS_") {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.env("NIMBUS_ADMIN_PASSWORD", ADMIN_PASSWORD);
+    std::fs::create_dir_all(logs)?;
+    let stdout = std::fs::File::create(logs.join("gateway.stdout"))?;
+    let stderr = std::fs::File::create(logs.join("gateway.stderr"))?;
+    cmd.stdin(Stdio::null()).stdout(stdout).stderr(stderr).kill_on_drop(true);
+    Ok(cmd)
+}
+
+fn print_logs(logs: &Path, why: &str) {
+    eprintln!(
+        "---- {why}: gateway stdout ----\n{}\n---- gateway stderr ----\n{}\n---- end ----",
+        tail_file(&logs.join("gateway.stdout"), 20),
+        tail_file(&logs.join("gateway.stderr"), 60)
+    );
+}
+
+impl TlsGateway {
+    /// Starts `--tls self-signed` on loopback with the data dir `data`; waits for the
+    /// `listening on https://127.0.0.1:PORT` line.
+    async fn start(data: &Path, logs: &Path) -> anyhow::Result<TlsGateway> {
+        let mut cmd = gateway_command("127.0.0.1:0", data, logs, &["--tls", "self-signed"])?;
+        let mut child = cmd.spawn().context("cannot start the gateway")?;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let url = loop {
+            let out = std::fs::read_to_string(logs.join("gateway.stdout")).unwrap_or_default();
+            if let Some((_, rest)) = out.lines().find_map(|l| l.split_once("listening on ")) {
+                let url = rest.split_whitespace().next().unwrap_or_default().trim_end_matches('/').to_string();
+                if !url.starts_with("https://127.0.0.1:") {
+                    let _ = child.start_kill();
+                    print_logs(logs, "unexpected listen line");
+                    bail!("expected `listening on https://127.0.0.1:PORT`, got {rest:?}");
+                }
+                break url;
+            }
+            if let Some(status) = child.try_wait()? {
+                print_logs(logs, "the gateway exited during start-up");
+                bail!("the gateway exited during start-up ({status})");
+            }
+            if Instant::now() > deadline {
+                let _ = child.start_kill();
+                print_logs(logs, "no listening line");
+                bail!("the gateway printed no `listening on` line within 90 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        Ok(TlsGateway { child, url, logs: logs.to_path_buf() })
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.child.start_kill()?;
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .context("the gateway did not stop")??;
+        Ok(())
+    }
+}
+
+impl Drop for TlsGateway {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_logs(&self.logs, "test failed");
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A client that trusts only `cert_pem`.
+fn trusting_client(cert_pem: &[u8]) -> anyhow::Result<reqwest::Client> {
+    let cert = reqwest::Certificate::from_pem(cert_pem).context("the gateway's cert.pem is not a PEM certificate")?;
+    reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(30))
+        .tls_certs_only([cert])
+        .build()
+        .context("building a trusting client")
+}
+
+/// Logs in as admin over `client`; returns the token.
+async fn login(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let r = client
+        .post(format!("{url}/api/v1/auth/login"))
+        .json(&serde_json::json!({"username": "admin", "password": ADMIN_PASSWORD}))
+        .send()
+        .await
+        .with_context(|| format!("login over {url}"))?;
+    let status = r.status().as_u16();
+    let body: Value = r.json().await?;
+    ensure!(status == 200, "login over {url}: {status} {body}");
+    Ok(body["token"].as_str().context("no token in the login response")?.to_string())
+}
+
+/// Runs `nimbus ARGS` with its own config dir; returns (status, stdout, stderr).
+async fn nimbus(config: &Path, args: &[&str]) -> anyhow::Result<(ExitStatus, String, String)> {
+    let mut cmd = Command::new(bins::cli_bin()?);
+    cmd.args(args);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("NIMBUS_") || k.to_ascii_uppercase().ends_with("_PROXY") {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.env("NIMBUS_CONFIG_DIR", config)
+        .env("HOME", config)
+        .env("NIMBUS_PASSWORD", ADMIN_PASSWORD)
+        .env("NO_PROXY", "*")
+        .current_dir(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(CLI_TIMEOUT, cmd.output())
+        .await
+        .with_context(|| format!("`nimbus {}` did not finish in time", args.join(" ")))??;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    for bad in ["panicked", "backtrace"] {
+        ensure!(!stderr.to_lowercase().contains(bad), "`nimbus {}` crashed: {stderr}", args.join(" "));
+    }
+    Ok((out.status, stdout, stderr))
+}
+
+async fn nimbus_ok(config: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let (status, stdout, stderr) = nimbus(config, args).await?;
+    ensure!(status.success(), "`nimbus {}` failed ({status}):\n{stdout}\n{stderr}", args.join(" "));
+    Ok(stdout)
+}
+
+async fn self_signed_body(tmp: &Path) -> anyhow::Result<()> {
+    let data = tmp.join("data");
+    let gw = TlsGateway::start(&data, &tmp.join("logs1")).await?;
+    let url = gw.url.clone();
+
+    // The certificate and a private key beside it.
+    let cert_path = data.join("tls").join("cert.pem");
+    let key_path = data.join("tls").join("key.pem");
+    let cert = std::fs::read(&cert_path).with_context(|| format!("{} missing", cert_path.display()))?;
+    let key = std::fs::read(&key_path).with_context(|| format!("{} missing", key_path.display()))?;
+    ensure!(String::from_utf8_lossy(&cert).contains("BEGIN CERTIFICATE"), "cert.pem is not a PEM certificate");
+    ensure!(String::from_utf8_lossy(&key).contains("PRIVATE KEY"), "key.pem holds no private key");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_path)?.permissions().mode() & 0o777;
+        ensure!(mode == 0o600, "key.pem mode is {mode:o}, expected 600");
+    }
+
+    // A client trusting the certificate signs in over HTTPS.
+    let trusting = trusting_client(&cert)?;
+    let token = login(&trusting, &url).await?;
+    let r = trusting.get(format!("{url}/api/v1/me")).bearer_auth(&token).send().await?;
+    ensure!(r.status().as_u16() == 200, "GET /api/v1/me over https: {}", r.status());
+    // One that does not trust it cannot even connect.
+    let untrusting =
+        reqwest::Client::builder().no_proxy().connect_timeout(Duration::from_secs(10)).timeout(Duration::from_secs(30));
+    let untrusting = untrusting.build()?;
+    match untrusting.get(format!("{url}/api/v1/info")).send().await {
+        Ok(r) => bail!("a client without the certificate got an answer: {}", r.status()),
+        Err(e) => ensure!(e.is_connect() || e.is_request(), "unexpected error kind: {e:?}"),
+    }
+    // Plain HTTP on the TLS port gets no API answer.
+    let plain_url = url.replacen("https://", "http://", 1);
+    if let Ok(r) = untrusting.get(format!("{plain_url}/api/v1/info")).send().await {
+        ensure!(!r.status().is_success(), "plain HTTP on the TLS port answered {}", r.status());
+    }
+
+    // The CLI: refused without the certificate (with a hint), fine with --ca-cert.
+    let config = tmp.join("cli");
+    std::fs::create_dir_all(&config)?;
+    let (status, stdout, stderr) = nimbus(&config, &["login", &url, "--username", "admin"]).await?;
+    ensure!(!status.success(), "login to an untrusted certificate succeeded:\n{stdout}\n{stderr}");
+    ensure!(stderr.contains("--ca-cert"), "the error should point to --ca-cert: {stderr}");
+    ensure!(!config.join("nimbus").join("session.json").exists(), "a failed login saved a session");
+
+    let out =
+        nimbus_ok(&config, &["login", &url, "--username", "admin", "--ca-cert", cert_path.to_str().unwrap_or("")])
+            .await?;
+    ensure!(out.contains(&format!("Logged in to {url} as admin")), "{out}");
+    let local = config.join("hello.txt");
+    std::fs::write(&local, b"over tls\n")?;
+    nimbus_ok(&config, &["put", local.to_str().unwrap_or(""), "/hello.txt"]).await?;
+    let out = nimbus_ok(&config, &["ls"]).await?;
+    ensure!(out.lines().any(|l| l == "hello.txt"), "ls over TLS: {out}");
+    let out = nimbus_ok(&config, &["get", "/hello.txt", "-"]).await?;
+    ensure!(out == "over tls\n", "get over TLS: {out:?}");
+    let out = nimbus_ok(&config, &["whoami"]).await?;
+    ensure!(out.contains(&format!("admin (admin) on {url}")), "{out}");
+
+    // --insecure works, with a warning.
+    let config2 = tmp.join("cli-insecure");
+    std::fs::create_dir_all(&config2)?;
+    let (status, stdout, stderr) = nimbus(&config2, &["login", &url, "--username", "admin", "--insecure"]).await?;
+    ensure!(status.success(), "login --insecure failed:\n{stdout}\n{stderr}");
+    ensure!(stderr.contains("warning") && stderr.contains("--insecure"), "no warning for --insecure: {stderr}");
+
+    // A restart keeps the certificate: same files, and the old trust still works.
+    gw.stop().await?;
+    let gw = TlsGateway::start(&data, &tmp.join("logs2")).await?;
+    ensure!(std::fs::read(&cert_path)? == cert, "the certificate changed across a restart");
+    ensure!(std::fs::read(&key_path)? == key, "the key changed across a restart");
+    login(&trusting, &gw.url).await.context("the restarted gateway does not serve the same certificate")?;
+    gw.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_signed_certificate() -> anyhow::Result<()> {
+    let tmp = tempfile::Builder::new().prefix("nimbus-e2e-tls-").tempdir()?;
+    tokio::time::timeout(TEST_TIMEOUT, self_signed_body(tmp.path()))
+        .await
+        .with_context(|| format!("the test did not finish within {TEST_TIMEOUT:?}"))?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_on_all_interfaces_is_refused() -> anyhow::Result<()> {
+    let tmp = tempfile::Builder::new().prefix("nimbus-e2e-tls-").tempdir()?;
+    let logs = tmp.path().join("logs");
+    let mut cmd = gateway_command("0.0.0.0:0", &tmp.path().join("data"), &logs, &[])?;
+    let mut child = cmd.spawn().context("cannot start the gateway")?;
+    let status = match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+        Ok(s) => s?,
+        Err(_) => {
+            let _ = child.start_kill();
+            print_logs(&logs, "still running");
+            bail!("the gateway kept running on 0.0.0.0 without TLS");
+        }
+    };
+    let stdout = std::fs::read_to_string(logs.join("gateway.stdout"))?;
+    let stderr = std::fs::read_to_string(logs.join("gateway.stderr"))?;
+    ensure!(!status.success(), "expected a non-zero exit, got {status}\n{stdout}\n{stderr}");
+    ensure!(!stdout.contains("listening on"), "it announced it was listening:\n{stdout}");
+    ensure!(stderr.contains("--tls"), "the message should mention --tls:\n{stderr}");
+    Ok(())
+}
