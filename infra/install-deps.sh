@@ -9,9 +9,15 @@
 #     `go install github.com/minio/minio@$MINIO_VERSION` into $NIMBUS_CACHE_DIR/bin (≈ 3 min on
 #     2 cores), only when the binary is missing or the version recorded next to it differs.
 #     Go's module and build caches live under $NIMBUS_CACHE_DIR/go, so a rebuild is quick.
+#   * Garage (a second S3 store the e2e tests run against): built from source with
+#     `cargo install garage@$GARAGE_VERSION --locked` into $NIMBUS_CACHE_DIR/garage/bin (≈ 12 min
+#     on 2 cores), only when the binary is missing or does not report the wanted version and
+#     features. Its build directory is $NIMBUS_CACHE_DIR/garage-target.
 #
 # Environment:
-#   NIMBUS_CACHE_DIR  cache root (default /var/cache/nimbus); MinIO ends up in $NIMBUS_CACHE_DIR/bin/minio
+#   NIMBUS_CACHE_DIR     cache root (default /var/cache/nimbus); MinIO ends up in $NIMBUS_CACHE_DIR/bin/minio,
+#                        Garage in $NIMBUS_CACHE_DIR/garage/bin/garage
+#   NIMBUS_SKIP_GARAGE   1: do not build or check Garage (infra/test.sh then skips the Garage backend)
 #
 # Needs a Go toolchain new enough for MinIO (Go >= 1.24; the machines carry Go 1.26 in
 # /usr/local/go) and a Rust toolchain (preinstalled; see rust-toolchain.toml). Neither is
@@ -24,6 +30,11 @@ set -euo pipefail
 MINIO_MODULE=github.com/minio/minio
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 
+# Garage from crates.io, without its default features (no LMDB, no K2V, no telemetry): SQLite
+# metadata and bundled C libraries are all the tests need.
+GARAGE_VERSION=2.5.0
+GARAGE_FEATURES=bundled-libs,sqlite
+
 APT_PACKAGES=(
     build-essential pkg-config ca-certificates git curl cmake
     postgresql   # Debian 12: postgresql-15, used by infra/postgres.sh
@@ -35,6 +46,10 @@ CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}
 BIN_DIR=$CACHE_DIR/bin
 MINIO_BIN=$BIN_DIR/minio
 MINIO_MARKER=$BIN_DIR/minio.version
+GARAGE_ROOT=$CACHE_DIR/garage
+GARAGE_BIN=$GARAGE_ROOT/bin/garage
+GARAGE_MARKER=$GARAGE_ROOT/garage.version
+GARAGE_TARGET_DIR=$CACHE_DIR/garage-target
 
 log() { printf '[install-deps] %s\n' "$*"; }
 die() { printf '[install-deps] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -113,4 +128,39 @@ fi
 
 "$MINIO_BIN" --version >/dev/null 2>&1 || die "$MINIO_BIN does not run (delete it and rerun)"
 log "minio: $("$MINIO_BIN" --version 2>/dev/null | head -n1)"
+
+# --- Garage ----------------------------------------------------------------------------------
+# `garage --version` prints e.g. `garage cargo:2.5.0 [features: bundled-libs, sqlite]`.
+garage_want="garage@$GARAGE_VERSION --no-default-features --features $GARAGE_FEATURES"
+garage_report="garage cargo:$GARAGE_VERSION [features: ${GARAGE_FEATURES//,/, }]"
+garage_reports() {
+    [ -x "$GARAGE_BIN" ] && [ "$("$GARAGE_BIN" --version 2>/dev/null | head -n1)" = "$garage_report" ]
+}
+
+if [ "${NIMBUS_SKIP_GARAGE:-}" = 1 ]; then
+    log "garage: skipped (NIMBUS_SKIP_GARAGE=1); the e2e tests skip the sqlite_garage backend"
+else
+    have=""
+    [ -f "$GARAGE_MARKER" ] && have=$(cat "$GARAGE_MARKER")
+    if garage_reports && [ "$have" = "$garage_want" ]; then
+        log "garage: $GARAGE_BIN is already $garage_want"
+    elif garage_reports && [ -z "$have" ]; then
+        # Built by hand with the same command before this step existed: adopt it.
+        printf '%s\n' "$garage_want" >"$GARAGE_MARKER"
+        log "garage: $GARAGE_BIN already reports $garage_report; recorded it"
+    else
+        command -v cargo >/dev/null 2>&1 || die "cargo not found (needed to build Garage)"
+        log "garage: building $garage_want with $(cargo --version) (about 12 minutes on 2 cores)..."
+        as_root mkdir -p "$GARAGE_ROOT" "$GARAGE_TARGET_DIR"
+        rm -f "$GARAGE_MARKER"
+        start=$(date +%s)
+        (cd "$CACHE_DIR" && cargo install "garage@$GARAGE_VERSION" --locked --no-default-features \
+            --features "$GARAGE_FEATURES" --root "$GARAGE_ROOT" --target-dir "$GARAGE_TARGET_DIR")
+        garage_reports || die "$GARAGE_BIN does not report $garage_report after the build"
+        printf '%s\n' "$garage_want" >"$GARAGE_MARKER"
+        log "garage: built in $(( $(date +%s) - start ))s -> $GARAGE_BIN"
+    fi
+    "$GARAGE_BIN" --version >/dev/null 2>&1 || die "$GARAGE_BIN does not run (delete it and rerun)"
+    log "garage: $("$GARAGE_BIN" --version 2>/dev/null | head -n1)"
+fi
 log "done"

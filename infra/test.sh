@@ -26,6 +26,21 @@ cd "$ROOT"
 
 log() { printf '[test] %s\n' "$*" >&2; }
 
+# Runs cargo test, then prints one closing line with the totals over every test binary
+# ("N passed, N failed"): cargo's own last line is often a doc-test run of 0 tests.
+status=0
+run_tests() {
+    local out
+    out=$(mktemp)
+    set +e
+    cargo test "$@" 2>&1 | tee "$out"
+    status=${PIPESTATUS[0]}
+    set -e
+    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+         END { printf "%d passed, %d failed\n", p, f }' "$out"
+    rm -f "$out"
+}
+
 fast=0
 if [ "${1:-}" = "--fast" ]; then
     fast=1
@@ -40,7 +55,8 @@ export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 
 if [ "$fast" -eq 1 ]; then
     log "fast tier: cargo test --workspace --exclude nimbus-e2e $*"
-    exec cargo test --workspace --exclude nimbus-e2e "$@"
+    run_tests --workspace --exclude nimbus-e2e "$@"
+    exit "$status"
 fi
 
 bash "$ROOT/infra/install-deps.sh"
@@ -69,7 +85,6 @@ log "NIMBUS_TEST_PG_URL=$NIMBUS_TEST_PG_URL"
 log "NIMBUS_TEST_MINIO_BIN=$NIMBUS_TEST_MINIO_BIN"
 log "NIMBUS_TEST_REQUIRE_ALL=$NIMBUS_TEST_REQUIRE_ALL"
 log "cargo test --workspace $*"
-status=0
-cargo test --workspace "$@" || status=$?
+run_tests --workspace "$@"
 log "cargo test exited with $status"
 exit "$status"

@@ -9,7 +9,7 @@ use nimbus_proto::wire::{
 };
 use serde::Deserialize;
 
-use super::{Json, Query, rfc3339};
+use super::{Json, Query, id_cursor, page, page_limit, rfc3339};
 use crate::auth::{AdminUser, ClientIp, PasswordError, generate_password, hash_password};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{AuditFilter, NewAudit, UserRow, UserUpdate};
@@ -110,17 +110,9 @@ pub async fn list_users(
     _admin: AdminUser,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<UserList>> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
-    }
-    let mut rows = st.meta.list_users(q.q.as_deref().filter(|s| !s.is_empty()), q.cursor.as_deref(), limit + 1).await?;
-    let next_cursor = if rows.len() as i64 > limit {
-        rows.truncate(limit as usize);
-        rows.last().map(|u| name_key(&u.username))
-    } else {
-        None
-    };
+    let limit = page_limit(q.limit, 100)?;
+    let rows = st.meta.list_users(q.q.as_deref().filter(|s| !s.is_empty()), q.cursor.as_deref(), limit + 1).await?;
+    let (rows, next_cursor) = page(rows, limit, |u| name_key(&u.username));
     Ok(Json(UserList { users: rows.iter().map(user_info).collect(), next_cursor }))
 }
 
@@ -211,24 +203,10 @@ pub async fn audit_log(
     _admin: AdminUser,
     Query(q): Query<AuditQuery>,
 ) -> ApiResult<Json<AuditList>> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
-    }
-    let before_id = match q.cursor.as_deref() {
-        Some(c) => {
-            Some(c.parse::<i64>().map_err(|_| ApiError::BadRequest("invalid cursor; start again without one".into()))?)
-        }
-        None => None,
-    };
-    let filter = AuditFilter { actor: q.user, action: q.action, before_id, limit: limit + 1 };
-    let mut rows = st.meta.list_audit(&filter).await?;
-    let next_cursor = if rows.len() as i64 > limit {
-        rows.truncate(limit as usize);
-        rows.last().map(|r| r.id.to_string())
-    } else {
-        None
-    };
+    let limit = page_limit(q.limit, 100)?;
+    let filter =
+        AuditFilter { actor: q.user, action: q.action, before_id: id_cursor(q.cursor.as_deref())?, limit: limit + 1 };
+    let (rows, next_cursor) = page(st.meta.list_audit(&filter).await?, limit, |r| r.id.to_string());
     let entries = rows
         .into_iter()
         .map(|r| AuditEntry {

@@ -14,7 +14,7 @@ use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{DirListing, Entry, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
 use serde::Deserialize;
 
-use super::{Json, Query, entry, parse_path, rfc3339, space_path};
+use super::{Json, MAX_PAGE, Query, entry, page, page_limit, parse_path, rfc3339, space_path};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, NewAudit};
@@ -180,8 +180,6 @@ pub struct ListQuery {
     pub cursor: Option<String>,
 }
 
-const MAX_PAGE: i64 = 1000;
-
 pub async fn list_dir(
     State(st): State<AppState>,
     user: AuthUser,
@@ -189,10 +187,7 @@ pub async fn list_dir(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<DirListing>> {
     let path = space_path(&uri, "/api/v1/dirs/")?;
-    let limit = q.limit.unwrap_or(MAX_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!("limit must be between 1 and {MAX_PAGE}")));
-    }
+    let limit = page_limit(q.limit, MAX_PAGE)?;
     // The cursor is the last name key of the previous page, opaque to clients.
     let after = match &q.cursor {
         Some(c) => Some(
@@ -204,13 +199,8 @@ pub async fn list_dir(
         ),
         None => None,
     };
-    let (mut rows, path) = st.meta.list_dir(user.id, &path, after.as_deref(), limit).await?;
-    let next_cursor = if rows.len() as i64 > limit {
-        rows.truncate(limit as usize);
-        rows.last().map(|n| URL_SAFE_NO_PAD.encode(name_key(&n.name)))
-    } else {
-        None
-    };
+    let (rows, path) = st.meta.list_dir(user.id, &path, after.as_deref(), limit + 1).await?;
+    let (rows, next_cursor) = page(rows, limit, |n| URL_SAFE_NO_PAD.encode(name_key(&n.name)));
     let entries = rows.iter().map(|n| path.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
     Ok(Json(DirListing { entries, next_cursor }))
 }

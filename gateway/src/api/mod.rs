@@ -151,6 +151,38 @@ pub fn entry(node: &NodeRow, path: &RemotePath) -> Entry {
     }
 }
 
+/// Most entries one page of any listing returns.
+pub const MAX_PAGE: i64 = 1000;
+
+/// The page size from `?limit=`: `default` when absent, 1 to [`MAX_PAGE`] otherwise.
+pub fn page_limit(limit: Option<i64>, default: i64) -> Result<i64, ApiError> {
+    let limit = limit.unwrap_or(default);
+    if (1..=MAX_PAGE).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::BadRequest(format!("limit must be between 1 and {MAX_PAGE}")))
+    }
+}
+
+/// The `?cursor=` of listings paged by id.
+pub fn id_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
+    cursor
+        .map(|c| c.parse::<i64>().map_err(|_| ApiError::BadRequest("invalid cursor; start again without one".into())))
+        .transpose()
+}
+
+/// Listings fetch `limit + 1` rows: this cuts them to a page and, if there was more, derives
+/// the next cursor from the page's last row.
+pub fn page<T>(mut rows: Vec<T>, limit: i64, cursor: impl Fn(&T) -> String) -> (Vec<T>, Option<String>) {
+    if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        let next = rows.last().map(cursor);
+        (rows, next)
+    } else {
+        (rows, None)
+    }
+}
+
 /// Parses a client-supplied JSON path field with the shared rules.
 pub fn parse_path(raw: &str) -> Result<RemotePath, ApiError> {
     Ok(RemotePath::parse(raw)?)

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use nimbus_proto::wire::{Entry, EntryKind, RestoreTrashRequest, TrashEntry, TrashList};
 use serde::Deserialize;
 
-use super::{Json, Query, entry, parse_path, rfc3339};
+use super::{Json, Query, entry, id_cursor, page, page_limit, parse_path, rfc3339};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::NewAudit;
@@ -26,23 +26,9 @@ pub async fn list(
     user: AuthUser,
     Query(q): Query<TrashQuery>,
 ) -> ApiResult<Json<TrashList>> {
-    let limit = q.limit.unwrap_or(1000);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
-    }
-    let before = match q.cursor.as_deref() {
-        Some(c) => {
-            Some(c.parse::<i64>().map_err(|_| ApiError::BadRequest("invalid cursor; start again without one".into()))?)
-        }
-        None => None,
-    };
-    let mut rows = st.meta.list_trash(user.id, before, limit).await?;
-    let next_cursor = if rows.len() as i64 > limit {
-        rows.truncate(limit as usize);
-        rows.last().map(|r| r.id.to_string())
-    } else {
-        None
-    };
+    let limit = page_limit(q.limit, 1000)?;
+    let rows = st.meta.list_trash(user.id, id_cursor(q.cursor.as_deref())?, limit + 1).await?;
+    let (rows, next_cursor) = page(rows, limit, |r| r.id.to_string());
     let entries = rows
         .into_iter()
         .map(|r| TrashEntry {

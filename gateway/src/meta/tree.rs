@@ -188,8 +188,7 @@ impl Meta {
         on_pool!(self, p => resolve!(p, space, path))
     }
 
-    /// One page of a directory, ordered by name key; `after` is the previous page's last key.
-    /// Returns up to `limit + 1` rows so the caller can tell whether another page follows.
+    /// Up to `limit` children of a directory, ordered by name key, after the key `after`.
     pub async fn list_dir(
         &self,
         space: i64,
@@ -207,7 +206,7 @@ impl Meta {
             if !dir.is_dir() {
                 return Err(MetaError::NotADirectory(format!("`{path}` is a file, not a folder")));
             }
-            let rows = sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit + 1).fetch_all(p).await?;
+            let rows = sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit).fetch_all(p).await?;
             Ok((rows, canon))
         })
     }
@@ -379,7 +378,7 @@ impl Meta {
         })
     }
 
-    /// The trash, newest first; `before` is the last id of the previous page.
+    /// Up to `limit` trash items, newest first, older than the id `before`.
     pub async fn list_trash(&self, space: i64, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
         on_pool!(self, p => {
             let mut items: Vec<TrashItem> = sqlx::query_as(
@@ -387,7 +386,7 @@ impl Meta {
                  FROM trash t JOIN nodes n ON n.id = t.node_id \
                  WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3",
             )
-            .bind(space).bind(before).bind(limit + 1)
+            .bind(space).bind(before).bind(limit)
             .fetch_all(p).await?;
             // A folder's size in the trash is what purging it would free.
             for item in items.iter_mut().filter(|i| i.kind == "dir") {
