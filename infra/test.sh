@@ -14,6 +14,8 @@
 #   4. cargo test --workspace ARGS, with
 #        NIMBUS_TEST_PG_URL       postgres://postgres@127.0.0.1:PORT/postgres (tests create their own DBs)
 #        NIMBUS_TEST_MINIO_BIN    /var/cache/nimbus/bin/minio (tests start their own MinIO processes)
+#        NIMBUS_TEST_GARAGE_BIN   /var/cache/nimbus/garage/bin/garage (tests start their own Garage
+#                                 nodes; not set under NIMBUS_SKIP_GARAGE=1, which skips that backend)
 #        NIMBUS_TEST_REQUIRE_ALL  1 (a test whose component is missing fails instead of skipping)
 # Exits with cargo test's status.
 #
@@ -79,10 +81,14 @@ NIMBUS_TEST_PG_URL=$(bash "$ROOT/infra/postgres.sh" start)
 
 export NIMBUS_TEST_PG_URL
 export NIMBUS_TEST_MINIO_BIN=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}/bin/minio
+if [ "${NIMBUS_SKIP_GARAGE:-}" != 1 ]; then
+    export NIMBUS_TEST_GARAGE_BIN=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}/garage/bin/garage
+fi
 export NIMBUS_TEST_REQUIRE_ALL=1
 
 log "NIMBUS_TEST_PG_URL=$NIMBUS_TEST_PG_URL"
 log "NIMBUS_TEST_MINIO_BIN=$NIMBUS_TEST_MINIO_BIN"
+log "NIMBUS_TEST_GARAGE_BIN=${NIMBUS_TEST_GARAGE_BIN:-(unset: NIMBUS_SKIP_GARAGE=1)}"
 log "NIMBUS_TEST_REQUIRE_ALL=$NIMBUS_TEST_REQUIRE_ALL"
 log "cargo test --workspace $*"
 run_tests --workspace "$@"

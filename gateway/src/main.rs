@@ -2,6 +2,11 @@ use clap::Parser;
 use nimbus_gateway::config::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
+// glibc's allocator keeps freed multi-MiB block buffers in per-thread arenas, so a long
+// transfer leaves hundreds of MiB resident; mimalloc hands them back.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();

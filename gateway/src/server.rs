@@ -20,6 +20,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::auth::{Throttle, generate_password, hash_password};
 use crate::blocks::{DynStore, LocalStore, S3Config, S3Store};
+use crate::cache::{BlockCache, CacheConfig};
 use crate::config::{ServeArgs, StoreKind};
 use crate::meta::Meta;
 use crate::state::{AppState, Settings};
@@ -57,9 +58,16 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         default_quota: args.default_quota(),
         upload_parallelism: 4,
     };
+    let cache_cfg = CacheConfig {
+        dir: (args.cache_size > 0).then(|| args.cache_dir()),
+        disk_capacity: args.cache_size,
+        mem_capacity: args.cache_mem,
+    };
+    let cache = BlockCache::open(store.clone(), &cache_cfg).map_err(anyhow::Error::msg)?;
     Ok(AppState {
         meta,
         store,
+        cache: Arc::new(cache),
         throttle: Arc::new(Throttle::default()),
         metrics: crate::metrics::recorder(),
         settings: Arc::new(settings),

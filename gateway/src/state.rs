@@ -6,12 +6,14 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::auth::Throttle;
 use crate::blocks::DynStore;
+use crate::cache::BlockCache;
 use crate::meta::Meta;
 
 #[derive(Clone)]
 pub struct AppState {
     pub meta: Meta,
     pub store: DynStore,
+    pub cache: Arc<BlockCache>,
     pub throttle: Arc<Throttle>,
     pub metrics: PrometheusHandle,
     pub settings: Arc<Settings>,

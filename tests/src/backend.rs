@@ -9,15 +9,22 @@ pub enum Backend {
     SqliteLocal,
     /// A fresh PostgreSQL database and a private MinIO process (S3).
     PostgresS3,
+    /// SQLite in the data dir and blocks in a private single-node Garage (a second S3
+    /// implementation, so the S3 store stays S3-generic).
+    SqliteGarage,
 }
 
 pub const ENV_REQUIRE_ALL: &str = "NIMBUS_TEST_REQUIRE_ALL";
+/// `NIMBUS_SKIP_GARAGE=1` (which also makes `infra/install-deps.sh` skip building Garage): an
+/// unconfigured Garage backend is skipped even under `NIMBUS_TEST_REQUIRE_ALL=1`.
+pub const ENV_SKIP_GARAGE: &str = "NIMBUS_SKIP_GARAGE";
 
 impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::SqliteLocal => "sqlite_local",
             Backend::PostgresS3 => "postgres_s3",
+            Backend::SqliteGarage => "sqlite_garage",
         }
     }
 
@@ -35,14 +42,20 @@ impl Backend {
                     (false, false) => Some("NIMBUS_TEST_PG_URL / NIMBUS_TEST_MINIO_BIN"),
                 }
             }
+            Backend::SqliteGarage => crate::garage::configured_bin().is_none().then_some("NIMBUS_TEST_GARAGE_BIN"),
         }
     }
 
     /// True if a test on this backend should run. When the backend is not configured: panics
-    /// under `NIMBUS_TEST_REQUIRE_ALL=1`, else prints why it is skipped and returns false.
+    /// under `NIMBUS_TEST_REQUIRE_ALL=1` (unless it is Garage and `NIMBUS_SKIP_GARAGE=1`), else
+    /// prints why it is skipped and returns false.
     pub fn should_run(self) -> bool {
         let Some(missing) = self.missing() else { return true };
         let require_all = std::env::var(ENV_REQUIRE_ALL).is_ok_and(|v| v == "1");
+        if self == Backend::SqliteGarage && std::env::var(ENV_SKIP_GARAGE).is_ok_and(|v| v == "1") {
+            eprintln!("skipping {self}: {ENV_SKIP_GARAGE}=1");
+            return false;
+        }
         if require_all {
             panic!("{ENV_REQUIRE_ALL}=1 but backend {self} is not configured: set {missing} (run ./infra/test.sh)");
         }

@@ -13,6 +13,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::OnceCell;
 
 use crate::backend::Backend;
+use crate::garage::Garage;
 use crate::http::Api;
 use crate::minio::Minio;
 use crate::postgres::PgDatabase;
@@ -110,6 +111,7 @@ pub struct Gateway {
     admin_token: OnceCell<String>,
     // Dropped after the gateway process is killed (Drop below), in this order.
     minio: Option<Minio>,
+    garage: Option<Garage>,
     pg: Option<PgDatabase>,
 }
 
@@ -135,7 +137,7 @@ impl Gateway {
             cmd.env("NIMBUS_LOG", filter);
         }
 
-        let (mut minio, mut pg) = (None, None);
+        let (mut minio, mut garage, mut pg) = (None, None, None);
         if backend == Backend::PostgresS3 {
             let admin_url = crate::postgres::configured_url().context("NIMBUS_TEST_PG_URL is not set")?;
             let db = PgDatabase::create(&admin_url).await?;
@@ -152,6 +154,18 @@ impl Gateway {
                 .env("AWS_EC2_METADATA_DISABLED", "true");
             minio = Some(m);
             pg = Some(db);
+        }
+        if backend == Backend::SqliteGarage {
+            let garage_bin = crate::garage::configured_bin().context("NIMBUS_TEST_GARAGE_BIN is not set")?;
+            let g = Garage::start(&garage_bin).await?;
+            let bucket = format!("nimbus-e2e-{:016x}", rand::random::<u64>());
+            cmd.args(["--store", "s3", "--s3-endpoint"])
+                .arg(g.endpoint())
+                .args(["--s3-bucket", &bucket, "--s3-region", crate::garage::REGION])
+                .env("AWS_ACCESS_KEY_ID", g.access_key())
+                .env("AWS_SECRET_ACCESS_KEY", g.secret_key())
+                .env("AWS_EC2_METADATA_DISABLED", "true");
+            garage = Some(g);
         }
         if let Some(ttl) = opts.token_ttl_secs {
             cmd.arg("--token-ttl-secs").arg(ttl.to_string());
@@ -173,7 +187,7 @@ impl Gateway {
             }
         };
         let api = Api::new(&url)?;
-        Ok(Gateway { url, backend, api, child, pid, logs, admin_token: OnceCell::new(), minio, pg })
+        Ok(Gateway { url, backend, api, child, pid, logs, admin_token: OnceCell::new(), minio, garage, pg })
     }
 
     pub fn pid(&self) -> u32 {
@@ -187,6 +201,11 @@ impl Gateway {
     /// The MinIO process behind a [`Backend::PostgresS3`] gateway.
     pub fn minio(&self) -> Option<&Minio> {
         self.minio.as_ref()
+    }
+
+    /// The Garage process behind a [`Backend::SqliteGarage`] gateway.
+    pub fn garage(&self) -> Option<&Garage> {
+        self.garage.as_ref()
     }
 
     /// The database behind a [`Backend::PostgresS3`] gateway.
@@ -267,6 +286,11 @@ impl Drop for Gateway {
             && let Some(m) = &self.minio
         {
             eprintln!("---- MinIO log (last 20 lines) ----\n{}", m.log_tail(20));
+        }
+        if std::thread::panicking()
+            && let Some(g) = &self.garage
+        {
+            eprintln!("---- Garage log (last 20 lines) ----\n{}", g.log_tail(20));
         }
         let _ = self.child.start_kill();
     }

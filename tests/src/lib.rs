@@ -1,6 +1,6 @@
 //! End-to-end harness: starts the real `nimbus-gateway` binary (and, for the PostgreSQL + S3
-//! backend, a fresh PostgreSQL database and a private MinIO process) and drives it over HTTP
-//! on loopback, as users and clients do.
+//! backend, a fresh PostgreSQL database and a private MinIO process; for the Garage backend, a
+//! private single-node Garage) and drives it over HTTP on loopback, as users and clients do.
 //!
 //! Running:
 //! ```text
@@ -13,6 +13,7 @@
 //! # every backend, e2e only:
 //! export NIMBUS_TEST_PG_URL=$(./infra/postgres.sh start)
 //! export NIMBUS_TEST_MINIO_BIN=/var/cache/nimbus/bin/minio NIMBUS_TEST_REQUIRE_ALL=1
+//! export NIMBUS_TEST_GARAGE_BIN=/var/cache/nimbus/garage/bin/garage
 //! cargo test -p nimbus-e2e
 //! ```
 //! Environment:
@@ -21,15 +22,19 @@
 //! - `NIMBUS_TEST_PG_URL`: admin URL of a throwaway PostgreSQL cluster (`infra/postgres.sh start`);
 //!   each test creates its own database `nimbus_t_<random>` and drops it afterwards.
 //! - `NIMBUS_TEST_MINIO_BIN`: a `minio` binary; each PostgreSQL + S3 test starts its own.
-//! - `NIMBUS_TEST_REQUIRE_ALL=1`: a test whose backend is not configured fails instead of skipping.
+//! - `NIMBUS_TEST_GARAGE_BIN`: a `garage` binary (`infra/install-deps.sh` builds 2.5.0); each
+//!   SQLite + Garage test starts its own single-node Garage.
+//! - `NIMBUS_TEST_REQUIRE_ALL=1`: a test whose backend is not configured fails instead of skipping
+//!   (except the Garage backend under `NIMBUS_SKIP_GARAGE=1`).
 //! - `NIMBUS_TEST_GATEWAY_LOG`: the gateway's `--log` filter (default `info`).
 //!
 //! One test body runs against every backend through [`backend_test!`]: the generated tests are
-//! `<name>::sqlite_local` and `<name>::postgres_s3`.
+//! `<name>::sqlite_local`, `<name>::postgres_s3` and `<name>::sqlite_garage`.
 
 pub mod backend;
 pub mod bins;
 pub mod data;
+pub mod garage;
 pub mod gateway;
 pub mod http;
 pub mod minio;
@@ -50,7 +55,8 @@ pub use http::{Api, Resp, encode_path, raw_request};
 /// backend_test!(expiry, opts = GatewayOptions::default().token_ttl(2), |gw| async move { Ok(()) });
 /// backend_test!(faults, only = postgres_s3, opts = GatewayOptions::default(), |gw| async move { Ok(()) });
 /// ```
-/// The generated tests are `put_then_get::sqlite_local` and `put_then_get::postgres_s3`.
+/// The generated tests are `put_then_get::sqlite_local`, `put_then_get::postgres_s3` and
+/// `put_then_get::sqlite_garage`; `only = <backend>` generates just that one.
 #[macro_export]
 macro_rules! backend_test {
     ($name:ident, $body:expr) => {
@@ -69,6 +75,11 @@ macro_rules! backend_test {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres_s3() -> anyhow::Result<()> {
                 $crate::run_on($crate::Backend::PostgresS3, $opts, $body).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_garage() -> anyhow::Result<()> {
+                $crate::run_on($crate::Backend::SqliteGarage, $opts, $body).await
             }
         }
     };
@@ -91,6 +102,17 @@ macro_rules! backend_test {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres_s3() -> anyhow::Result<()> {
                 $crate::run_on($crate::Backend::PostgresS3, $opts, $body).await
+            }
+        }
+    };
+    ($name:ident, only = sqlite_garage, opts = $opts:expr, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_garage() -> anyhow::Result<()> {
+                $crate::run_on($crate::Backend::SqliteGarage, $opts, $body).await
             }
         }
     };

@@ -221,3 +221,13 @@ pub async fn audit_log(
         .collect();
     Ok(Json(AuditList { entries, next_cursor }))
 }
+
+pub async fn cache_stats(State(st): State<AppState>, _admin: AdminUser) -> Json<crate::cache::CacheStats> {
+    Json(st.cache.stats())
+}
+
+pub async fn cache_purge(State(st): State<AppState>, admin: AdminUser, ip: ClientIp) -> ApiResult<StatusCode> {
+    st.cache.purge().map_err(|e| ApiError::internal(anyhow::anyhow!(e)))?;
+    audit(&st, &admin, ip, "cache_purge", "gateway cache".into(), None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

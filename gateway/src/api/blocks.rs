@@ -9,9 +9,8 @@ use nimbus_proto::is_block_hash;
 use nimbus_proto::wire::{CommitRequest, Manifest, MissingBlocksRequest, MissingBlocksResponse};
 
 use super::files::VersionQuery;
-use super::{Json, Query, entry, rfc3339, space_path};
+use super::{Json, Query, cache_mode, entry, rfc3339, space_path};
 use crate::auth::AuthUser;
-use crate::blocks::get_verified;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, BlockEntry, CommitSpec};
 use crate::space;
@@ -64,10 +63,11 @@ pub async fn get_block(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     check_hash(&hash)?;
+    let mode = cache_mode(&headers, &user)?;
     // Only blocks registered to the caller's space exist for them.
-    if !st.meta.has_block(user.id, &hash).await? {
+    let Some(size) = st.meta.block_size_of(user.id, &hash).await? else {
         return Err(ApiError::NotFound("no such block".into()));
-    }
+    };
     let etag = format!("\"{hash}\"");
     let mut h = HeaderMap::new();
     h.insert(header::ETAG, HeaderValue::from_str(&etag).map_err(ApiError::internal)?);
@@ -81,7 +81,7 @@ pub async fn get_block(
     {
         return Ok((StatusCode::NOT_MODIFIED, h).into_response());
     }
-    let data = get_verified(st.store.as_ref(), user.id, &hash).await?;
+    let data = st.cache.read(user.id, &hash, 0..size.max(0) as usize, mode).await?;
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(data.len()));
     if method == Method::HEAD {
         return Ok((StatusCode::OK, h).into_response());

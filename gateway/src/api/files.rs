@@ -14,7 +14,7 @@ use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{DirListing, Entry, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
 use serde::Deserialize;
 
-use super::{Json, MAX_PAGE, Query, entry, page, page_limit, parse_path, rfc3339, space_path};
+use super::{Json, MAX_PAGE, Query, cache_mode, entry, page, page_limit, parse_path, rfc3339, space_path};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, NewAudit};
@@ -46,6 +46,7 @@ pub async fn get_file(
     Query(q): Query<VersionQuery>,
 ) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
+    let mode = cache_mode(&headers, &user)?;
     let m = st.meta.manifest(user.id, &path, q.version).await?;
     let size = m.version.size.max(0) as u64;
     let etag = etag_of(m.version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
@@ -105,7 +106,7 @@ pub async fn get_file(
     if method == Method::HEAD || len == 0 {
         return Ok((status, resp_headers, Body::empty()).into_response());
     }
-    let stream = space::open_range(&st, user.id, m.blocks, start, end).await?;
+    let stream = space::open_range(&st, user.id, m.blocks, (start, end), mode).await?;
     Ok((status, resp_headers, Body::from_stream(stream)).into_response())
 }
 

@@ -72,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/admin/users", get(admin::list_users).post(admin::create_user))
         .route("/api/v1/admin/users/{id}", get(admin::get_user).patch(admin::update_user).delete(admin::delete_user))
         .route("/api/v1/admin/audit", get(admin::audit_log))
+        .route("/api/v1/admin/cache", get(admin::cache_stats).delete(admin::cache_purge))
         .layer(DefaultBodyLimit::max(JSON_LIMIT))
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(60)));
     let api = streaming.merge(json);
@@ -180,6 +181,29 @@ pub fn page<T>(mut rows: Vec<T>, limit: i64, cursor: impl Fn(&T) -> String) -> (
         (rows, next)
     } else {
         (rows, None)
+    }
+}
+
+/// The header with which an administrator (or a benchmark run by one) reads around the cache.
+pub const CACHE_HEADER: &str = "x-nimbus-cache";
+
+/// The cache mode a request asks for. Bypassing is for administrators only: it lets a caller
+/// load the object store at will.
+pub fn cache_mode(
+    headers: &axum::http::HeaderMap,
+    user: &crate::auth::AuthUser,
+) -> Result<crate::cache::CacheMode, ApiError> {
+    match headers.get(CACHE_HEADER).map(|v| v.to_str().unwrap_or("").trim().to_ascii_lowercase()) {
+        None => Ok(crate::cache::CacheMode::Normal),
+        Some(v) if v == "bypass" => {
+            if user.is_admin() {
+                Ok(crate::cache::CacheMode::Bypass)
+            } else {
+                Err(ApiError::Forbidden("only administrators may bypass the cache".into()))
+            }
+        }
+        Some(v) if v == "normal" || v.is_empty() => Ok(crate::cache::CacheMode::Normal),
+        Some(_) => Err(ApiError::BadRequest(format!("{CACHE_HEADER} accepts `bypass` or `normal`"))),
     }
 }
 

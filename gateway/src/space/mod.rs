@@ -9,7 +9,8 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::{self, FuturesUnordered, Stream, StreamExt, TryStreamExt};
 use nimbus_proto::RemotePath;
 
-use crate::blocks::{StoreError, get_verified};
+use crate::blocks::StoreError;
+use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, BlockEntry, CommitSpec, NodeRow};
 use crate::state::AppState;
@@ -154,10 +155,10 @@ pub async fn open_range(
     state: &AppState,
     space: i64,
     blocks: Vec<BlockEntry>,
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    mode: CacheMode,
 ) -> ApiResult<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static> {
-    let mut pieces = Box::pin(read_range(state, space, blocks, start, end));
+    let mut pieces = Box::pin(read_range(state, space, blocks, start, end, mode));
     let first = match pieces.next().await {
         Some(Ok(b)) => Some(b),
         Some(Err(e)) => return Err(e.into()),
@@ -176,6 +177,7 @@ fn read_range(
     blocks: Vec<BlockEntry>,
     start: u64,
     end: u64,
+    mode: CacheMode,
 ) -> impl Stream<Item = Result<Bytes, StoreError>> + Send + 'static {
     let mut offset = 0u64;
     let mut wanted = Vec::new();
@@ -189,18 +191,11 @@ fn read_range(
         let to = ((end + 1).min(b_end) - b_start) as usize;
         wanted.push((b.hash, from, to));
     }
-    let store = state.store.clone();
+    let cache = state.cache.clone();
     stream::iter(wanted)
         .map(move |(hash, from, to)| {
-            let store = store.clone();
-            async move {
-                let data = get_verified(store.as_ref(), space, &hash).await?;
-                metrics::counter!("nimbus_store_bytes_read_total").increment(data.len() as u64);
-                if to > data.len() {
-                    return Err(StoreError::Corrupt(hash));
-                }
-                Ok::<Bytes, StoreError>(data.slice(from..to))
-            }
+            let cache = cache.clone();
+            async move { cache.read(space, &hash, from..to, mode).await }
         })
         .buffered(READ_AHEAD)
 }

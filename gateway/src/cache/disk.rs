@@ -1,0 +1,333 @@
+//! The SSD tier: one file per cached block under `<dir>/blocks/<space>/<ab>/<hash>`.
+//!
+//! File format (version [`FORMAT_VERSION`]), all integers little-endian:
+//!
+//! ```text
+//! 0   magic "NMBC"
+//! 4   u16 format version
+//! 6   u16 reserved (0)
+//! 8   u64 block length
+//! 16  u32 chunk size (CHUNK)
+//! 20  u32 chunk count
+//! 24  [32] BLAKE3 of the whole block (must equal the file's key)
+//! 56  [16] per chunk: the first 16 bytes of the chunk's BLAKE3
+//! ... zero padding to a multiple of 4096, then the block's bytes
+//! ```
+//!
+//! Per-chunk tags let a range read verify only the chunks it touches (a 4 KiB read checks one
+//! 16 KiB chunk, not the 4 MiB block), so a flipped byte or a torn write is never served while
+//! small random reads stay cheap. A file whose size does not match its header is truncated and
+//! dropped. Entries are written to `tmp/` and renamed, so a crash leaves no half entry under a
+//! final name; what a power cut might tear is caught by the tags.
+//!
+//! A `LOCK` file held with an exclusive lock keeps a second gateway off the same directory.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::Key;
+
+pub const MAGIC: &[u8; 4] = b"NMBC";
+/// Bump when the layout changes; entries of another version are deleted at start.
+pub const FORMAT_VERSION: u16 = 1;
+/// Verification granularity: small enough that a 4 KiB read hashes little, large enough that
+/// the tag table of a 4 MiB block stays at 4 KiB.
+pub const CHUNK: usize = 16 * 1024;
+const FIXED_HEADER: usize = 56;
+const TAG: usize = 16;
+const ALIGN: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error("cache entry missing")]
+    Missing,
+    #[error("cache entry corrupt: {0}")]
+    Corrupt(&'static str),
+    #[error("cache I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+pub fn data_offset(len: usize) -> usize {
+    let header = FIXED_HEADER + len.div_ceil(CHUNK) * TAG;
+    header.div_ceil(ALIGN) * ALIGN
+}
+
+/// Bytes an entry takes on disk (what the size bound counts).
+pub fn entry_size(len: usize) -> u64 {
+    (data_offset(len) + len) as u64
+}
+
+fn tag(chunk: &[u8]) -> [u8; TAG] {
+    let mut t = [0u8; TAG];
+    t.copy_from_slice(&blake3::hash(chunk).as_bytes()[..TAG]);
+    t
+}
+
+pub fn encode_header(hash: &[u8; 32], data: &[u8]) -> Vec<u8> {
+    let n = data.len().div_ceil(CHUNK);
+    let mut h = Vec::with_capacity(data_offset(data.len()));
+    h.extend_from_slice(MAGIC);
+    h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h.extend_from_slice(&0u16.to_le_bytes());
+    h.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    h.extend_from_slice(&(CHUNK as u32).to_le_bytes());
+    h.extend_from_slice(&(n as u32).to_le_bytes());
+    h.extend_from_slice(hash);
+    for c in data.chunks(CHUNK) {
+        h.extend_from_slice(&tag(c));
+    }
+    h.resize(data_offset(data.len()), 0);
+    h
+}
+
+/// The parts of a header needed to read; checks magic, version and chunk size.
+struct Header {
+    len: usize,
+    hash: [u8; 32],
+}
+
+fn parse_fixed(buf: &[u8]) -> Result<Header, DiskError> {
+    if buf.len() < FIXED_HEADER || &buf[..4] != MAGIC {
+        return Err(DiskError::Corrupt("bad magic"));
+    }
+    let version = u16::from_le_bytes([buf[4], buf[5]]);
+    if version != FORMAT_VERSION {
+        return Err(DiskError::Corrupt("other format version"));
+    }
+    let mut u64b = [0u8; 8];
+    u64b.copy_from_slice(&buf[8..16]);
+    let len = usize::try_from(u64::from_le_bytes(u64b)).map_err(|_| DiskError::Corrupt("length"))?;
+    let chunk = u32::from_le_bytes([buf[16], buf[17], buf[18], buf[19]]) as usize;
+    let n = u32::from_le_bytes([buf[20], buf[21], buf[22], buf[23]]) as usize;
+    if chunk != CHUNK || n != len.div_ceil(CHUNK) {
+        return Err(DiskError::Corrupt("chunk table"));
+    }
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&buf[24..56]);
+    Ok(Header { len, hash })
+}
+
+pub struct DiskStore {
+    root: PathBuf,
+    /// Held for the life of the tier: the exclusive lock on `LOCK`.
+    _lock: File,
+}
+
+impl DiskStore {
+    /// Opens (creating) the cache directory and takes its lock.
+    pub fn open(root: &Path) -> Result<Self, String> {
+        let prepare = || -> io::Result<File> {
+            fs::create_dir_all(root.join("blocks"))?;
+            fs::create_dir_all(root.join("tmp"))?;
+            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(root.join("LOCK"))
+        };
+        let mut lock = prepare().map_err(|e| format!("cannot use the cache dir {}: {e}", root.display()))?;
+        if lock.try_lock().is_err() {
+            let holder = fs::read_to_string(root.join("LOCK")).unwrap_or_default();
+            return Err(format!(
+                "the cache dir {} is in use by another gateway{}; give each gateway its own --cache-dir",
+                root.display(),
+                if holder.trim().is_empty() { String::new() } else { format!(" (pid {})", holder.trim()) }
+            ));
+        }
+        let _ = lock.set_len(0);
+        let _ = write!(lock, "{}", std::process::id());
+        // Leftovers of writes cut short by a crash.
+        if let Ok(rd) = fs::read_dir(root.join("tmp")) {
+            for e in rd.flatten() {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        Ok(Self { root: root.to_path_buf(), _lock: lock })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &Key) -> PathBuf {
+        let hex = blake3::Hash::from_bytes(key.1).to_hex();
+        self.root.join("blocks").join(key.0.to_string()).join(&hex[..2]).join(hex.as_str())
+    }
+
+    /// Writes a verified block as a cache entry (temp file, then rename).
+    pub fn write(&self, key: &Key, data: &[u8]) -> io::Result<()> {
+        let dest = self.path(key);
+        if let Some(dir) = dest.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let tmp_dir = self.root.join("tmp");
+        fs::create_dir_all(&tmp_dir)?;
+        let tmp = tmp_dir.join(uuid::Uuid::new_v4().to_string());
+        let result = (|| {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&encode_header(&key.1, data))?;
+            f.write_all(data)?;
+            drop(f);
+            fs::rename(&tmp, &dest)
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Reads `from..to` of a cached block, verifying the chunks it covers.
+    pub fn read(&self, key: &Key, from: usize, to: usize) -> Result<Bytes, DiskError> {
+        let f = match File::open(self.path(key)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(DiskError::Missing),
+            Err(e) => return Err(e.into()),
+        };
+        let mut fixed = [0u8; FIXED_HEADER];
+        f.read_exact_at(&mut fixed, 0).map_err(short)?;
+        let h = parse_fixed(&fixed)?;
+        if h.hash != key.1 {
+            return Err(DiskError::Corrupt("entry holds another block"));
+        }
+        let off = data_offset(h.len);
+        if f.metadata()?.len() != (off + h.len) as u64 {
+            return Err(DiskError::Corrupt("truncated or oversized"));
+        }
+        if from > to || to > h.len {
+            return Err(DiskError::Corrupt("range outside the block"));
+        }
+        if from == to {
+            return Ok(Bytes::new());
+        }
+        let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
+        let mut tags = vec![0u8; (c1 - c0 + 1) * TAG];
+        f.read_exact_at(&mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
+        let start = c0 * CHUNK;
+        let end = ((c1 + 1) * CHUNK).min(h.len);
+        let mut buf = vec![0u8; end - start];
+        f.read_exact_at(&mut buf, (off + start) as u64).map_err(short)?;
+        for (i, chunk) in buf.chunks(CHUNK).enumerate() {
+            if tag(chunk) != tags[i * TAG..(i + 1) * TAG] {
+                return Err(DiskError::Corrupt("chunk checksum mismatch"));
+            }
+        }
+        let buf = Bytes::from(buf);
+        Ok(buf.slice(from - start..to - start))
+    }
+
+    pub fn remove(&self, key: &Key) {
+        let _ = fs::remove_file(self.path(key));
+    }
+
+    /// Every entry present at start, with its on-disk size; broken ones are deleted.
+    pub fn scan(&self) -> Vec<(Key, u64)> {
+        let mut found = Vec::new();
+        let Ok(spaces) = fs::read_dir(self.root.join("blocks")) else { return found };
+        for space_dir in spaces.flatten() {
+            let Some(space) = space_dir.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
+            let Ok(fans) = fs::read_dir(space_dir.path()) else { continue };
+            for fan in fans.flatten() {
+                let Ok(files) = fs::read_dir(fan.path()) else { continue };
+                for file in files.flatten() {
+                    let path = file.path();
+                    match Self::check_entry(&path, space) {
+                        Some(entry) => found.push(entry),
+                        None => {
+                            let _ = fs::remove_file(&path);
+                        }
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    fn check_entry(path: &Path, space: i64) -> Option<(Key, u64)> {
+        let name = path.file_name()?.to_str()?;
+        let hash = *blake3::Hash::from_hex(name).ok()?.as_bytes();
+        let f = File::open(path).ok()?;
+        let mut fixed = [0u8; FIXED_HEADER];
+        f.read_exact_at(&mut fixed, 0).ok()?;
+        let h = parse_fixed(&fixed).ok()?;
+        let size = f.metadata().ok()?.len();
+        (h.hash == hash && size == entry_size(h.len)).then_some(((space, hash), size))
+    }
+
+    /// Deletes every entry.
+    pub fn purge(&self) -> io::Result<()> {
+        match fs::remove_dir_all(self.root.join("blocks")) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        fs::create_dir_all(self.root.join("blocks"))
+    }
+}
+
+fn short(e: io::Error) -> DiskError {
+    if e.kind() == io::ErrorKind::UnexpectedEof { DiskError::Corrupt("truncated") } else { DiskError::Io(e) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(data: &[u8]) -> Key {
+        (1, *blake3::hash(data).as_bytes())
+    }
+
+    #[test]
+    fn round_trip_and_ranges_across_chunks() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let k = key(&data);
+        d.write(&k, &data)?;
+        assert_eq!(&d.read(&k, 0, data.len())?[..], &data[..]);
+        for (a, b) in [(0, 1), (16383, 16385), (50_000, 50_004), (99_999, 100_000), (7, 7)] {
+            assert_eq!(&d.read(&k, a, b)?[..], &data[a..b], "range {a}..{b}");
+        }
+        assert_eq!(d.scan(), vec![(k, entry_size(data.len()))]);
+        Ok(())
+    }
+
+    #[test]
+    fn flipped_byte_and_truncation_are_detected() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let data = vec![7u8; 40_000];
+        let k = key(&data);
+        d.write(&k, &data)?;
+        let path = d.path(&k);
+        let mut raw = fs::read(&path)?;
+        let off = data_offset(data.len());
+        raw[off + 20_000] ^= 1;
+        fs::write(&path, &raw)?;
+        assert!(matches!(d.read(&k, 19_000, 21_000), Err(DiskError::Corrupt(_))));
+        // A chunk the flip is not in still verifies: only touched chunks are checked.
+        assert!(d.read(&k, 0, 100).is_ok());
+        raw[off + 20_000] ^= 1;
+        raw.truncate(raw.len() - 10);
+        fs::write(&path, &raw)?;
+        assert!(matches!(d.read(&k, 0, 10), Err(DiskError::Corrupt(_))));
+        assert!(d.scan().is_empty(), "a truncated entry is dropped at start");
+        assert!(!path.exists());
+        Ok(())
+    }
+
+    #[test]
+    fn second_opener_is_refused() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let _first = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let second = DiskStore::open(dir.path());
+        assert!(second.is_err_and(|e| e.contains("in use by another gateway")));
+        Ok(())
+    }
+
+    #[test]
+    fn missing_file_is_a_miss() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        assert!(matches!(d.read(&key(b"x"), 0, 1), Err(DiskError::Missing)));
+        Ok(())
+    }
+}
