@@ -49,6 +49,7 @@ impl FromRequestParts<AppState> for AuthUser {
             return Err(ApiError::Unauthorized);
         }
         if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
+            state.meta.mark_token_used(row.token_id, now);
             let meta = state.meta.clone();
             let id = row.token_id;
             tokio::spawn(async move {

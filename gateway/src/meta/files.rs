@@ -196,6 +196,7 @@ impl Meta {
             journal!(&mut *tx, space, node_id, if existing.is_some() { "update" } else { "create" }, &shown, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             let canon = parent_canon.join(&node.name)?;
             Ok((node, existing.is_none(), canon))
         })
@@ -204,6 +205,18 @@ impl Meta {
     /// The block list of the file's current version, or of `version` if given (it must be a
     /// version of this very file).
     pub async fn manifest(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
+        // Generation first: a change committed while we read makes this entry stale at once.
+        let generation = self.hot.generation(space);
+        let key = (space, name_key(&path.to_string()), version);
+        if let Some(m) = self.hot.manifest(&key) {
+            return Ok(m);
+        }
+        let m = self.manifest_uncached(space, path, version).await?;
+        self.hot.put_manifest(key, generation, &m);
+        Ok(m)
+    }
+
+    async fn manifest_uncached(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
         on_pool!(self, p => {
             let (node, canon) = resolve!(p, space, path)?;
             if node.is_dir() {
@@ -276,6 +289,7 @@ impl Meta {
             journal!(&mut *tx, space, node.id, "update", &shown, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok((node, canon))
         })
     }

@@ -15,6 +15,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Postgres, Sqlite, Transaction};
 
 mod files;
+mod hot;
 mod tree;
 mod users;
 
@@ -74,6 +75,7 @@ enum Pool {
 #[derive(Clone)]
 pub struct Meta {
     pool: Pool,
+    hot: std::sync::Arc<hot::HotCache>,
 }
 
 /// Runs `$body` with `$p` bound to the concrete pool; the body is compiled once per engine.
@@ -228,7 +230,7 @@ impl Meta {
                 "unsupported database URL `{url}`: use sqlite://PATH or postgres://USER@HOST:PORT/DB"
             )));
         };
-        Ok(Meta { pool })
+        Ok(Meta { pool, hot: Default::default() })
     }
 
     pub fn engine(&self) -> &'static str {

@@ -219,6 +219,7 @@ impl Meta {
             let mut tx = p.begin_write().await?;
             let (dir, _, created, canon) = ensure_dir!(&mut *tx, space, path, now)?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok((dir, created, canon))
         })
     }
@@ -241,6 +242,7 @@ impl Meta {
             .fetch_one(&mut *tx).await?;
             journal!(&mut *tx, space, node.id, "delete", &shown, now)?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok(trash_id)
         })
     }
@@ -288,6 +290,7 @@ impl Meta {
             journal!(&mut *tx, space, src.id, "move", &to_shown, now)?;
             let moved: NodeRow = sqlx::query_as(NODE_SQL).bind(src.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok((moved, to_canon))
         })
     }
@@ -374,6 +377,7 @@ impl Meta {
             journal!(&mut *tx, space, top, "create", &to_shown, now)?;
             let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok((copied, to_canon))
         })
     }
@@ -431,6 +435,7 @@ impl Meta {
             journal!(&mut *tx, space, node_id, "restore", target.to_string(), now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok((node, target))
         })
     }
@@ -461,6 +466,7 @@ impl Meta {
                 }
             }
             tx.commit().await?;
+            self.hot.space_changed(space);
             Ok(purged)
         })
     }

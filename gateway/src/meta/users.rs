@@ -127,6 +127,8 @@ impl Meta {
                     .bind(id).bind(now).execute(&mut *tx).await?;
             }
             tx.commit().await?;
+            // Role and disabled state are part of every cached token row.
+            self.hot.forget_user(id);
         });
         self.user(id).await?.ok_or(MetaError::NotFound)
     }
@@ -145,6 +147,8 @@ impl Meta {
             sqlx::query("DELETE FROM tokens WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
             let n = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
             tx.commit().await?;
+            self.hot.forget_user(id);
+            self.hot.space_changed(id);
             Ok(n > 0)
         })
     }
@@ -165,14 +169,27 @@ impl Meta {
     }
 
     /// Looks a token up by its hash, with the user state needed to decide whether it works.
+    /// Served from memory when hot (see `hot.rs` for how it stays correct).
     pub async fn token_auth(&self, token_hash: &str) -> MetaResult<Option<TokenAuthRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, TokenAuthRow>(
+        if let Some(row) = self.hot.token(token_hash) {
+            return Ok(Some(row));
+        }
+        let row = on_pool!(self, p => sqlx::query_as::<_, TokenAuthRow>(
             "SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, \
                     u.username, u.role, u.disabled \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1",
         )
         .bind(token_hash)
-        .fetch_optional(p).await?))
+        .fetch_optional(p).await?);
+        if let Some(r) = &row {
+            self.hot.put_token(token_hash.to_string(), r.clone());
+        }
+        Ok(row)
+    }
+
+    /// Notes in memory that a token was just used; `touch_token` then records it durably.
+    pub fn mark_token_used(&self, token_id: i64, at_ms: i64) {
+        self.hot.mark_used(token_id, at_ms);
     }
 
     pub async fn touch_token(&self, token_id: i64) -> MetaResult<()> {
@@ -199,14 +216,15 @@ impl Meta {
         )
         .bind(token_id).bind(user_id).bind(now_ms())
         .execute(p).await?.rows_affected());
+        self.hot.forget_token(token_id);
         Ok(n > 0)
     }
 
     pub async fn revoke_all_tokens(&self, user_id: i64) -> MetaResult<u64> {
-        Ok(
-            on_pool!(self, p => sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
-            .bind(user_id).bind(now_ms()).execute(p).await?.rows_affected()),
-        )
+        let n = on_pool!(self, p => sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+            .bind(user_id).bind(now_ms()).execute(p).await?.rows_affected());
+        self.hot.forget_user(user_id);
+        Ok(n)
     }
 
     pub async fn audit(&self, e: NewAudit) -> MetaResult<()> {
