@@ -68,6 +68,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         meta,
         store,
         cache: Arc::new(cache),
+        warmer: Default::default(),
         throttle: Arc::new(Throttle::default()),
         metrics: crate::metrics::recorder(),
         settings: Arc::new(settings),

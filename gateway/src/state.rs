@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::auth::Throttle;
 use crate::blocks::DynStore;
 use crate::cache::BlockCache;
+use crate::cache::warm::Warmer;
 use crate::meta::Meta;
 
 #[derive(Clone)]
@@ -14,6 +15,7 @@ pub struct AppState {
     pub meta: Meta,
     pub store: DynStore,
     pub cache: Arc<BlockCache>,
+    pub warmer: Arc<Warmer>,
     pub throttle: Arc<Throttle>,
     pub metrics: PrometheusHandle,
     pub settings: Arc<Settings>,

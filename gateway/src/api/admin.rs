@@ -231,3 +231,36 @@ pub async fn cache_purge(State(st): State<AppState>, admin: AdminUser, ip: Clien
     audit(&st, &admin, ip, "cache_purge", "gateway cache".into(), None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+#[derive(Debug, Deserialize)]
+pub struct WarmRequest {
+    pub user_id: i64,
+    /// A folder (or file) of that user's space; default the whole space.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// Starts loading a user's folder into the cache in the background → 202 with the job.
+pub async fn cache_warm(
+    State(st): State<AppState>,
+    admin: AdminUser,
+    ip: ClientIp,
+    Json(req): Json<WarmRequest>,
+) -> ApiResult<Response> {
+    let path = super::parse_path(req.path.as_deref().unwrap_or("/"))?;
+    let user = st.meta.user(req.user_id).await?.ok_or_else(|| ApiError::NotFound("no such user".into()))?;
+    // Fail now, not in the background, if the folder does not exist.
+    st.meta.stat(user.id, &path).await?;
+    let status = st.warmer.start(st.meta.clone(), st.cache.clone(), user.id, path.clone());
+    audit(&st, &admin, ip, "cache_warm", format!("{}:{path}", user.username), None).await?;
+    Ok((StatusCode::ACCEPTED, Json(status)).into_response())
+}
+
+pub async fn cache_warm_status(
+    State(st): State<AppState>,
+    _admin: AdminUser,
+    Path(id): Path<String>,
+) -> ApiResult<Json<crate::cache::warm::WarmStatus>> {
+    let id: u64 = id.parse().map_err(|_| ApiError::NotFound("no such warm-up job".into()))?;
+    st.warmer.status(id).map(Json).ok_or_else(|| ApiError::NotFound("no such warm-up job".into()))
+}

@@ -73,6 +73,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/admin/users/{id}", get(admin::get_user).patch(admin::update_user).delete(admin::delete_user))
         .route("/api/v1/admin/audit", get(admin::audit_log))
         .route("/api/v1/admin/cache", get(admin::cache_stats).delete(admin::cache_purge))
+        .route("/api/v1/admin/cache/warm", post(admin::cache_warm))
+        .route("/api/v1/admin/cache/warm/{id}", get(admin::cache_warm_status))
         .layer(DefaultBodyLimit::max(JSON_LIMIT))
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(60)));
     let api = streaming.merge(json);

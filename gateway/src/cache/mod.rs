@@ -13,6 +13,7 @@
 
 pub mod disk;
 pub mod policy;
+pub mod warm;
 
 use std::collections::HashMap;
 use std::ops::Range;
