@@ -40,6 +40,7 @@ APT_PACKAGES=(
     postgresql   # Debian 12: postgresql-15, used by infra/postgres.sh
     fuse3        # real FUSE mounts in tests
     python3
+    nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}

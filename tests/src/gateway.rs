@@ -109,6 +109,9 @@ pub struct Gateway {
     pid: u32,
     logs: GatewayLogs,
     admin_token: OnceCell<String>,
+    /// The command that started the gateway, for [`Gateway::restart`].
+    cmd: Command,
+    restarts: u32,
     // Dropped after the gateway process is killed (Drop below), in this order.
     minio: Option<Minio>,
     garage: Option<Garage>,
@@ -187,7 +190,60 @@ impl Gateway {
             }
         };
         let api = Api::new(&url)?;
-        Ok(Gateway { url, backend, api, child, pid, logs, admin_token: OnceCell::new(), minio, garage, pg })
+        Ok(Gateway {
+            url,
+            backend,
+            api,
+            child,
+            pid,
+            logs,
+            admin_token: OnceCell::new(),
+            cmd,
+            restarts: 0,
+            minio,
+            garage,
+            pg,
+        })
+    }
+
+    /// The gateway's `--data-dir` (SQLite database, local blocks, the default cache dir).
+    pub fn data_dir(&self) -> PathBuf {
+        self.logs.dir().join("data")
+    }
+
+    /// Stops the gateway (SIGTERM, SIGKILL after 20 s) and starts it again with the same
+    /// command: same data dir, database, store and flags, a new port. The previous run's
+    /// output is kept as `gateway.stdout.N` / `gateway.stderr.N`. Clients made before the
+    /// restart point at the old port: get new ones ([`Gateway::api`], [`Gateway::admin`]).
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        let pid = self.pid.to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status().await;
+        if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_err() {
+            self.child.start_kill()?;
+            tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+                .await
+                .context("the gateway did not die after SIGKILL")??;
+        }
+        self.restarts += 1;
+        let n = self.restarts;
+        for p in [self.logs.stdout_path(), self.logs.stderr_path()] {
+            std::fs::rename(&p, PathBuf::from(format!("{}.{n}", p.display())))?;
+        }
+        self.cmd.stdout(std::fs::File::create(self.logs.stdout_path())?);
+        self.cmd.stderr(std::fs::File::create(self.logs.stderr_path())?);
+        self.child = self.cmd.spawn().context("cannot start the gateway again")?;
+        self.pid = self.child.id().context("the gateway exited at once")?;
+        self.url = match wait_listening(&mut self.child, &self.logs).await {
+            Ok(u) => u,
+            Err(e) => {
+                let _ = self.child.start_kill();
+                self.logs.print_tail("gateway did not restart");
+                return Err(e);
+            }
+        };
+        self.api = Api::new(&self.url)?;
+        self.admin_token = OnceCell::new();
+        Ok(())
     }
 
     pub fn pid(&self) -> u32 {

@@ -41,6 +41,17 @@ const FIXED_HEADER: usize = 56;
 const TAG: usize = 16;
 const ALIGN: usize = 4096;
 
+/// Why the SSD tier could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Another gateway holds the directory: refusing is the only safe answer.
+    #[error("{0}")]
+    InUse(String),
+    /// The directory is unusable (missing permissions, not a directory, ...).
+    #[error("{0}")]
+    Unusable(String),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
     #[error("cache entry missing")]
@@ -119,27 +130,33 @@ pub struct DiskStore {
 
 impl DiskStore {
     /// Opens (creating) the cache directory and takes its lock.
-    pub fn open(root: &Path) -> Result<Self, String> {
+    pub fn open(root: &Path) -> Result<Self, OpenError> {
         let prepare = || -> io::Result<File> {
             fs::create_dir_all(root.join("blocks"))?;
             fs::create_dir_all(root.join("tmp"))?;
             OpenOptions::new().create(true).truncate(false).read(true).write(true).open(root.join("LOCK"))
         };
-        let mut lock = prepare().map_err(|e| format!("cannot use the cache dir {}: {e}", root.display()))?;
+        let mut lock =
+            prepare().map_err(|e| OpenError::Unusable(format!("cannot use the cache dir {}: {e}", root.display())))?;
         if lock.try_lock().is_err() {
             let holder = fs::read_to_string(root.join("LOCK")).unwrap_or_default();
-            return Err(format!(
+            return Err(OpenError::InUse(format!(
                 "the cache dir {} is in use by another gateway{}; give each gateway its own --cache-dir",
                 root.display(),
                 if holder.trim().is_empty() { String::new() } else { format!(" (pid {})", holder.trim()) }
-            ));
+            )));
         }
         let _ = lock.set_len(0);
         let _ = write!(lock, "{}", std::process::id());
-        // Leftovers of writes cut short by a crash.
+        // Leftovers of writes or purges cut short by a crash.
         if let Ok(rd) = fs::read_dir(root.join("tmp")) {
             for e in rd.flatten() {
                 let _ = fs::remove_file(e.path());
+            }
+        }
+        if let Ok(rd) = fs::read_dir(root) {
+            for e in rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("purged-")) {
+                let _ = fs::remove_dir_all(e.path());
             }
         }
         Ok(Self { root: root.to_path_buf(), _lock: lock })
@@ -168,7 +185,16 @@ impl DiskStore {
             f.write_all(&encode_header(&key.1, data))?;
             f.write_all(data)?;
             drop(f);
-            fs::rename(&tmp, &dest)
+            match fs::rename(&tmp, &dest) {
+                // A purge moved the directory away meanwhile: make it again, once.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if let Some(dir) = dest.parent() {
+                        fs::create_dir_all(dir)?;
+                    }
+                    fs::rename(&tmp, &dest)
+                }
+                other => other,
+            }
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
@@ -254,12 +280,17 @@ impl DiskStore {
     }
 
     /// Deletes every entry.
+    /// Deletes every entry. The directory is renamed aside first (atomic, and immune to writes
+    /// racing into it), then removed.
     pub fn purge(&self) -> io::Result<()> {
-        match fs::remove_dir_all(self.root.join("blocks")) {
+        let aside = self.root.join(format!("purged-{}", uuid::Uuid::new_v4()));
+        match fs::rename(self.root.join("blocks"), &aside) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        fs::create_dir_all(self.root.join("blocks"))
+        fs::create_dir_all(self.root.join("blocks"))?;
+        let _ = fs::remove_dir_all(&aside);
+        Ok(())
     }
 }
 
@@ -278,7 +309,7 @@ mod tests {
     #[test]
     fn round_trip_and_ranges_across_chunks() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let d = DiskStore::open(dir.path())?;
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let k = key(&data);
         d.write(&k, &data)?;
@@ -293,7 +324,7 @@ mod tests {
     #[test]
     fn flipped_byte_and_truncation_are_detected() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let d = DiskStore::open(dir.path())?;
         let data = vec![7u8; 40_000];
         let k = key(&data);
         d.write(&k, &data)?;
@@ -317,16 +348,16 @@ mod tests {
     #[test]
     fn second_opener_is_refused() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let _first = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let _first = DiskStore::open(dir.path())?;
         let second = DiskStore::open(dir.path());
-        assert!(second.is_err_and(|e| e.contains("in use by another gateway")));
+        assert!(matches!(second, Err(OpenError::InUse(m)) if m.contains("in use by another gateway")));
         Ok(())
     }
 
     #[test]
     fn missing_file_is_a_miss() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path()).map_err(anyhow::Error::msg)?;
+        let d = DiskStore::open(dir.path())?;
         assert!(matches!(d.read(&key(b"x"), 0, 1), Err(DiskError::Missing)));
         Ok(())
     }

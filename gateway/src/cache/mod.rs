@@ -27,7 +27,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
 use crate::blocks::{DynStore, StoreError, get_verified};
-use disk::{DiskError, DiskStore, entry_size};
+use disk::{DiskError, DiskStore, OpenError, entry_size};
 use policy::{Admission, S3Fifo};
 
 /// `(space, block hash)`.
@@ -90,7 +90,7 @@ pub struct BlockCache {
     store: DynStore,
     mem: Mutex<MemTier>,
     disk: Option<Arc<DiskTier>>,
-    inflight: Mutex<HashMap<Key, Fetch>>,
+    inflight: Arc<Mutex<HashMap<Key, Fetch>>>,
     counters: Arc<Counters>,
 }
 
@@ -141,13 +141,18 @@ pub fn parse_key(space: i64, hash: &str) -> Result<Key, StoreError> {
 }
 
 impl BlockCache {
-    /// Opens the tiers. A disk tier that cannot be opened because another gateway holds it is
-    /// an error (two caches on one directory would corrupt each other); any other problem
-    /// with it leaves the gateway running on the memory tier and the store.
+    /// Opens the tiers. A disk tier that another gateway holds is an error (two caches on one
+    /// directory would corrupt each other); any other problem with it leaves the gateway
+    /// running on the memory tier and the store, with a warning.
     pub fn open(store: DynStore, cfg: &CacheConfig) -> Result<Self, String> {
         let disk = match (&cfg.dir, cfg.disk_capacity) {
-            (Some(dir), cap) if cap > 0 => {
-                let store = DiskStore::open(dir)?;
+            (Some(dir), cap) if cap > 0 => match DiskStore::open(dir) {
+                Err(OpenError::InUse(m)) => return Err(m),
+                Err(OpenError::Unusable(m)) => {
+                    tracing::warn!("{m}; running without the SSD cache tier");
+                    None
+                }
+                Ok(store) => {
                 let mut policy = S3Fifo::new(cap);
                 let mut ready = HashMap::new();
                 let found = store.scan();
@@ -172,14 +177,15 @@ impl BlockCache {
                     policy: Mutex::new((policy, ready)),
                     warned: AtomicBool::new(false),
                 }))
-            }
+                }
+            },
             _ => None,
         };
         let cache = Self {
             store,
             mem: Mutex::new(MemTier { policy: S3Fifo::new(cfg.mem_capacity), data: HashMap::new() }),
             disk,
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Arc::new(Mutex::new(HashMap::new())),
             counters: Arc::new(Counters::default()),
         };
         cache.publish_sizes();
@@ -301,13 +307,15 @@ impl BlockCache {
         }
     }
 
-    /// Admits a verified block to the SSD tier in the background.
-    fn disk_put(&self, key: Key, data: Bytes) {
-        let Some(tier) = self.disk.clone() else { return };
+    /// Admits a verified block to the SSD tier in the background. With `release_fetch`, the
+    /// write also ends the block's in-flight fetch once the entry is readable; returns whether
+    /// it took that over.
+    fn disk_put(&self, key: Key, data: Bytes, release_fetch: bool) -> bool {
+        let Some(tier) = self.disk.clone() else { return false };
         let Ok(permit) = tier.writes.clone().try_acquire_owned() else {
             self.counters.rejects.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("nimbus_cache_admission_rejects_total", "tier" => "disk").increment(1);
-            return;
+            return false;
         };
         let size = entry_size(data.len());
         let evicted = {
@@ -320,17 +328,18 @@ impl BlockCache {
                     p.1.insert(key, false);
                     evicted
                 }
-                Admission::Present => return,
+                Admission::Present => return false,
                 Admission::TooLarge => {
                     self.counters.rejects.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("nimbus_cache_admission_rejects_total", "tier" => "disk").increment(1);
-                    return;
+                    return false;
                 }
             }
         };
         self.counters.evictions_disk.fetch_add(evicted.len() as u64, Ordering::Relaxed);
         metrics::counter!("nimbus_cache_evictions_total", "tier" => "disk").increment(evicted.len() as u64);
         let counters = self.counters.clone();
+        let inflight = self.inflight.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             for k in &evicted {
@@ -358,7 +367,12 @@ impl BlockCache {
                 }
             }
             metrics::gauge!("nimbus_cache_size_bytes", "tier" => "disk").set(p.0.used() as f64);
+            drop(p);
+            if release_fetch {
+                lock(&inflight).remove(&key);
+            }
         });
+        release_fetch
     }
 
     async fn fetch_store(&self, space: i64, hash: &str) -> Result<Bytes, StoreError> {
@@ -383,11 +397,22 @@ impl BlockCache {
         };
         let result = fut.await;
         if leader {
-            lock(&self.inflight).remove(&key);
-            // Only verified, complete blocks are admitted.
-            if let Ok(data) = &result {
-                self.mem_put(key, data.clone());
-                self.disk_put(key, data.clone());
+            // Only verified, complete blocks are admitted. The fetch stays registered until a
+            // tier can serve the block, so readers arriving meanwhile wait for it instead of
+            // fetching again.
+            let in_mem = match &result {
+                Ok(data) => {
+                    self.mem_put(key, data.clone());
+                    lock(&self.mem).data.contains_key(&key)
+                }
+                Err(_) => true,
+            };
+            let handed_over = match &result {
+                Ok(data) => self.disk_put(key, data.clone(), !in_mem),
+                Err(_) => false,
+            };
+            if !handed_over {
+                lock(&self.inflight).remove(&key);
             }
         }
         result.map_err(|e| clone_err(&e))
