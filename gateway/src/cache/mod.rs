@@ -153,30 +153,30 @@ impl BlockCache {
                     None
                 }
                 Ok(store) => {
-                let mut policy = S3Fifo::new(cap);
-                let mut ready = HashMap::new();
-                let found = store.scan();
-                let count = found.len();
-                for (key, size) in found {
-                    match policy.insert(key, size) {
-                        Admission::Admitted(evicted) => {
-                            for k in evicted {
-                                ready.remove(&k);
-                                store.remove(&k);
+                    let mut policy = S3Fifo::new(cap);
+                    let mut ready = HashMap::new();
+                    let found = store.scan();
+                    let count = found.len();
+                    for (key, size) in found {
+                        match policy.insert(key, size) {
+                            Admission::Admitted(evicted) => {
+                                for k in evicted {
+                                    ready.remove(&k);
+                                    store.remove(&k);
+                                }
+                                ready.insert(key, true);
                             }
-                            ready.insert(key, true);
+                            Admission::Present => {}
+                            Admission::TooLarge => store.remove(&key),
                         }
-                        Admission::Present => {}
-                        Admission::TooLarge => store.remove(&key),
                     }
-                }
-                tracing::info!(dir = %dir.display(), entries = count, bytes = policy.used(), "SSD cache opened");
-                Some(Arc::new(DiskTier {
-                    store,
-                    writes: Arc::new(tokio::sync::Semaphore::new(DISK_WRITES_IN_FLIGHT)),
-                    policy: Mutex::new((policy, ready)),
-                    warned: AtomicBool::new(false),
-                }))
+                    tracing::info!(dir = %dir.display(), entries = count, bytes = policy.used(), "SSD cache opened");
+                    Some(Arc::new(DiskTier {
+                        store,
+                        writes: Arc::new(tokio::sync::Semaphore::new(DISK_WRITES_IN_FLIGHT)),
+                        policy: Mutex::new((policy, ready)),
+                        warned: AtomicBool::new(false),
+                    }))
                 }
             },
             _ => None,
