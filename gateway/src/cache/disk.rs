@@ -202,8 +202,9 @@ impl DiskStore {
         result
     }
 
-    /// Reads `from..to` of a cached block, verifying the chunks it covers.
-    pub fn read(&self, key: &Key, from: usize, to: usize) -> Result<Bytes, DiskError> {
+    /// Reads `from..to` of a cached block, verifying the chunks it covers. Also returns the
+    /// block's full length.
+    pub fn read(&self, key: &Key, from: usize, to: usize) -> Result<(Bytes, usize), DiskError> {
         let f = match File::open(self.path(key)) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(DiskError::Missing),
@@ -223,7 +224,7 @@ impl DiskStore {
             return Err(DiskError::Corrupt("range outside the block"));
         }
         if from == to {
-            return Ok(Bytes::new());
+            return Ok((Bytes::new(), h.len));
         }
         let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
         let mut tags = vec![0u8; (c1 - c0 + 1) * TAG];
@@ -238,7 +239,7 @@ impl DiskStore {
             }
         }
         let buf = Bytes::from(buf);
-        Ok(buf.slice(from - start..to - start))
+        Ok((buf.slice(from - start..to - start), h.len))
     }
 
     pub fn remove(&self, key: &Key) {
@@ -313,9 +314,9 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let k = key(&data);
         d.write(&k, &data)?;
-        assert_eq!(&d.read(&k, 0, data.len())?[..], &data[..]);
+        assert_eq!(&d.read(&k, 0, data.len())?.0[..], &data[..]);
         for (a, b) in [(0, 1), (16383, 16385), (50_000, 50_004), (99_999, 100_000), (7, 7)] {
-            assert_eq!(&d.read(&k, a, b)?[..], &data[a..b], "range {a}..{b}");
+            assert_eq!(&d.read(&k, a, b)?.0[..], &data[a..b], "range {a}..{b}");
         }
         assert_eq!(d.scan(), vec![(k, entry_size(data.len()))]);
         Ok(())

@@ -266,11 +266,13 @@ impl BlockCache {
             p.0.touch(key);
         }
         let (t, k) = (tier.clone(), *key);
-        let whole = range.start == 0;
         let result = tokio::task::spawn_blocking(move || t.store.read(&k, range.start, range.end)).await;
         match result {
-            Ok(Ok(data)) => {
+            Ok(Ok((data, block_len))) => {
                 // A whole small block read from SSD is likely hot: keep it in memory too.
+                // Only a read of the entire block may be promoted: the memory tier holds
+                // whole blocks.
+                let whole = data.len() == block_len;
                 if whole && data.len() as u64 <= lock(&self.mem).policy.capacity() / 64 {
                     self.mem_put(*key, data.clone());
                 }
@@ -617,6 +619,30 @@ mod tests {
         let got = cache.read(2, &hash, 0..100_000, CacheMode::Normal).await?;
         assert_eq!(&got[..], &data[..]);
         assert_eq!(store.gets.load(Ordering::SeqCst), 3);
+        Ok(())
+    }
+
+    /// Regression: an SSD read starting at offset 0 was promoted to memory as if it were the
+    /// whole block, and every later read past its end failed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ssd_prefix_read_is_not_promoted_as_whole_block() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+        let hash;
+        {
+            let (store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
+            hash = put(&store, 6, &data).await?;
+            cache.read(6, &hash, 0..data.len(), CacheMode::Normal).await?;
+            settle().await;
+        }
+        // After a restart the block is on SSD only.
+        let (_store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
+        assert_eq!(&cache.read(6, &hash, 0..4096, CacheMode::Normal).await?[..], &data[..4096]);
+        assert_eq!(&cache.read(6, &hash, 500_000..504_096, CacheMode::Normal).await?[..], &data[500_000..504_096]);
+        assert_eq!(&cache.read(6, &hash, 0..data.len(), CacheMode::Normal).await?[..], &data[..]);
+        // Now whole in memory: any range works from there.
+        assert_eq!(&cache.read(6, &hash, 999_000..1_000_000, CacheMode::Normal).await?[..], &data[999_000..]);
+        assert!(cache.stats().hits_mem >= 1);
         Ok(())
     }
 
