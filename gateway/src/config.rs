@@ -103,11 +103,11 @@ pub struct ServeArgs {
     pub cache_dir: Option<PathBuf>,
 
     /// SSD cache size bound, e.g. `50GiB`; `0` turns the SSD tier off.
-    #[arg(long, env = "NIMBUS_CACHE_SIZE", default_value = "8GiB", value_parser = parse_size)]
+    #[arg(long, env = "NIMBUS_CACHE_SIZE", default_value = "8GiB", value_parser = nimbus_proto::size::parse_size)]
     pub cache_size: u64,
 
     /// Memory cache size bound, e.g. `512MiB`; `0` turns the memory tier off.
-    #[arg(long, env = "NIMBUS_CACHE_MEM", default_value = "256MiB", value_parser = parse_size)]
+    #[arg(long, env = "NIMBUS_CACHE_MEM", default_value = "256MiB", value_parser = nimbus_proto::size::parse_size)]
     pub cache_mem: u64,
 
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
@@ -133,44 +133,5 @@ impl ServeArgs {
 
     pub fn default_quota(&self) -> Option<u64> {
         (self.default_quota_bytes > 0).then_some(self.default_quota_bytes)
-    }
-}
-
-/// Parses a byte size: `1048576`, `512MiB`, `10GiB`, `1TiB` (powers of 1024), `500MB`,
-/// `2GB` (powers of 1000).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size; write e.g. 512MiB or 10GiB"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        _ => return Err(format!("unknown unit in `{s}`; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("0"), Ok(0));
-        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("10GiB"), Ok(10 << 30));
-        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
-        assert_eq!(parse_size("1 g"), Ok(1 << 30));
-        assert!(parse_size("ten").is_err());
-        assert!(parse_size("5XB").is_err());
-        assert!(parse_size("99999999999TiB").is_err());
     }
 }

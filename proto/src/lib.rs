@@ -3,6 +3,7 @@
 //! crate, so a name one side accepts is a name the other side accepts too.
 
 pub mod names;
+pub mod size;
 pub mod wire;
 
 pub use names::{NameError, RemotePath};
