@@ -67,6 +67,10 @@ struct DiskTier {
     warned: AtomicBool,
 }
 
+/// Store fetches in flight across the gateway. Each holds a whole block (plus the client's
+/// buffers) until it is sent, so this bounds cold-path memory; beyond it, readers queue.
+const STORE_FETCHES_IN_FLIGHT: usize = 16;
+
 type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<StoreError>>>>;
 
 #[derive(Default)]
@@ -88,6 +92,7 @@ struct Counters {
 
 pub struct BlockCache {
     store: DynStore,
+    fetch_slots: Arc<tokio::sync::Semaphore>,
     mem: Mutex<MemTier>,
     disk: Option<Arc<DiskTier>>,
     inflight: Arc<Mutex<HashMap<Key, Fetch>>>,
@@ -183,6 +188,7 @@ impl BlockCache {
         };
         let cache = Self {
             store,
+            fetch_slots: Arc::new(tokio::sync::Semaphore::new(STORE_FETCHES_IN_FLIGHT)),
             mem: Mutex::new(MemTier { policy: S3Fifo::new(cfg.mem_capacity), data: HashMap::new() }),
             disk,
             inflight: Arc::new(Mutex::new(HashMap::new())),
@@ -378,7 +384,7 @@ impl BlockCache {
     }
 
     async fn fetch_store(&self, space: i64, hash: &str) -> Result<Bytes, StoreError> {
-        fetch(self.store.clone(), self.counters.clone(), space, hash.to_string()).await
+        fetch(self.store.clone(), self.fetch_slots.clone(), self.counters.clone(), space, hash.to_string()).await
     }
 
     /// One store fetch per block however many readers miss on it at once.
@@ -388,10 +394,16 @@ impl BlockCache {
             match inflight.get(&key) {
                 Some(f) => (f.clone(), false),
                 None => {
-                    let f = fetch(self.store.clone(), self.counters.clone(), space, hash.to_string())
-                        .map(|r| r.map_err(Arc::new))
-                        .boxed()
-                        .shared();
+                    let f = fetch(
+                        self.store.clone(),
+                        self.fetch_slots.clone(),
+                        self.counters.clone(),
+                        space,
+                        hash.to_string(),
+                    )
+                    .map(|r| r.map_err(Arc::new))
+                    .boxed()
+                    .shared();
                     inflight.insert(key, f.clone());
                     (f, true)
                 }
@@ -488,7 +500,15 @@ impl BlockCache {
     }
 }
 
-async fn fetch(store: DynStore, counters: Arc<Counters>, space: i64, hash: String) -> Result<Bytes, StoreError> {
+async fn fetch(
+    store: DynStore,
+    slots: Arc<tokio::sync::Semaphore>,
+    counters: Arc<Counters>,
+    space: i64,
+    hash: String,
+) -> Result<Bytes, StoreError> {
+    // The semaphore is never closed, so acquiring only waits.
+    let _slot = slots.acquire_owned().await.map_err(|_| StoreError::Remote("shutting down".into()))?;
     let start = Instant::now();
     counters.store_fetches.fetch_add(1, Ordering::Relaxed);
     let data = get_verified(store.as_ref(), space, &hash).await?;
