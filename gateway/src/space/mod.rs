@@ -69,7 +69,7 @@ where
     E: std::fmt::Display,
 {
     let bs = state.settings.block_size as usize;
-    let room = quota_room(state, space, Some(path)).await?;
+    let room = quota_room(state, space, path).await?;
     if let (Some(room), Some(len)) = (room, opts.content_length)
         && len > room
     {
@@ -126,16 +126,13 @@ where
     Ok(state.meta.commit(space, path, &spec).await?)
 }
 
-/// Bytes the space may still grow by when `path` (if any) is replaced, or None without a quota.
-async fn quota_room(state: &AppState, space: i64, path: Option<&RemotePath>) -> ApiResult<Option<u64>> {
+/// Bytes the space may still grow by when `path` is replaced, or None without a quota.
+async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Option<u64>> {
     let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
     let Some(quota) = user.quota_bytes else { return Ok(None) };
-    let replaced = match path {
-        Some(path) => match state.meta.stat(space, path).await {
-            Ok((n, _)) if !n.is_dir() => n.size,
-            _ => 0,
-        },
-        None => 0,
+    let replaced = match state.meta.stat(space, path).await {
+        Ok((n, _)) if !n.is_dir() => n.size,
+        _ => 0,
     };
     Ok(Some((quota - user.used_bytes + replaced).max(0) as u64))
 }
