@@ -1,18 +1,16 @@
 //! The gateway's block cache: a small memory tier and an SSD tier in front of the object store.
 //!
 //! Blocks are immutable and keyed by `(space, BLAKE3 hash)`, so nothing is ever invalidated;
-//! what matters is admission, eviction and speed ([`policy`]: S3-FIFO, scan-resistant).
+//! what matters is admission, eviction and speed (`nimbus_blockcache::policy`: S3-FIFO, scan-resistant).
 //! The space is part of the key on purpose: a hit for a block some other user read would tell
 //! a user that someone else holds that content.
 //!
 //! Read path: memory hit → slice; SSD hit → read and verify only the chunks of the range
-//! ([`disk`]); miss → one coalesced, verified fetch from the store per block however many
+//! (`nimbus_blockcache::disk`); miss → one coalesced, verified fetch from the store per block however many
 //! readers wait for it, then admission to memory and (in the background) to SSD. A failed or
 //! short store read never enters the cache. Any cache fault (disk full, unwritable, files
 //! deleted underneath, corruption) degrades to a miss: the store keeps serving.
 
-pub mod disk;
-pub mod policy;
 pub mod warm;
 
 use std::collections::HashMap;
@@ -27,11 +25,11 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
 use crate::blocks::{DynStore, StoreError, get_verified};
-use disk::{DiskError, DiskStore, OpenError, entry_size};
-use policy::{Admission, S3Fifo};
+use nimbus_blockcache::disk::{DiskError, DiskStore, OpenError, entry_size};
+use nimbus_blockcache::policy::{Admission, S3Fifo};
 
 /// `(space, block hash)`.
-pub type Key = (i64, [u8; 32]);
+pub use nimbus_blockcache::Key;
 
 /// How a request wants the cache used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +149,7 @@ impl BlockCache {
     /// running on the memory tier and the store, with a warning.
     pub fn open(store: DynStore, cfg: &CacheConfig) -> Result<Self, String> {
         let disk = match (&cfg.dir, cfg.disk_capacity) {
-            (Some(dir), cap) if cap > 0 => match DiskStore::open(dir) {
+            (Some(dir), cap) if cap > 0 => match DiskStore::open(dir, "gateway") {
                 Err(OpenError::InUse(m)) => return Err(m),
                 Err(OpenError::Unusable(m)) => {
                     tracing::warn!("{m}; running without the SSD cache tier");

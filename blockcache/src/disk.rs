@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use super::Key;
+use crate::Key;
 
 pub const MAGIC: &[u8; 4] = b"NMBC";
 /// Bump when the layout changes; entries of another version are deleted at start.
@@ -129,8 +129,9 @@ pub struct DiskStore {
 }
 
 impl DiskStore {
-    /// Opens (creating) the cache directory and takes its lock.
-    pub fn open(root: &Path) -> Result<Self, OpenError> {
+    /// Opens (creating) the cache directory and takes its lock. `holder` names the kind of
+    /// process in the refusal message ("gateway", "mount").
+    pub fn open(root: &Path, holder: &str) -> Result<Self, OpenError> {
         let prepare = || -> io::Result<File> {
             fs::create_dir_all(root.join("blocks"))?;
             fs::create_dir_all(root.join("tmp"))?;
@@ -139,11 +140,11 @@ impl DiskStore {
         let mut lock =
             prepare().map_err(|e| OpenError::Unusable(format!("cannot use the cache dir {}: {e}", root.display())))?;
         if lock.try_lock().is_err() {
-            let holder = fs::read_to_string(root.join("LOCK")).unwrap_or_default();
+            let pid = fs::read_to_string(root.join("LOCK")).unwrap_or_default();
             return Err(OpenError::InUse(format!(
-                "the cache dir {} is in use by another gateway{}; give each gateway its own --cache-dir",
+                "the cache dir {} is in use by another {holder}{}; give each {holder} its own --cache-dir",
                 root.display(),
-                if holder.trim().is_empty() { String::new() } else { format!(" (pid {})", holder.trim()) }
+                if pid.trim().is_empty() { String::new() } else { format!(" (pid {})", pid.trim()) }
             )));
         }
         let _ = lock.set_len(0);
@@ -280,7 +281,6 @@ impl DiskStore {
         (h.hash == hash && size == entry_size(h.len)).then_some(((space, hash), size))
     }
 
-    /// Deletes every entry.
     /// Deletes every entry. The directory is renamed aside first (atomic, and immune to writes
     /// racing into it), then removed.
     pub fn purge(&self) -> io::Result<()> {
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn round_trip_and_ranges_across_chunks() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path())?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let k = key(&data);
         d.write(&k, &data)?;
@@ -325,7 +325,7 @@ mod tests {
     #[test]
     fn flipped_byte_and_truncation_are_detected() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path())?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
         let data = vec![7u8; 40_000];
         let k = key(&data);
         d.write(&k, &data)?;
@@ -349,8 +349,8 @@ mod tests {
     #[test]
     fn second_opener_is_refused() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let _first = DiskStore::open(dir.path())?;
-        let second = DiskStore::open(dir.path());
+        let _first = DiskStore::open(dir.path(), "gateway")?;
+        let second = DiskStore::open(dir.path(), "gateway");
         assert!(matches!(second, Err(OpenError::InUse(m)) if m.contains("in use by another gateway")));
         Ok(())
     }
@@ -358,7 +358,7 @@ mod tests {
     #[test]
     fn missing_file_is_a_miss() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path())?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
         assert!(matches!(d.read(&key(b"x"), 0, 1), Err(DiskError::Missing)));
         Ok(())
     }

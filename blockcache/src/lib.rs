@@ -1,0 +1,15 @@
+//! Building blocks of a block cache keyed by `(namespace, BLAKE3 hash)`, shared by the gateway's
+//! SSD tier and the mount's local cache so both keep one on-disk format and one policy:
+//!
+//! - [`disk`]: one checksummed, versioned file per block, range reads that verify only the
+//!   chunks they touch, an exclusive directory lock;
+//! - [`policy`]: S3-FIFO admission and eviction, weighted by bytes, with a strict size bound.
+//!
+//! Blocks are immutable, so nothing here ever invalidates; callers decide what to admit.
+
+pub mod disk;
+pub mod policy;
+
+/// `(namespace, block hash)`: the gateway uses the space id as namespace (a hit must never
+/// reveal another user's content), the mount a constant.
+pub type Key = (i64, [u8; 32]);
