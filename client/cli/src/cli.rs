@@ -98,6 +98,16 @@ pub enum Command {
     /// Manage users (administrators only).
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Mount your space as a drive: a folder on Linux and macOS (`nimbus mount ~/Nimbus`), a
+    /// drive letter on Windows (`nimbus mount Z:`). Runs in the background unless --foreground.
+    Mount(MountArgs),
+    /// Unmount a drive mounted with `nimbus mount`, after uploading every pending write.
+    Unmount {
+        /// The mount point (folder or drive letter) given to `nimbus mount`.
+        mountpoint: PathBuf,
+    },
+    /// Show mounted drives: online or offline, uploads pending, conflicts, cache use.
+    Status,
 }
 
 #[derive(Debug, Args)]
@@ -256,4 +266,22 @@ mod tests {
         assert!(!ok(&["nimbus", "admin", "user-set", "bob", "--disable", "--enable"]));
         assert!(!ok(&["nimbus", "rm"]));
     }
+}
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Where to mount: an empty folder (Linux, macOS) or a free drive letter (`Z:`, Windows).
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground (logs on stderr; Ctrl-C uploads pending writes, then unmounts).
+    #[arg(long)]
+    pub foreground: bool,
+    /// Local cache and write-back journal (default: the user cache dir, one per mount point).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Size bound of the local block cache (e.g. 10GiB, 500MB).
+    #[arg(long, value_name = "SIZE", default_value = "10GiB")]
+    pub cache_size: String,
+    /// Memory used to hold recently read blocks (e.g. 128MiB).
+    #[arg(long, value_name = "SIZE", default_value = "128MiB")]
+    pub cache_mem: String,
 }

@@ -11,10 +11,19 @@ mod errors;
 mod output;
 mod session;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    match commands::run(cli).await {
+    // A foreground mount runs its own runtime (and the FUSE session threads); everything
+    // else shares one.
+    let result = match &cli.command {
+        cli::Command::Mount(args) if args.foreground => commands::mount::foreground(args),
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(commands::run(cli))),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // `nimbus ls | head`: the reader went away, which is not an error of ours.
         Err(e) if errors::is_broken_pipe(&e) => ExitCode::SUCCESS,

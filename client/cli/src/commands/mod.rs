@@ -11,6 +11,7 @@ use crate::session::{self, Session};
 mod admin;
 mod auth;
 mod files;
+pub mod mount;
 mod transfer;
 mod trash;
 mod versions;
@@ -47,6 +48,9 @@ pub async fn run(cli: Cli) -> Result<()> {
             Some(v) => versions::restore(&ctx, &path, v).await,
         },
         Command::Admin(cmd) => admin::run(&ctx, cmd).await,
+        Command::Mount(args) => mount::background(&args).await,
+        Command::Unmount { mountpoint } => mount::unmount(&mountpoint).await,
+        Command::Status => mount::status(&ctx).await,
     }
 }
 

@@ -1,0 +1,312 @@
+//! The mount's local block cache: a small memory tier (whole blocks, for sequential reads) over
+//! a persistent directory tier (the checksummed, versioned entry format of
+//! `nimbus_blockcache::disk`, S3-FIFO with the byte bound enforced at admission).
+//!
+//! Blocks are immutable and addressed by BLAKE3 hash, so an entry is never stale. Every block
+//! fetched from the gateway is verified against its hash before anyone sees it; concurrent
+//! misses on one block make one fetch.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use nimbus_blockcache::Key;
+use nimbus_blockcache::disk::{DiskError, DiskStore, entry_size};
+use nimbus_blockcache::policy::{Admission, S3Fifo};
+use nimbus_client::Client;
+
+use super::types::{VfsError, VfsResult};
+
+/// Block fetches from the gateway in flight at most (each holds a block in memory).
+const FETCHES_IN_FLIGHT: usize = 8;
+
+type Hash = [u8; 32];
+type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<VfsError>>>>;
+
+struct Mem {
+    policy: S3Fifo<Hash>,
+    data: HashMap<Hash, Bytes>,
+}
+
+struct Disk {
+    store: DiskStore,
+    index: Mutex<S3Fifo<Key>>,
+}
+
+#[derive(Default, Debug, Clone, Copy, serde::Serialize)]
+pub struct CacheCounters {
+    pub hits_mem: u64,
+    pub hits_disk: u64,
+    pub fetched: u64,
+    pub bytes_fetched: u64,
+    pub corrupt: u64,
+    pub write_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    hits_mem: AtomicU64,
+    hits_disk: AtomicU64,
+    fetched: AtomicU64,
+    bytes_fetched: AtomicU64,
+    corrupt: AtomicU64,
+    write_errors: AtomicU64,
+}
+
+pub struct BlockCache {
+    client: Client,
+    mem: Mutex<Mem>,
+    disk: Option<Arc<Disk>>,
+    inflight: Arc<Mutex<HashMap<Hash, Fetch>>>,
+    slots: Arc<tokio::sync::Semaphore>,
+    counters: Arc<Counters>,
+}
+
+pub fn parse_hash(hex: &str) -> VfsResult<Hash> {
+    blake3::Hash::from_hex(hex)
+        .map(|h| *h.as_bytes())
+        .map_err(|_| VfsError::Io(format!("the server sent a malformed block hash `{hex}`")))
+}
+
+impl BlockCache {
+    /// Opens the cache directory (`None`: memory only). A directory another mount holds is
+    /// refused with a message saying so.
+    pub fn open(client: Client, dir: Option<&Path>, disk_capacity: u64, mem_capacity: u64) -> Result<Self, String> {
+        let disk = match dir {
+            Some(dir) if disk_capacity > 0 => {
+                let store = DiskStore::open(dir, "mount").map_err(|e| e.to_string())?;
+                let mut index = S3Fifo::new(disk_capacity);
+                for (key, size) in store.scan() {
+                    if let Admission::Admitted(evicted) = index.insert(key, size) {
+                        for k in evicted {
+                            store.remove(&k);
+                        }
+                    }
+                }
+                Some(Arc::new(Disk { store, index: Mutex::new(index) }))
+            }
+            _ => None,
+        };
+        Ok(Self {
+            client,
+            mem: Mutex::new(Mem { policy: S3Fifo::new(mem_capacity), data: HashMap::new() }),
+            disk,
+            inflight: Arc::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(FETCHES_IN_FLIGHT)),
+            counters: Arc::default(),
+        })
+    }
+
+    pub fn counters(&self) -> CacheCounters {
+        let c = &self.counters;
+        CacheCounters {
+            hits_mem: c.hits_mem.load(Ordering::Relaxed),
+            hits_disk: c.hits_disk.load(Ordering::Relaxed),
+            fetched: c.fetched.load(Ordering::Relaxed),
+            bytes_fetched: c.bytes_fetched.load(Ordering::Relaxed),
+            corrupt: c.corrupt.load(Ordering::Relaxed),
+            write_errors: c.write_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Bytes held by the directory tier and its bound.
+    pub fn disk_usage(&self) -> (u64, u64) {
+        match &self.disk {
+            Some(d) => {
+                let idx = d.index.lock().unwrap_or_else(|p| p.into_inner());
+                (idx.used(), idx.capacity())
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// Drops every cached block (the desktop app's "free up space").
+    pub fn purge(&self) -> VfsResult<()> {
+        {
+            let mut m = self.mem.lock().unwrap_or_else(|p| p.into_inner());
+            m.policy.clear();
+            m.data.clear();
+        }
+        if let Some(d) = &self.disk {
+            d.index.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            d.store.purge()?;
+        }
+        Ok(())
+    }
+
+    fn mem_get(&self, hash: &Hash) -> Option<Bytes> {
+        let mut m = self.mem.lock().unwrap_or_else(|p| p.into_inner());
+        let b = m.data.get(hash).cloned()?;
+        m.policy.touch(hash);
+        Some(b)
+    }
+
+    fn mem_put(&self, hash: Hash, data: Bytes) {
+        let mut m = self.mem.lock().unwrap_or_else(|p| p.into_inner());
+        if let Admission::Admitted(evicted) = m.policy.insert(hash, data.len() as u64) {
+            for k in evicted {
+                m.data.remove(&k);
+            }
+            m.data.insert(hash, data);
+        }
+    }
+
+    fn disk_has(&self, hash: &Hash) -> bool {
+        self.disk.as_ref().is_some_and(|d| d.index.lock().unwrap_or_else(|p| p.into_inner()).contains(&(0, *hash)))
+    }
+
+    /// `from..to` of a block of `len` bytes. `whole` reads the full block into the memory tier
+    /// (sequential readers come back for the rest); otherwise a directory hit reads and
+    /// verifies only the chunks the range covers (random readers).
+    pub async fn read(&self, hash: Hash, len: u64, from: usize, to: usize, whole: bool) -> VfsResult<Bytes> {
+        if let Some(b) = self.mem_get(&hash) {
+            self.counters.hits_mem.fetch_add(1, Ordering::Relaxed);
+            return slice(&b, from, to);
+        }
+        if let Some(disk) = self.disk.clone().filter(|_| self.disk_has(&hash)) {
+            let key = (0, hash);
+            let (a, b) = if whole { (0, len as usize) } else { (from, to) };
+            let d = disk.clone();
+            let res = tokio::task::spawn_blocking(move || d.store.read(&key, a, b))
+                .await
+                .map_err(|e| VfsError::Io(e.to_string()))?;
+            match res {
+                Ok((data, _)) => {
+                    disk.index.lock().unwrap_or_else(|p| p.into_inner()).touch(&key);
+                    self.counters.hits_disk.fetch_add(1, Ordering::Relaxed);
+                    if whole {
+                        self.mem_put(hash, data.clone());
+                        return slice(&data, from, to);
+                    }
+                    return Ok(data);
+                }
+                Err(e) => {
+                    if matches!(e, DiskError::Corrupt(_)) {
+                        self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "dropping a corrupt cache entry; fetching the block again");
+                    }
+                    disk.index.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                    disk.store.remove(&key);
+                }
+            }
+        }
+        let data = self.fetch(hash, len).await?;
+        slice(&data, from, to)
+    }
+
+    /// Loads a block into the cache without returning it (read-ahead, warm-up).
+    pub async fn prefetch(&self, hash: Hash, len: u64) -> VfsResult<()> {
+        if self.mem_get(&hash).is_some() {
+            return Ok(());
+        }
+        self.read(hash, len, 0, 0, true).await.map(|_| ())
+    }
+
+    /// Admits a block the mount itself just uploaded (its hash was computed locally).
+    pub fn admit(&self, hash: Hash, data: Bytes) {
+        self.admit_disk(hash, &data);
+        self.mem_put(hash, data);
+    }
+
+    fn admit_disk(&self, hash: Hash, data: &Bytes) {
+        let Some(disk) = &self.disk else { return };
+        let key = (0, hash);
+        let evicted = {
+            let mut idx = disk.index.lock().unwrap_or_else(|p| p.into_inner());
+            match idx.insert(key, entry_size(data.len())) {
+                Admission::Admitted(evicted) => evicted,
+                Admission::Present | Admission::TooLarge => return,
+            }
+        };
+        for k in evicted {
+            disk.store.remove(&k);
+        }
+        if let Err(e) = disk.store.write(&key, data) {
+            self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "cannot write to the local cache; reading from the gateway instead");
+            disk.index.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        }
+    }
+
+    async fn fetch(&self, hash: Hash, len: u64) -> VfsResult<Bytes> {
+        let fut = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            match inflight.get(&hash) {
+                Some(f) => f.clone(),
+                None => {
+                    let client = self.client.clone();
+                    let slots = self.slots.clone();
+                    let counters = self.counters.clone();
+                    let f = async move {
+                        let _permit = slots.acquire_owned().await.map_err(|e| Arc::new(VfsError::Io(e.to_string())))?;
+                        let hex = blake3::Hash::from_bytes(hash).to_hex();
+                        let data = client.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
+                        if data.len() as u64 != len || *blake3::hash(&data).as_bytes() != hash {
+                            return Err(Arc::new(VfsError::Io(format!(
+                                "block {hex} came back corrupt from the server"
+                            ))));
+                        }
+                        counters.fetched.fetch_add(1, Ordering::Relaxed);
+                        counters.bytes_fetched.fetch_add(len, Ordering::Relaxed);
+                        Ok(data)
+                    }
+                    .boxed()
+                    .shared();
+                    inflight.insert(hash, f.clone());
+                    f
+                }
+            }
+        };
+        let res = fut.await;
+        let first = self.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&hash).is_some();
+        match res {
+            Ok(data) => {
+                if first {
+                    self.mem_put(hash, data.clone());
+                    // Written from a blocking thread; readers already have the bytes.
+                    self.admit_disk_background(hash, data.clone());
+                }
+                Ok(data)
+            }
+            Err(e) => Err(match &*e {
+                VfsError::Offline => VfsError::Offline,
+                VfsError::NotFound => VfsError::NotFound,
+                other => VfsError::Io(other.to_string()),
+            }),
+        }
+    }
+
+    fn admit_disk_background(&self, hash: Hash, data: Bytes) {
+        let Some(disk) = self.disk.clone() else { return };
+        let counters = self.counters.clone();
+        let key = (0, hash);
+        let evicted = {
+            let mut idx = disk.index.lock().unwrap_or_else(|p| p.into_inner());
+            match idx.insert(key, entry_size(data.len())) {
+                Admission::Admitted(evicted) => evicted,
+                Admission::Present | Admission::TooLarge => return,
+            }
+        };
+        tokio::task::spawn_blocking(move || {
+            for k in evicted {
+                disk.store.remove(&k);
+            }
+            if let Err(e) = disk.store.write(&key, &data) {
+                counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "cannot write to the local cache; reading from the gateway instead");
+                disk.index.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            }
+        });
+    }
+}
+
+fn slice(b: &Bytes, from: usize, to: usize) -> VfsResult<Bytes> {
+    if from > to || to > b.len() {
+        return Err(VfsError::Io(format!("read {from}..{to} outside a block of {} bytes", b.len())));
+    }
+    Ok(b.slice(from..to))
+}

@@ -1,0 +1,272 @@
+//! Write-back staging: the local copy of a file being written, and its journal record.
+//!
+//! A file opened for writing gets a sparse staging file (its logical size is always the file's
+//! current size) and a JSON record next to it. Blocks are tracked individually: a block is
+//! *present* when its bytes in the staging file are valid, and *dirty* when they differ from
+//! the base version. A partial write to a block that isn't present first copies the base
+//! block in (read-modify-write), so a commit uploads only dirty blocks and reuses the base
+//! version's hashes for the rest.
+//!
+//! The record is rewritten (temp + rename) whenever the set of dirty blocks grows and when
+//! the file is closed, so after a killed client the next mount finds every file that was
+//! being written: the staging file holds the bytes, the record says which blocks changed and
+//! which version they apply to. Nothing here talks to the gateway.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use nimbus_proto::wire::BlockRef;
+use serde::{Deserialize, Serialize};
+
+use super::types::VfsResult;
+
+/// Bump when [`Record`] changes incompatibly; records of another version are kept aside, not
+/// guessed at.
+pub const RECORD_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub format: u32,
+    /// The file's path in the space when the record was last written.
+    pub path: String,
+    /// The version the dirty blocks apply to (`None`: a new file).
+    pub base_version: Option<i64>,
+    pub base_blocks: Vec<BlockRef>,
+    pub block_size: u64,
+    pub size: u64,
+    pub present: BTreeSet<u64>,
+    pub dirty: BTreeSet<u64>,
+    /// The size changed, the file is new, or it was truncated: commit even with no dirty block.
+    pub changed: bool,
+    /// No handle has it open any more: the upload is all that's left to do.
+    pub closed: bool,
+}
+
+pub struct Staged {
+    pub id: String,
+    dir: PathBuf,
+    file: File,
+    pub rec: Record,
+}
+
+impl Staged {
+    /// A new staging file for `rec` (whose `size` the staging file takes at once).
+    pub fn create(dir: &Path, rec: Record) -> VfsResult<Self> {
+        fs::create_dir_all(dir)?;
+        let id = format!("{:016x}{:08x}", rand_u64(), std::process::id());
+        let file = OpenOptions::new().create_new(true).read(true).write(true).open(dir.join(format!("{id}.data")))?;
+        file.set_len(rec.size)?;
+        let s = Self { id, dir: dir.to_path_buf(), file, rec };
+        s.persist(false)?;
+        Ok(s)
+    }
+
+    /// Every staged file left by an earlier run, with its size taken from the staging file
+    /// (the record's may lag behind the last writes).
+    pub fn recover(dir: &Path) -> Vec<Staged> {
+        let mut out = Vec::new();
+        let Ok(rd) = fs::read_dir(dir) else { return out };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "tmp") {
+                let _ = fs::remove_file(&p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let Some(id) = p.file_stem().and_then(|s| s.to_str()).map(str::to_string) else { continue };
+            let rec: Option<Record> = fs::read(&p).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            let data = dir.join(format!("{id}.data"));
+            match (rec, OpenOptions::new().read(true).write(true).open(&data)) {
+                (Some(mut rec), Ok(file)) if rec.format == RECORD_VERSION => {
+                    if let Ok(m) = file.metadata() {
+                        let len = m.len();
+                        if len != rec.size {
+                            rec.changed = true;
+                            let bs = rec.block_size.max(1);
+                            // Blocks the lagging record didn't list yet: everything from the
+                            // earlier end on was written (or zero-filled) since.
+                            let from = rec.size.min(len) / bs;
+                            for b in from..len.div_ceil(bs) {
+                                rec.dirty.insert(b);
+                                rec.present.insert(b);
+                            }
+                            rec.size = len;
+                        }
+                    }
+                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec });
+                }
+                _ => {
+                    tracing::warn!(record = %p.display(), "unreadable write-back record kept aside");
+                    let _ = fs::rename(&p, p.with_extension("broken"));
+                }
+            }
+        }
+        out
+    }
+
+    /// Rewrites the record (temp + rename). `durable` also syncs data and record to disk.
+    pub fn persist(&self, durable: bool) -> VfsResult<()> {
+        let json = serde_json::to_vec(&self.rec).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
+        let tmp = self.dir.join(format!("{}.tmp", self.id));
+        let mut f = File::create(&tmp)?;
+        f.write_all(&json)?;
+        if durable {
+            self.file.sync_data()?;
+            f.sync_all()?;
+        }
+        drop(f);
+        fs::rename(&tmp, self.dir.join(format!("{}.json", self.id)))?;
+        Ok(())
+    }
+
+    /// Deletes the staging file and its record (committed, or no longer wanted).
+    pub fn discard(&self) {
+        let _ = fs::remove_file(self.dir.join(format!("{}.json", self.id)));
+        let _ = fs::remove_file(self.dir.join(format!("{}.data", self.id)));
+    }
+
+    pub fn bs(&self) -> u64 {
+        self.rec.block_size
+    }
+
+    /// Bytes of block `b` at the current size.
+    pub fn block_len(&self, b: u64) -> u64 {
+        let start = b * self.bs();
+        self.rec.size.saturating_sub(start).min(self.bs())
+    }
+
+    /// Base block `b` if the base has one.
+    pub fn base_block(&self, b: u64) -> Option<&BlockRef> {
+        usize::try_from(b).ok().and_then(|i| self.rec.base_blocks.get(i))
+    }
+
+    pub fn is_present(&self, b: u64) -> bool {
+        self.rec.present.contains(&b)
+    }
+
+    /// Stores base block `b`'s bytes (clipped to the current size) and marks it present.
+    pub fn fill(&mut self, b: u64, data: &[u8]) -> VfsResult<()> {
+        let n = (self.block_len(b) as usize).min(data.len());
+        self.file.write_all_at(&data[..n], b * self.bs())?;
+        self.rec.present.insert(b);
+        Ok(())
+    }
+
+    /// Marks blocks present without content (they are zeros or about to be overwritten).
+    pub fn mark_present(&mut self, b: u64) {
+        self.rec.present.insert(b);
+    }
+
+    /// Blocks that must be filled from the base before `len` bytes can be written in place at
+    /// `off`: the ones the write covers only partially, and the current edge block if the
+    /// write grows the file. Blocks past the current end never come from the base (after a
+    /// truncation they are zeros).
+    pub fn needs_fill(&self, off: u64, len: u64) -> Vec<u64> {
+        let bs = self.bs();
+        let end = off + len;
+        let size = self.rec.size;
+        let mut need = BTreeSet::new();
+        if end > size {
+            need.extend(self.needs_fill_for_resize(end));
+        }
+        if len > 0 {
+            for b in off / bs..end.div_ceil(bs) {
+                let start = b * bs;
+                if start >= size || self.is_present(b) || self.base_block(b).is_none() {
+                    continue;
+                }
+                if !(off <= start && end >= start + self.block_len(b)) {
+                    need.insert(b);
+                }
+            }
+        }
+        need.into_iter().collect()
+    }
+
+    /// Blocks that must be present before the size changes to `new_size`: the one holding the
+    /// current end (growing keeps its bytes and zero-fills after them) or the new end
+    /// (shrinking keeps the start of that block).
+    pub fn needs_fill_for_resize(&self, new_size: u64) -> Vec<u64> {
+        let bs = self.bs();
+        let edge = if new_size >= self.rec.size { self.rec.size } else { new_size };
+        if edge.is_multiple_of(bs) {
+            return Vec::new();
+        }
+        let b = edge / bs;
+        if self.is_present(b) || self.base_block(b).is_none() { Vec::new() } else { vec![b] }
+    }
+
+    /// Changes the size (the edge block must be present, see [`Self::needs_fill_for_resize`]).
+    /// Returns whether the dirty set grew.
+    pub fn resize(&mut self, new_size: u64) -> VfsResult<bool> {
+        let bs = self.bs();
+        let old = self.rec.size;
+        if new_size == old {
+            return Ok(false);
+        }
+        self.file.set_len(new_size)?;
+        self.rec.size = new_size;
+        self.rec.changed = true;
+        let before = self.rec.dirty.len();
+        if new_size > old {
+            // The old edge block and every block after it now hold zeros past the old end.
+            for b in old / bs..new_size.div_ceil(bs) {
+                self.rec.present.insert(b);
+                self.rec.dirty.insert(b);
+            }
+        } else {
+            let keep = new_size.div_ceil(bs);
+            self.rec.present.retain(|b| *b < keep);
+            self.rec.dirty.retain(|b| *b < keep);
+            if !new_size.is_multiple_of(bs) {
+                self.rec.dirty.insert(new_size / bs);
+            }
+        }
+        Ok(self.rec.dirty.len() > before)
+    }
+
+    /// Writes `data` at `off` (growing the file if needed; partially covered blocks must be
+    /// present). Returns whether the dirty set grew.
+    pub fn write(&mut self, off: u64, data: &[u8]) -> VfsResult<bool> {
+        let end = off + data.len() as u64;
+        let mut grew = false;
+        if end > self.rec.size {
+            grew |= self.resize(end)?;
+        }
+        self.file.write_all_at(data, off)?;
+        let bs = self.bs();
+        let before = self.rec.dirty.len();
+        if !data.is_empty() {
+            for b in off / bs..end.div_ceil(bs) {
+                self.rec.present.insert(b);
+                self.rec.dirty.insert(b);
+            }
+        }
+        Ok(grew || self.rec.dirty.len() > before)
+    }
+
+    /// Reads staged bytes (the caller checks the blocks are present).
+    pub fn read_at(&self, off: u64, len: usize) -> VfsResult<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, off)?;
+        Ok(buf)
+    }
+
+    /// Whether a commit has anything to say.
+    pub fn has_changes(&self) -> bool {
+        self.rec.changed || !self.rec.dirty.is_empty()
+    }
+}
+
+fn rand_u64() -> u64 {
+    // Unique enough for file names in one directory: time and a process-wide counter.
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    t ^ N.fetch_add(1, Ordering::Relaxed).rotate_left(48)
+}

@@ -1,0 +1,128 @@
+//! The core's own vocabulary: inode numbers, attributes, errors. Adapters translate these to
+//! FUSE (`fuser`) or WinFsp types; nothing here knows about either.
+
+use std::time::SystemTime;
+
+/// Inode number. [`ROOT`] is the space's root; others are handed out by the core and stay
+/// stable for the life of the mount (a renamed file keeps its number).
+pub type Ino = u64;
+pub const ROOT: Ino = 1;
+
+/// Open-handle number.
+pub type Fh = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+/// What `getattr` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime: SystemTime,
+    /// Windows' read-only attribute; on POSIX shown as a mode without write bits.
+    pub readonly: bool,
+}
+
+/// Changes requested by `setattr`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    pub size: Option<u64>,
+    pub mtime: Option<SystemTime>,
+    pub readonly: Option<bool>,
+}
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenMode {
+    pub write: bool,
+    pub truncate: bool,
+    /// Windows FILE_FLAG_DELETE_ON_CLOSE: the file goes away when its last handle closes.
+    pub delete_on_close: bool,
+}
+
+/// Whether the mount can currently reach the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Connectivity {
+    Online,
+    Offline,
+}
+
+/// Errors of the VFS core. Adapters map them mechanically (errno, NTSTATUS).
+#[derive(Debug, thiserror::Error)]
+pub enum VfsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("already exists")]
+    Exists,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("directory not empty")]
+    NotEmpty,
+    /// A name Windows (and therefore the gateway) refuses: the message says why.
+    #[error("invalid name: {0}")]
+    InvalidName(String),
+    #[error("read-only file")]
+    ReadOnly,
+    #[error("quota exceeded")]
+    Quota,
+    #[error("permission denied")]
+    Denied,
+    /// The gateway cannot be reached and the answer is not in the local cache.
+    #[error("offline: the gateway cannot be reached")]
+    Offline,
+    /// The file changed on the server since the version this edit started from.
+    #[error("changed on the server meanwhile")]
+    Conflict,
+    #[error("bad file handle")]
+    BadHandle,
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("I/O error: {0}")]
+    Io(String),
+}
+
+impl From<std::io::Error> for VfsError {
+    fn from(e: std::io::Error) -> Self {
+        VfsError::Io(e.to_string())
+    }
+}
+
+impl From<nimbus_client::Error> for VfsError {
+    fn from(e: nimbus_client::Error) -> Self {
+        if e.is_transport() {
+            return VfsError::Offline;
+        }
+        match e.code() {
+            Some("not_found") => VfsError::NotFound,
+            Some("already_exists") => VfsError::Exists,
+            Some("not_a_directory") => VfsError::NotDir,
+            Some("is_a_directory") => VfsError::IsDir,
+            Some("invalid_name") | Some("invalid_path") => {
+                VfsError::InvalidName(e.server_message().unwrap_or_default().to_string())
+            }
+            Some("quota_exceeded") => VfsError::Quota,
+            Some("conflict") => VfsError::Conflict,
+            Some("forbidden") | Some("unauthorized") => VfsError::Denied,
+            _ => match e.status() {
+                Some(s) if s >= 500 => VfsError::Offline,
+                _ => VfsError::Io(e.to_string()),
+            },
+        }
+    }
+}
+
+impl From<nimbus_proto::NameError> for VfsError {
+    fn from(e: nimbus_proto::NameError) -> Self {
+        VfsError::InvalidName(e.to_string())
+    }
+}
+
+pub type VfsResult<T> = Result<T, VfsError>;

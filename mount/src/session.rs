@@ -1,0 +1,194 @@
+//! Running a mount: open the local cache, start the VFS, the uploader, the change feed and
+//! the status file, serve until unmounted or signalled, and on a clean stop upload every
+//! pending write before letting go of the mount point.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nimbus_client::Client;
+use serde::Serialize;
+
+use crate::core::blocks::{BlockCache, CacheCounters};
+use crate::core::status::ActivitySnapshot;
+use crate::core::{Connectivity, Vfs, VfsConfig};
+
+/// How often the uploader retries pending writes and an offline mount probes the gateway.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    pub mountpoint: PathBuf,
+    /// Local cache and write-back journal (one mount per directory: it is locked).
+    pub cache_dir: PathBuf,
+    pub cache_size: u64,
+    pub cache_mem: u64,
+    /// Where the status JSON is kept up to date (`nimbus mount status`, the desktop app).
+    pub status_file: PathBuf,
+    /// This device's name, used in conflict copy names.
+    pub host: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("cannot reach the gateway: {0}")]
+    Gateway(String),
+    #[error("{0}")]
+    Cache(String),
+    #[error("cannot mount at {path}: {err}")]
+    Mount { path: String, err: std::io::Error },
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// The status file's content (schema documented in docs/MOUNT.md).
+#[derive(Debug, Serialize)]
+pub struct MountStatus {
+    pub mountpoint: String,
+    pub pid: u32,
+    pub state: Connectivity,
+    pub pending_uploads: usize,
+    #[serde(flatten)]
+    pub activity: ActivitySnapshot,
+    pub cache: CacheStatus,
+    pub updated: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CacheStatus {
+    pub dir: String,
+    pub used_bytes: u64,
+    pub capacity_bytes: u64,
+    #[serde(flatten)]
+    pub counters: CacheCounters,
+}
+
+pub async fn status(vfs: &Vfs, cfg: &MountConfig) -> MountStatus {
+    let (used, cap) = vfs.cache().disk_usage();
+    MountStatus {
+        mountpoint: cfg.mountpoint.display().to_string(),
+        pid: std::process::id(),
+        state: vfs.connectivity(),
+        pending_uploads: vfs.pending_count().await,
+        activity: vfs.activity.snapshot(),
+        cache: CacheStatus {
+            dir: cfg.cache_dir.display().to_string(),
+            used_bytes: used,
+            capacity_bytes: cap,
+            counters: vfs.cache().counters(),
+        },
+        updated: time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+    }
+}
+
+fn write_status(path: &Path, st: &MountStatus) {
+    let Ok(json) = serde_json::to_vec_pretty(st) else { return };
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, json).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// Background work of a mount: retries pending uploads (and probes the gateway while
+/// offline), follows the change feed, refreshes the status file.
+fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg: MountConfig) {
+    let v = vfs.clone();
+    rt.spawn(async move {
+        loop {
+            tokio::time::sleep(RETRY_EVERY).await;
+            if v.connectivity() == Connectivity::Offline && !v.probe().await {
+                continue;
+            }
+            if let Err(e) = v.upload_pending().await {
+                tracing::debug!(error = %e, "pending uploads wait for the next round");
+            }
+        }
+    });
+    let v = vfs.clone();
+    rt.spawn(crate::feed::follow(v));
+    rt.spawn(async move {
+        loop {
+            let st = status(&vfs, &cfg).await;
+            write_status(&cfg.status_file, &st);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
+
+/// Mounts and serves in this process until unmounted (`nimbus unmount`, `fusermount -u`) or
+/// sent SIGINT/SIGTERM; a signal first uploads every pending write, then unmounts.
+#[cfg(unix)]
+pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .thread_name("nimbus-mount")
+        .build()
+        .map_err(|e| MountError::Runtime(e.to_string()))?;
+    let info = rt.block_on(client.info()).map_err(|e| MountError::Gateway(e.to_string()))?;
+    std::fs::create_dir_all(&cfg.cache_dir)
+        .map_err(|e| MountError::Cache(format!("cannot create the cache dir {}: {e}", cfg.cache_dir.display())))?;
+    let cache = BlockCache::open(client.clone(), Some(&cfg.cache_dir.join("blocks")), cfg.cache_size, cfg.cache_mem)
+        .map_err(MountError::Cache)?;
+    let vfs = {
+        let _guard = rt.enter();
+        Vfs::new(
+            client,
+            Arc::new(cache),
+            VfsConfig {
+                staging_dir: cfg.cache_dir.join("staging"),
+                block_size: info.block_size,
+                host: cfg.host.clone(),
+            },
+        )
+    };
+    let fs = crate::fuse::FuseFs::new(vfs.clone(), rt.handle().clone());
+    let mut options = fuser::Config::default();
+    options.mount_options = vec![
+        fuser::MountOption::FSName("nimbus".into()),
+        fuser::MountOption::Subtype("nimbus".into()),
+        fuser::MountOption::NoAtime,
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+    ];
+    options.n_threads = Some(2);
+    let mut session = fuser::Session::new(fs, &cfg.mountpoint, &options)
+        .map_err(|err| MountError::Mount { path: cfg.mountpoint.display().to_string(), err })?;
+    let mut unmounter = session.unmount_callable();
+    start_background(&rt, vfs.clone(), cfg.clone());
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+    let serve = std::thread::Builder::new()
+        .name("fuse-session".into())
+        .spawn(move || {
+            let r = session.run();
+            let _ = done_tx.send(());
+            r
+        })
+        .map_err(|e| MountError::Runtime(e.to_string()))?;
+    tracing::info!(mountpoint = %cfg.mountpoint.display(), "mounted");
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let signalled = tokio::select! {
+            _ = tokio::signal::ctrl_c() => true,
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => true,
+            _ = &mut done_rx => false,
+        };
+        if signalled {
+            tracing::info!("unmounting: uploading pending writes first");
+            match tokio::time::timeout(Duration::from_secs(600), vfs.flush_all()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "some writes could not be uploaded; they stay in the journal for the next mount"),
+                Err(_) => tracing::warn!("uploads took too long; the rest stay in the journal for the next mount"),
+            }
+            if let Err(e) = unmounter.unmount() {
+                tracing::warn!(error = %e, "unmount failed");
+            }
+        }
+    });
+    let _ = serve.join();
+    let _ = std::fs::remove_file(&cfg.status_file);
+    tracing::info!(mountpoint = %cfg.mountpoint.display(), "unmounted");
+    Ok(())
+}
