@@ -443,6 +443,20 @@ impl Filesystem for FuseFs {
         reply.ok();
     }
 
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // The space is the mounting user's; read-only files are refused at open.
+        reply.ok();
+    }
+
+    fn symlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _target: &std::path::Path, reply: ReplyEntry) {
+        // Not representable in a space (nor on the Windows side): programs fall back to copies.
+        reply.error(Errno::EPERM);
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        reply.error(Errno::EPERM);
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let vfs = self.vfs.clone();
         self.spawn(async move {

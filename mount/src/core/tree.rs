@@ -53,6 +53,8 @@ pub struct Node {
     pub unlinked: bool,
     /// The version whose pages the kernel may still cache.
     pub kernel_version: Option<i64>,
+    /// Windows delete-on-close: removed when its last handle closes.
+    pub delete_pending: bool,
 }
 
 impl Node {
@@ -74,6 +76,7 @@ impl Node {
             writers: 0,
             unlinked: false,
             kernel_version: None,
+            delete_pending: false,
         }
     }
 

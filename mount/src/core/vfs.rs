@@ -46,7 +46,7 @@ struct ReadAhead {
 }
 
 enum Handle {
-    File { ino: Ino, write: bool, delete_on_close: bool, content: Option<Arc<Content>>, ra: ReadAhead },
+    File { ino: Ino, write: bool, content: Option<Arc<Content>>, ra: ReadAhead },
     Dir { ino: Ino, entries: Vec<(Ino, String)>, cursor: Option<String>, done: bool, generation: u64 },
 }
 
@@ -564,6 +564,7 @@ impl Vfs {
             if mode.write {
                 n.writers += 1;
             }
+            n.delete_pending |= mode.delete_on_close;
             let keep = n.staged.is_none() && n.version.is_some() && n.kernel_version == n.version;
             n.kernel_version = if n.staged.is_none() { n.version } else { None };
             keep
@@ -571,13 +572,7 @@ impl Vfs {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(
             fh,
-            Handle::File {
-                ino,
-                write: mode.write,
-                delete_on_close: mode.delete_on_close,
-                content,
-                ra: ReadAhead { next_off: 0, window: 0, until: 0 },
-            },
+            Handle::File { ino, write: mode.write, content, ra: ReadAhead { next_off: 0, window: 0, until: 0 } },
         );
         Ok((fh, keep_cache))
     }
@@ -604,17 +599,12 @@ impl Vfs {
             n.open += 1;
             n.writers += 1;
             n.readonly = readonly;
+            n.delete_pending = mode.delete_on_close;
             n.attr(ino)
         };
         lock(&self.handles).insert(
             fh,
-            Handle::File {
-                ino,
-                write: true,
-                delete_on_close: mode.delete_on_close,
-                content: None,
-                ra: ReadAhead { next_off: 0, window: 0, until: 0 },
-            },
+            Handle::File { ino, write: true, content: None, ra: ReadAhead { next_off: 0, window: 0, until: 0 } },
         );
         Ok((attr, fh))
     }
@@ -764,19 +754,20 @@ impl Vfs {
     }
 
     pub async fn release(&self, fh: Fh) -> VfsResult<()> {
-        let Some(Handle::File { ino, write, delete_on_close, .. }) = lock(&self.handles).remove(&fh) else {
+        let Some(Handle::File { ino, write, .. }) = lock(&self.handles).remove(&fh) else {
             return Ok(());
         };
-        let (last, last_writer) = {
+        let (last, last_writer, delete) = {
             let mut t = lock(&self.tree);
             let n = t.get_mut(ino)?;
             n.open = n.open.saturating_sub(1);
             if write {
                 n.writers = n.writers.saturating_sub(1);
             }
-            (n.open == 0, n.writers == 0)
+            (n.open == 0, n.writers == 0, n.delete_pending && n.open == 0)
         };
-        if write && last_writer {
+        // A file deleted on close needs no upload.
+        if write && last_writer && !delete {
             let r = self.commit(ino, false).await;
             if let Err(e) = &r
                 && !matches!(e, VfsError::Offline)
@@ -784,13 +775,15 @@ impl Vfs {
                 tracing::warn!(error = %e, "upload on close failed; kept in the journal");
             }
         }
-        if delete_on_close && last {
+        if delete {
             let (parent, name) = {
                 let t = lock(&self.tree);
                 let n = t.get(ino)?;
                 (n.parent, n.name.clone())
             };
-            let _ = self.unlink(parent, &name).await;
+            if !lock(&self.tree).get(ino)?.unlinked {
+                self.unlink(parent, &name).await?;
+            }
         }
         if last {
             let gone = {
@@ -802,6 +795,18 @@ impl Vfs {
                 st.lock().await.discard();
             }
         }
+        Ok(())
+    }
+
+    /// Windows' delete disposition (FILE_DISPOSITION_INFORMATION / delete-on-close): the
+    /// file or empty directory goes when its last handle closes. Read-only files refuse.
+    pub fn set_delete_pending(&self, ino: Ino, delete: bool) -> VfsResult<()> {
+        let mut t = lock(&self.tree);
+        let n = t.get_mut(ino)?;
+        if delete && n.readonly {
+            return Err(VfsError::ReadOnly);
+        }
+        n.delete_pending = delete;
         Ok(())
     }
 
@@ -822,6 +827,14 @@ impl Vfs {
         }
         let mut st = staged.lock().await;
         if !st.has_changes() {
+            // Nothing new since the last commit; once nobody writes, the staging copy goes.
+            let mut t = lock(&self.tree);
+            if let Ok(n) = t.get_mut(ino)
+                && n.writers == 0
+            {
+                n.staged = None;
+                st.discard();
+            }
             return Ok(());
         }
         st.rec.path = path.to_string();
@@ -1133,6 +1146,9 @@ impl Vfs {
                     if !page.entries.is_empty() {
                         return Err(VfsError::NotEmpty);
                     }
+                    // The gateway never moves onto a directory: the empty one goes first.
+                    self.seen(self.client.delete(&tpath).await)?;
+                    lock(&self.tree).orphan(a.ino);
                 }
                 _ => {}
             }
