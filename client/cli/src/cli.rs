@@ -281,7 +281,7 @@ pub struct MountArgs {
     /// Size bound of the local block cache (e.g. 10GiB, 500MB).
     #[arg(long, value_name = "SIZE", default_value = "10GiB")]
     pub cache_size: String,
-    /// Memory used to hold recently read blocks (e.g. 128MiB).
-    #[arg(long, value_name = "SIZE", default_value = "128MiB")]
+    /// Memory used to hold recently read blocks (e.g. 64MiB).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
     pub cache_mem: String,
 }
