@@ -93,7 +93,7 @@ fn write_status(path: &Path, st: &MountStatus) {
 
 /// Background work of a mount: retries pending uploads (and probes the gateway while
 /// offline), follows the change feed, refreshes the status file.
-fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg: MountConfig) {
+pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg: MountConfig) {
     let v = vfs.clone();
     rt.spawn(async move {
         loop {

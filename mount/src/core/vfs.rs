@@ -738,6 +738,15 @@ impl Vfs {
             Some(Handle::File { ino, write: true, .. }) => *ino,
             _ => return Ok(()),
         };
+        // `echo x > f` closes a duplicate descriptor right after the open/truncate: an empty
+        // file with nothing written yet is committed by the release that follows, not twice.
+        let staged = lock(&self.tree).get(ino)?.staged.clone();
+        if let Some(st) = staged {
+            let st = st.lock().await;
+            if st.rec.size == 0 && st.rec.dirty.is_empty() {
+                return Ok(());
+            }
+        }
         match self.commit(ino, false).await {
             Err(VfsError::Offline) => Ok(()),
             other => other,

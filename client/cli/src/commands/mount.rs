@@ -132,10 +132,14 @@ pub fn foreground(args: &MountArgs) -> Result<()> {
     {
         nimbus_mount::session::run(client, cfg).map_err(|e| anyhow!("{e}"))
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    {
+        nimbus_mount::winfsp::run(client, cfg).map_err(|e| anyhow!("{e}"))
+    }
+    #[cfg(not(any(unix, windows)))]
     {
         let _ = (client, cfg);
-        bail!("mounting is not built for this platform yet")
+        bail!("mounting is not built for this platform")
     }
 }
 
