@@ -106,6 +106,7 @@ pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg:
             }
         }
     });
+    rt.spawn(vfs.clone().run_uploads());
     let v = vfs.clone();
     rt.spawn(crate::feed::follow(v));
     rt.spawn(async move {
@@ -141,6 +142,7 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
                 staging_dir: cfg.cache_dir.join("staging"),
                 block_size: info.block_size,
                 host: cfg.host.clone(),
+                async_close: true,
             },
         )
     };

@@ -621,6 +621,7 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
                 staging_dir: cfg.cache_dir.join("staging"),
                 block_size: info.block_size,
                 host: cfg.host.clone(),
+                async_close: true,
             },
         )
     };

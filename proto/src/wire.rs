@@ -344,6 +344,86 @@ pub struct AuditList {
     pub next_cursor: Option<String>,
 }
 
+/// What happened to a path, in the change feed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeOp {
+    /// A new file (first version) or a copy (of a file or a whole folder) at `path`.
+    Create,
+    /// A new version of the file at `path` (upload, commit, version restore).
+    Update,
+    /// A folder created at `path` (explicitly or as a missing parent).
+    Mkdir,
+    /// `path` went to the trash, with everything under it.
+    Delete,
+    /// Moved or renamed from `from` to `path`, with everything under it.
+    Move,
+    /// Back from the trash at `path`, with everything under it.
+    Restore,
+    /// Removed from the trash for good (`path` is where it was when deleted).
+    Purge,
+}
+
+impl ChangeOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeOp::Create => "create",
+            ChangeOp::Update => "update",
+            ChangeOp::Mkdir => "mkdir",
+            ChangeOp::Delete => "delete",
+            ChangeOp::Move => "move",
+            ChangeOp::Restore => "restore",
+            ChangeOp::Purge => "purge",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ChangeOp> {
+        Some(match s {
+            "create" => ChangeOp::Create,
+            "update" => ChangeOp::Update,
+            "mkdir" => ChangeOp::Mkdir,
+            "delete" => ChangeOp::Delete,
+            "move" => ChangeOp::Move,
+            "restore" => ChangeOp::Restore,
+            "purge" => ChangeOp::Purge,
+            _ => return None,
+        })
+    }
+}
+
+/// One namespace change of the caller's space (`GET /changes`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Change {
+    /// Position in the journal: increasing, not contiguous (spaces share the sequence).
+    pub seq: i64,
+    pub op: ChangeOp,
+    /// Canonical path the change is about (after it, for a move).
+    pub path: String,
+    /// The canonical path before a move; only present for `move`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    pub kind: EntryKind,
+    /// The node's id (for `purge`, of a node that no longer exists).
+    pub node_id: Option<i64>,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ChangeList {
+    /// Oldest first.
+    pub changes: Vec<Change>,
+    /// Pass as `?cursor=` next time: the seq of the last change here, else the cursor given
+    /// (or, without one, the space's latest).
+    pub cursor: String,
+    /// The cursor is beyond anything this space has (e.g. the server's database was restored
+    /// from a backup): drop every cached listing and attribute, list again, and continue from
+    /// `cursor`.
+    pub reset: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +443,40 @@ mod tests {
     fn error_body_shape() -> Result<(), serde_json::Error> {
         let body = ErrorBody { error: ErrorDetail { code: "not_found".into(), message: "no such file".into() } };
         assert_eq!(serde_json::to_string(&body)?, r#"{"error":{"code":"not_found","message":"no such file"}}"#);
+        Ok(())
+    }
+
+    #[test]
+    fn change_shape() -> Result<(), serde_json::Error> {
+        let c = Change {
+            seq: 7,
+            op: ChangeOp::Mkdir,
+            path: "/a".into(),
+            from: None,
+            kind: EntryKind::Dir,
+            node_id: Some(3),
+            at: "2026-01-01T00:00:00Z".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&c)?,
+            r#"{"seq":7,"op":"mkdir","path":"/a","kind":"dir","node_id":3,"at":"2026-01-01T00:00:00Z"}"#
+        );
+        let m: Change = serde_json::from_str(
+            r#"{"seq":8,"op":"move","path":"/b","from":"/a","kind":"file","node_id":null,"at":"x"}"#,
+        )?;
+        assert_eq!((m.op, m.from.as_deref(), m.node_id), (ChangeOp::Move, Some("/a"), None));
+        for op in [
+            ChangeOp::Create,
+            ChangeOp::Update,
+            ChangeOp::Mkdir,
+            ChangeOp::Delete,
+            ChangeOp::Move,
+            ChangeOp::Restore,
+            ChangeOp::Purge,
+        ] {
+            assert_eq!(ChangeOp::parse(op.as_str()), Some(op));
+            assert_eq!(serde_json::to_string(&op)?, format!("\"{}\"", op.as_str()));
+        }
         Ok(())
     }
 }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use nimbus_proto::names::percent_encode;
 use nimbus_proto::wire::{
-    AuditList, CommitRequest, CreateUserRequest, CreatedUser, DirListing, Entry, ErrorBody, LoginRequest,
+    AuditList, ChangeList, CommitRequest, CreateUserRequest, CreatedUser, DirListing, Entry, ErrorBody, LoginRequest,
     LoginResponse, Manifest, Me, MissingBlocksRequest, MissingBlocksResponse, MoveRequest, RestoreTrashRequest,
     RestoreVersionRequest, ServerInfo, TokenInfo, TokenList, TrashEntry, TrashList, UpdateUserRequest, UserInfo,
     UserList, VersionInfo, VersionList,
@@ -505,6 +505,23 @@ impl Client {
         self.empty(self.request(Method::DELETE, "/api/v1/trash")).await
     }
 
+    // ---- change feed ----
+
+    /// `GET /changes`: namespace changes of the caller's space after `cursor`, oldest first,
+    /// at most `limit` (server default 1000). Without a cursor: none, and the cursor to start
+    /// from now. `wait_secs` (0–60) long-polls while nothing follows the cursor. On
+    /// `reset: true` drop every cached listing and continue from the returned cursor.
+    pub async fn changes(&self, cursor: Option<&str>, wait_secs: u32, limit: Option<u32>) -> Result<ChangeList> {
+        let q = query(&[
+            ("cursor", cursor.map(Into::into)),
+            ("wait", Some(wait_secs.to_string())),
+            ("limit", limit.map(|l| l.to_string())),
+        ]);
+        // The server holds the request up to `wait_secs`: allow that plus time to answer.
+        let timeout = Duration::from_secs(u64::from(wait_secs) + 30);
+        self.json(self.request(Method::GET, &format!("/api/v1/changes{q}")).timeout(timeout)).await
+    }
+
     // ---- admin ----
 
     /// `POST /admin/users`. Without a password the server generates one and returns it once.
@@ -699,5 +716,42 @@ mod tests {
         h.insert(header::CONTENT_RANGE, header::HeaderValue::from_static("bytes 0-9/1234"));
         assert_eq!(etag_version(&h), Some(17));
         assert_eq!(content_range_total(&h), Some(1234));
+    }
+
+    #[tokio::test]
+    async fn changes_asks_the_feed_and_outlasts_the_wait() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await?;
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = sock.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            // A long poll answers when the wait is over, or a little after it.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let body = r#"{"changes":[{"seq":5,"op":"move","path":"/b","from":"/a","kind":"dir","node_id":9,"at":"2026-01-01T00:00:00Z"}],"cursor":"5","reset":false}"#;
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            sock.write_all(resp.as_bytes()).await?;
+            std::io::Result::Ok(String::from_utf8_lossy(&head).into_owned())
+        });
+        let client = Client::new(ClientOptions::new(format!("http://{addr}")).token("t"))?;
+        let list = client.changes(Some("4"), 1, Some(10)).await?;
+        let head = server.await??;
+        assert!(head.starts_with("GET /api/v1/changes?cursor=4&wait=1&limit=10 HTTP/1.1\r\n"), "{head}");
+        assert!(head.to_ascii_lowercase().contains("authorization: bearer t"), "{head}");
+        assert_eq!(list.cursor, "5");
+        assert_eq!(list.changes[0].from.as_deref(), Some("/a"));
+        assert_eq!(list.changes[0].op, nimbus_proto::wire::ChangeOp::Move);
+        Ok(())
     }
 }

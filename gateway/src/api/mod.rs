@@ -19,6 +19,7 @@ use crate::state::AppState;
 mod admin;
 mod auth;
 mod blocks;
+mod changes;
 mod files;
 mod health;
 pub mod openapi;
@@ -77,7 +78,12 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/admin/cache/warm/{id}", get(admin::cache_warm_status))
         .layer(DefaultBodyLimit::max(JSON_LIMIT))
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, Duration::from_secs(60)));
-    let api = streaming.merge(json);
+    // The change feed holds a request up to `wait` seconds: its own, longer limit.
+    let feed = Router::new().route("/api/v1/changes", get(changes::list)).layer(TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Duration::from_secs(changes::MAX_WAIT_SECS + 30),
+    ));
+    let api = streaming.merge(json).merge(feed);
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

@@ -46,7 +46,10 @@ use utoipa::openapi::{Ref, Required};
         UserList,
         UpdateUserRequest,
         AuditEntry,
-        AuditList
+        AuditList,
+        ChangeOp,
+        Change,
+        ChangeList
     ))
 )]
 struct Doc;
@@ -195,6 +198,15 @@ const ROUTES: &[Route] = &[
     (HttpMethod::Delete, "/api/v1/admin/users/{id}", "admin", "Delete a user with all their data", None, "204", None),
     (
         HttpMethod::Get,
+        "/api/v1/changes",
+        "changes",
+        "Namespace changes of your space in commit order, long-polled (?cursor=&wait=&limit=)",
+        None,
+        "200",
+        Some("ChangeList"),
+    ),
+    (
+        HttpMethod::Get,
         "/api/v1/admin/audit",
         "admin",
         "Audit log (?user=&action=&limit=&cursor=)",
@@ -202,6 +214,21 @@ const ROUTES: &[Route] = &[
         "200",
         Some("AuditList"),
     ),
+];
+
+/// Query parameters worth describing: (path, name, description).
+const QUERY_PARAMS: &[(&str, &str, &str)] = &[
+    (
+        "/api/v1/changes",
+        "cursor",
+        "The `cursor` of the previous answer. Without it: no changes and the latest cursor (start from now).          Not a non-negative integer: 400. Beyond the space's latest change: `reset: true`",
+    ),
+    (
+        "/api/v1/changes",
+        "wait",
+        "Long poll: seconds (0-60, default 0) to hold the request while nothing follows the cursor",
+    ),
+    ("/api/v1/changes", "limit", "Most changes returned (1-1000, default 1000); the rest come next call"),
 ];
 
 fn content(schema: &str) -> utoipa::openapi::content::Content {
@@ -234,6 +261,15 @@ pub fn document() -> utoipa::openapi::OpenApi {
                 );
             }
         }
+        for (_, name, description) in QUERY_PARAMS.iter().filter(|(p, _, _)| p == path) {
+            op = op.parameter(
+                ParameterBuilder::new()
+                    .name(*name)
+                    .parameter_in(ParameterIn::Query)
+                    .required(Required::False)
+                    .description(Some(*description)),
+            );
+        }
         if let Some(r) = req {
             op = op.request_body(Some(RequestBodyBuilder::new().content(mime(r), content(r)).build()));
         }
@@ -253,4 +289,27 @@ pub fn document() -> utoipa::openapi::OpenApi {
 
 pub async fn serve() -> impl IntoResponse {
     axum::Json(document())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_change_feed_is_described_with_its_parameters() {
+        let doc = serde_json::to_value(document()).unwrap_or_default();
+        let op = &doc["paths"]["/api/v1/changes"]["get"];
+        let names: Vec<&str> = op["parameters"]
+            .as_array()
+            .map(|p| p.iter().filter_map(|p| p["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(names, ["cursor", "wait", "limit"]);
+        assert_eq!(
+            op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ChangeList"
+        );
+        for schema in ["Change", "ChangeList", "ChangeOp"] {
+            assert!(doc["components"]["schemas"][schema].is_object(), "{schema} missing");
+        }
+    }
 }

@@ -5,7 +5,7 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
 use super::tree::{CHILD_SQL, NODE_SQL, charge, ensure_dir, journal, resolve};
-use super::{BlockEntry, Meta, MetaError, MetaResult, NodeRow, VersionRow, WriteTx, now_ms, on_pool};
+use super::{BlockEntry, Meta, MetaError, MetaResult, NodeRow, VersionRow, begin_space, now_ms, on_pool};
 
 /// What the committer believes the file's current version is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl Meta {
         }
 
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+            let mut tx = begin_space!(p, space)?;
             let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
             let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
             if let Some(ex) = &existing
@@ -193,11 +193,12 @@ impl Meta {
             if n == 0 {
                 return Err(MetaError::Conflict(format!("`{shown}` changed on the server during this commit; try again")));
             }
-            journal!(&mut *tx, space, node_id, if existing.is_some() { "update" } else { "create" }, &shown, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
+            let canon = parent_canon.join(&node.name)?;
+            let op = if existing.is_some() { "update" } else { "create" };
+            journal!(&mut *tx, space, node_id, op, "file", canon.to_string(), None::<&str>, now)?;
             tx.commit().await?;
             self.hot.space_changed(space);
-            let canon = parent_canon.join(&node.name)?;
             Ok((node, existing.is_none(), canon))
         })
     }
@@ -263,7 +264,7 @@ impl Meta {
         let now = now_ms();
         let shown = path.to_string();
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+            let mut tx = begin_space!(p, space)?;
             let (node, canon) = resolve!(&mut *tx, space, path)?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
@@ -286,7 +287,7 @@ impl Meta {
             sqlx::query("UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1")
                 .bind(node.id).bind(vid).bind(old.size).bind(now)
                 .execute(&mut *tx).await?;
-            journal!(&mut *tx, space, node.id, "update", &shown, now)?;
+            journal!(&mut *tx, space, node.id, "update", "file", canon.to_string(), None::<&str>, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             self.hot.space_changed(space);

@@ -1,5 +1,6 @@
 //! Hot metadata kept in memory so that a read of a hot file costs no database round trip:
-//! token lookups and file manifests.
+//! token lookups and file manifests; and the wake-ups of change-feed readers waiting for a
+//! space to change.
 //!
 //! Correctness comes from where invalidation happens: inside the `Meta` methods that change
 //! the rows, never in handlers. Tokens are dropped when revoked (one, or all of a user's) and
@@ -11,8 +12,10 @@
 //! reverse.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use super::{Manifest, TokenAuthRow};
 
@@ -29,6 +32,8 @@ pub(crate) struct HotCache {
     tokens: Mutex<HashMap<String, (TokenAuthRow, Instant)>>,
     generations: Mutex<HashMap<i64, u64>>,
     manifests: Mutex<HashMap<ManifestKey, (u64, Manifest)>>,
+    /// One channel per space that has change-feed readers waiting; removed with the last one.
+    signals: Mutex<HashMap<i64, watch::Sender<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -77,6 +82,16 @@ impl HotCache {
     /// Every namespace change of a space calls this after it commits.
     pub fn space_changed(&self, space: i64) {
         *lock(&self.generations).entry(space).or_insert(0) += 1;
+        if let Some(tx) = lock(&self.signals).get(&space) {
+            tx.send_replace(());
+        }
+    }
+
+    /// Registers a change-feed reader of `space`: every [`HotCache::space_changed`] of that
+    /// space from now on wakes [`ChangeWatch::changed`].
+    pub fn watch_space(self: &Arc<Self>, space: i64) -> ChangeWatch {
+        let rx = lock(&self.signals).entry(space).or_insert_with(|| watch::channel(()).0).subscribe();
+        ChangeWatch { space, rx: Some(rx), hot: Arc::clone(self) }
     }
 
     pub fn manifest(&self, key: &ManifestKey) -> Option<Manifest> {
@@ -99,6 +114,40 @@ impl HotCache {
             }
         }
         manifests.insert(key, (generation, m.clone()));
+    }
+}
+
+/// A change-feed reader's registration for wake-ups of one space (see [`HotCache::watch_space`]).
+/// Only changes committed through this process wake it; readers also poll the database for the
+/// others (another gateway on the same PostgreSQL).
+pub struct ChangeWatch {
+    space: i64,
+    rx: Option<watch::Receiver<()>>,
+    hot: Arc<HotCache>,
+}
+
+impl ChangeWatch {
+    /// Resolves once the space has changed since the registration or the previous wake-up.
+    pub async fn changed(&mut self) {
+        let woken = match self.rx.as_mut() {
+            Some(rx) => rx.changed().await.is_ok(),
+            None => false,
+        };
+        if !woken {
+            // The sender lives as long as a receiver does; should it go anyway, the caller's
+            // poll timer still ends the wait.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for ChangeWatch {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let mut signals = lock(&self.hot.signals);
+        if signals.get(&self.space).is_some_and(|tx| tx.receiver_count() == 0) {
+            signals.remove(&self.space);
+        }
     }
 }
 
@@ -165,5 +214,26 @@ mod tests {
         // An entry read before a change but stored after it is stale on arrival.
         h.put_manifest(key.clone(), g, &manifest());
         assert!(h.manifest(&key).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_space_change_wakes_its_watchers_only() {
+        let h = Arc::new(HotCache::default());
+        let mut w1 = h.watch_space(1);
+        let mut w2 = h.watch_space(2);
+        // A change right after registering, before anyone waits, is not lost.
+        h.space_changed(1);
+        tokio::time::timeout(Duration::from_secs(5), w1.changed()).await.expect("woken");
+        assert!(tokio::time::timeout(Duration::from_millis(50), w1.changed()).await.is_err(), "woken once per change");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), w2.changed()).await.is_err(),
+            "other spaces do not wake"
+        );
+        let w1b = h.watch_space(1);
+        drop(w1);
+        assert_eq!(lock(&h.signals).len(), 2, "space 1 still has a watcher");
+        drop(w1b);
+        drop(w2);
+        assert!(lock(&h.signals).is_empty(), "the last watcher removes its space's channel");
     }
 }

@@ -12,14 +12,17 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Postgres, Sqlite, Transaction};
+use sqlx::{PgConnection, Postgres, Sqlite, SqliteConnection, Transaction};
 
+mod changes;
 mod files;
 mod hot;
 mod tree;
 mod users;
 
+pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
+pub use hot::ChangeWatch;
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};
 
@@ -108,6 +111,45 @@ impl WriteTx for PgPool {
     type Db = Postgres;
     fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Postgres>, sqlx::Error>> + Send {
         self.begin()
+    }
+}
+
+/// Starts a transaction that changes the namespace of `space` (and so writes its journal):
+/// [`WriteTx::begin_write`], then the space's write lock ([`SpaceLock`]) before anything else.
+/// Taking it first, not only at the journal insert, keeps the lock order the same in every
+/// such transaction (space lock, then rows), so two of them cannot deadlock.
+macro_rules! begin_space {
+    ($p:expr, $space:expr) => {
+        async {
+            let mut tx = $crate::meta::WriteTx::begin_write($p).await?;
+            $crate::meta::SpaceLock::lock_space(&mut *tx, $space).await?;
+            Ok::<_, sqlx::Error>(tx)
+        }
+        .await
+    };
+}
+pub(crate) use begin_space;
+
+/// Serialises the journal writers of one space until their transaction ends, so that within
+/// a space `changes.seq` order is commit order and a feed reader that has seen seq N never
+/// sees a smaller seq commit later. PostgreSQL hands out identity values at insert time and
+/// concurrent transactions may commit them out of order, hence a transaction-scoped advisory
+/// lock keyed by the space; SQLite's `BEGIN IMMEDIATE` already serialises every writer.
+/// Re-taking the lock in the same transaction is cheap and harmless (it stacks).
+pub(crate) trait SpaceLock {
+    fn lock_space(&mut self, space: i64) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+}
+
+impl SpaceLock for SqliteConnection {
+    async fn lock_space(&mut self, _space: i64) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+}
+
+impl SpaceLock for PgConnection {
+    async fn lock_space(&mut self, space: i64) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(space).execute(self).await?;
+        Ok(())
     }
 }
 

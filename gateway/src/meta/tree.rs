@@ -7,7 +7,7 @@
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
-use super::{Meta, MetaError, MetaResult, NodeRow, WriteTx, node_cols, now_ms, on_pool};
+use super::{Meta, MetaError, MetaResult, NodeRow, begin_space, node_cols, now_ms, on_pool};
 
 pub(crate) const ROOT_SQL: &str =
     concat!("SELECT ", node_cols!(), " FROM nodes WHERE space_id = $1 AND parent_id IS NULL");
@@ -45,9 +45,10 @@ macro_rules! resolve {
 }
 pub(crate) use resolve;
 
-/// Walks to the directory at `$path`, creating what is missing. Yields the directory, the ids
-/// of every directory walked through (root first, the directory itself last), whether the
-/// last component was created, and the directory's canonical path.
+/// Walks to the directory at `$path`, creating what is missing (each one journaled as
+/// `mkdir`). Yields the directory, the ids of every directory walked through (root first, the
+/// directory itself last), whether the last component was created, and the directory's
+/// canonical path.
 macro_rules! ensure_dir {
     ($ex:expr, $space:expr, $path:expr, $now:expr) => {
         async {
@@ -72,8 +73,7 @@ macro_rules! ensure_dir {
                         return Err($crate::meta::MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
                     }
                     None => {
-                        created = true;
-                        sqlx::query(
+                        let inserted = sqlx::query(
                             "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
                              VALUES ($1, $2, $3, $4, 'dir', 0, $5, $5) \
                              ON CONFLICT (parent_id, name_key) WHERE trashed_at IS NULL DO NOTHING",
@@ -84,7 +84,8 @@ macro_rules! ensure_dir {
                         .bind(&key)
                         .bind($now)
                         .execute($ex)
-                        .await?;
+                        .await?
+                        .rows_affected();
                         let n: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::CHILD_SQL)
                             .bind(cur.id)
                             .bind(&key)
@@ -94,13 +95,12 @@ macro_rules! ensure_dir {
                         if !n.is_dir() {
                             return Err($crate::meta::MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
                         }
-                        sqlx::query("INSERT INTO changes (space_id, node_id, op, path, at) VALUES ($1, $2, 'mkdir', $3, $4)")
-                            .bind($space)
-                            .bind(n.id)
-                            .bind(walked.to_string())
-                            .bind($now)
-                            .execute($ex)
-                            .await?;
+                        // Only a folder this transaction made is news for the feed.
+                        if inserted > 0 {
+                            created = true;
+                            let shown = canon.join(&n.name)?.to_string();
+                            $crate::meta::tree::journal!($ex, $space, n.id, "mkdir", "dir", &shown, None::<&str>, $now)?;
+                        }
                         n
                     }
                 };
@@ -116,17 +116,28 @@ macro_rules! ensure_dir {
 }
 pub(crate) use ensure_dir;
 
-/// Appends to the space's change journal.
+/// Appends to the space's change journal (`$kind`: "file" or "dir"; `$from`: the old path of
+/// a move). Takes the space's journal lock first ([`SpaceLock`](crate::meta::SpaceLock)), so
+/// no writer can forget it: within a space, seq order is commit order.
 macro_rules! journal {
-    ($ex:expr, $space:expr, $node:expr, $op:expr, $path:expr, $now:expr) => {
-        sqlx::query("INSERT INTO changes (space_id, node_id, op, path, at) VALUES ($1, $2, $3, $4, $5)")
+    ($ex:expr, $space:expr, $node:expr, $op:expr, $kind:expr, $path:expr, $from:expr, $now:expr) => {
+        async {
+            $crate::meta::SpaceLock::lock_space($ex, $space).await?;
+            sqlx::query(
+                "INSERT INTO changes (space_id, node_id, op, path, from_path, kind, at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
             .bind($space)
             .bind($node)
             .bind($op)
             .bind($path)
+            .bind($from)
+            .bind($kind)
             .bind($now)
             .execute($ex)
-            .await
+            .await?;
+            Ok::<(), sqlx::Error>(())
+        }
+        .await
     };
 }
 pub(crate) use journal;
@@ -216,7 +227,7 @@ impl Meta {
     pub async fn mkdir(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let now = now_ms();
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+            let mut tx = begin_space!(p, space)?;
             let (dir, _, created, canon) = ensure_dir!(&mut *tx, space, path, now)?;
             tx.commit().await?;
             self.hot.space_changed(space);
@@ -231,7 +242,7 @@ impl Meta {
         }
         let now = now_ms();
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+            let mut tx = begin_space!(p, space)?;
             let (node, canon) = resolve!(&mut *tx, space, path)?;
             let shown = canon.to_string();
             sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(&mut *tx).await?;
@@ -240,7 +251,7 @@ impl Meta {
             )
             .bind(space).bind(node.id).bind(&shown).bind(now)
             .fetch_one(&mut *tx).await?;
-            journal!(&mut *tx, space, node.id, "delete", &shown, now)?;
+            journal!(&mut *tx, space, node.id, "delete", &node.kind, &shown, None::<&str>, now)?;
             tx.commit().await?;
             self.hot.space_changed(space);
             Ok(trash_id)
@@ -263,8 +274,8 @@ impl Meta {
         let now = now_ms();
         let (from_s, to_s) = (from.to_string(), to.to_string());
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
-            let (src, _) = resolve!(&mut *tx, space, from)?;
+            let mut tx = begin_space!(p, space)?;
+            let (src, from_canon) = resolve!(&mut *tx, space, from)?;
             let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
             let to_canon = parent_canon.join(to_name)?;
             let to_shown = to_canon.to_string();
@@ -282,12 +293,12 @@ impl Meta {
                 sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
                     .bind(space).bind(ex.id).bind(&ex_path).bind(now)
                     .execute(&mut *tx).await?;
-                journal!(&mut *tx, space, ex.id, "delete", &ex_path, now)?;
+                journal!(&mut *tx, space, ex.id, "delete", &ex.kind, &ex_path, None::<&str>, now)?;
             }
             sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4 WHERE id = $1")
                 .bind(src.id).bind(parent.id).bind(to_name).bind(&key)
                 .execute(&mut *tx).await?;
-            journal!(&mut *tx, space, src.id, "move", &to_shown, now)?;
+            journal!(&mut *tx, space, src.id, "move", &src.kind, &to_shown, Some(from_canon.to_string()), now)?;
             let moved: NodeRow = sqlx::query_as(NODE_SQL).bind(src.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             self.hot.space_changed(space);
@@ -311,7 +322,7 @@ impl Meta {
         let now = now_ms();
         let (from_s, to_s) = (from.to_string(), to.to_string());
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+            let mut tx = begin_space!(p, space)?;
             let (src, _) = resolve!(&mut *tx, space, from)?;
             let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
             let to_canon = parent_canon.join(to_name)?;
@@ -330,8 +341,9 @@ impl Meta {
                 sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
                     .bind(space).bind(ex.id).bind(&ex_path).bind(now)
                     .execute(&mut *tx).await?;
-                journal!(&mut *tx, space, ex.id, "delete", &ex_path, now)?;
+                journal!(&mut *tx, space, ex.id, "delete", &ex.kind, &ex_path, None::<&str>, now)?;
             }
+            let kind = src.kind.clone();
             // Breadth-first over a snapshot: (source node, new parent id, new name).
             let mut queue: Vec<(NodeRow, i64, String)> = vec![(src, parent.id, to_name.to_string())];
             let mut top: Option<i64> = None;
@@ -374,7 +386,7 @@ impl Meta {
             }
             charge!(&mut *tx, space, bytes)?;
             let top = top.ok_or(MetaError::NotFound)?;
-            journal!(&mut *tx, space, top, "create", &to_shown, now)?;
+            journal!(&mut *tx, space, top, "create", &kind, &to_shown, None::<&str>, now)?;
             let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
             tx.commit().await?;
             self.hot.space_changed(space);
@@ -409,7 +421,7 @@ impl Meta {
     ) -> MetaResult<(NodeRow, RemotePath)> {
         let now = now_ms();
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+            let mut tx = begin_space!(p, space)?;
             let item: Option<(i64, String)> = sqlx::query_as("SELECT node_id, original_path FROM trash WHERE id = $1 AND space_id = $2")
                 .bind(trash_id).bind(space)
                 .fetch_optional(&mut *tx).await?;
@@ -432,8 +444,8 @@ impl Meta {
                 .bind(node_id).bind(parent.id).bind(target_name).bind(&key)
                 .execute(&mut *tx).await?;
             sqlx::query("DELETE FROM trash WHERE id = $1").bind(trash_id).execute(&mut *tx).await?;
-            journal!(&mut *tx, space, node_id, "restore", target.to_string(), now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
+            journal!(&mut *tx, space, node_id, "restore", &node.kind, target.to_string(), None::<&str>, now)?;
             tx.commit().await?;
             self.hot.space_changed(space);
             Ok((node, target))
@@ -445,9 +457,10 @@ impl Meta {
     pub async fn purge_trash(&self, space: i64, trash_id: Option<i64>) -> MetaResult<u64> {
         let now = now_ms();
         on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
-            let items: Vec<(i64, i64, String)> = sqlx::query_as(
-                "SELECT id, node_id, original_path FROM trash WHERE space_id = $1 AND ($2 IS NULL OR id = $2) ORDER BY id",
+            let mut tx = begin_space!(p, space)?;
+            let items: Vec<(i64, i64, String, String)> = sqlx::query_as(
+                "SELECT t.id, t.node_id, t.original_path, n.kind FROM trash t JOIN nodes n ON n.id = t.node_id \
+                 WHERE t.space_id = $1 AND ($2 IS NULL OR t.id = $2) ORDER BY t.id",
             )
             .bind(space).bind(trash_id)
             .fetch_all(&mut *tx).await?;
@@ -455,13 +468,13 @@ impl Meta {
                 return Err(MetaError::NotFound);
             }
             let mut purged = 0u64;
-            for (_, node_id, path) in items {
+            for (_, node_id, path, kind) in items {
                 // An earlier item's subtree may already have taken this one with it.
                 let bytes: Option<i64> = sqlx::query_scalar(SUBTREE_FILE_BYTES).bind(node_id).fetch_optional(&mut *tx).await?;
                 let n = sqlx::query("DELETE FROM nodes WHERE id = $1").bind(node_id).execute(&mut *tx).await?.rows_affected();
                 if n > 0 {
                     charge!(&mut *tx, space, -bytes.unwrap_or(0))?;
-                    journal!(&mut *tx, space, node_id, "purge", &path, now)?;
+                    journal!(&mut *tx, space, node_id, "purge", &kind, &path, None::<&str>, now)?;
                     purged += 1;
                 }
             }

@@ -50,6 +50,8 @@ pub struct Staged {
     dir: PathBuf,
     file: File,
     pub rec: Record,
+    /// The record as last written, so unchanged records are not rewritten.
+    last: Vec<u8>,
 }
 
 impl Staged {
@@ -59,9 +61,9 @@ impl Staged {
         let id = format!("{:016x}{:08x}", rand_u64(), std::process::id());
         let file = OpenOptions::new().create_new(true).read(true).write(true).open(dir.join(format!("{id}.data")))?;
         file.set_len(rec.size)?;
-        let s = Self { id, dir: dir.to_path_buf(), file, rec };
-        s.persist(false)?;
-        Ok(s)
+        // The record is first written when there is something to recover (a dirty block, or
+        // the close); a staging file without one is just dropped by `recover`.
+        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new() })
     }
 
     /// Every staged file left by an earlier run, with its size taken from the staging file
@@ -72,6 +74,10 @@ impl Staged {
         for e in rd.flatten() {
             let p = e.path();
             if p.extension().is_some_and(|x| x == "tmp") {
+                let _ = fs::remove_file(&p);
+                continue;
+            }
+            if p.extension().is_some_and(|x| x == "data") && !p.with_extension("json").exists() {
                 let _ = fs::remove_file(&p);
                 continue;
             }
@@ -98,7 +104,7 @@ impl Staged {
                             rec.size = len;
                         }
                     }
-                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec });
+                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec, last: Vec::new() });
                 }
                 _ => {
                     tracing::warn!(record = %p.display(), "unreadable write-back record kept aside");
@@ -110,8 +116,11 @@ impl Staged {
     }
 
     /// Rewrites the record (temp + rename). `durable` also syncs data and record to disk.
-    pub fn persist(&self, durable: bool) -> VfsResult<()> {
+    pub fn persist(&mut self, durable: bool) -> VfsResult<()> {
         let json = serde_json::to_vec(&self.rec).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
+        if json == self.last && !durable {
+            return Ok(());
+        }
         let tmp = self.dir.join(format!("{}.tmp", self.id));
         let mut f = File::create(&tmp)?;
         f.write_all(&json)?;
@@ -121,6 +130,7 @@ impl Staged {
         }
         drop(f);
         fs::rename(&tmp, self.dir.join(format!("{}.json", self.id)))?;
+        self.last = json;
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use nimbus_client::Client;
 use nimbus_proto::names::{RemotePath, name_key, validate_name};
-use nimbus_proto::wire::{BlockRef, CommitRequest, Entry};
+use nimbus_proto::wire::{BlockRef, ChangeOp, CommitRequest, Entry};
 
 use super::blocks::{BlockCache, parse_hash};
 use super::dirty::{RECORD_VERSION, Record, Staged};
@@ -36,7 +36,13 @@ pub struct VfsConfig {
     pub block_size: u64,
     /// Used in conflict copy names.
     pub host: String,
+    /// Write-back: `close` journals the changes and hands them to the uploader
+    /// ([`Vfs::run_uploads`]) instead of waiting for the gateway. `fsync` always waits.
+    pub async_close: bool,
 }
+
+/// Commits the uploader runs at once.
+const COMMITS_IN_FLIGHT: usize = 4;
 
 struct ReadAhead {
     next_off: u64,
@@ -68,6 +74,9 @@ pub struct Vfs {
     pub activity: Activity,
     /// Journal records of an earlier run (or of files no longer in the tree) still to upload.
     orphans: tokio::sync::Mutex<Vec<Staged>>,
+    /// Files closed with changes, waiting for the uploader.
+    queue: Mutex<std::collections::VecDeque<Ino>>,
+    queued: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -109,6 +118,8 @@ impl Vfs {
             feed_ok: AtomicBool::new(false),
             activity: Activity::default(),
             orphans: tokio::sync::Mutex::new(orphans),
+            queue: Mutex::new(Default::default()),
+            queued: tokio::sync::Notify::new(),
         })
     }
 
@@ -312,7 +323,12 @@ impl Vfs {
         let e = self.seen(self.client.mkdir(&path).await)?;
         let mut t = lock(&self.tree);
         let ino = t.upsert(parent, &e);
-        Ok(t.get(ino)?.attr(ino))
+        let n = t.get_mut(ino)?;
+        // Just made here: known empty, so lookups inside need no gateway call.
+        if n.dir.children.is_empty() {
+            n.dir.complete = true;
+        }
+        Ok(n.attr(ino))
     }
 
     // ---- directories ----
@@ -738,6 +754,14 @@ impl Vfs {
             Some(Handle::File { ino, write: true, .. }) => *ino,
             _ => return Ok(()),
         };
+        if self.cfg.async_close {
+            // Write-back: the release after the last close queues the upload.
+            let staged = lock(&self.tree).get(ino)?.staged.clone();
+            if let Some(st) = staged {
+                st.lock().await.persist(false)?;
+            }
+            return Ok(());
+        }
         // `echo x > f` closes a duplicate descriptor right after the open/truncate: an empty
         // file with nothing written yet is committed by the release that follows, not twice.
         let staged = lock(&self.tree).get(ino)?.staged.clone();
@@ -776,7 +800,9 @@ impl Vfs {
             (n.open == 0, n.writers == 0, n.delete_pending && n.open == 0)
         };
         // A file deleted on close needs no upload.
-        if write && last_writer && !delete {
+        if write && last_writer && !delete && self.cfg.async_close {
+            self.enqueue(ino).await?;
+        } else if write && last_writer && !delete {
             let r = self.commit(ino, false).await;
             if let Err(e) = &r
                 && !matches!(e, VfsError::Offline)
@@ -805,6 +831,50 @@ impl Vfs {
             }
         }
         Ok(())
+    }
+
+    /// Journals a closed file's changes and queues its upload.
+    async fn enqueue(&self, ino: Ino) -> VfsResult<()> {
+        let staged = lock(&self.tree).get(ino)?.staged.clone();
+        let Some(st) = staged else { return Ok(()) };
+        {
+            let mut st = st.lock().await;
+            st.rec.closed = true;
+            st.persist(false)?;
+        }
+        lock(&self.queue).push_back(ino);
+        self.queued.notify_one();
+        Ok(())
+    }
+
+    /// The uploader of a write-back mount: commits queued files, a few at a time, for as
+    /// long as the mount runs. Failures stay journaled for [`Vfs::upload_pending`].
+    pub async fn run_uploads(self: Arc<Self>) {
+        let mut running = tokio::task::JoinSet::new();
+        loop {
+            let next = lock(&self.queue).pop_front();
+            match next {
+                Some(ino) => {
+                    while running.len() >= COMMITS_IN_FLIGHT {
+                        running.join_next().await;
+                    }
+                    let vfs = self.clone();
+                    running.spawn(async move {
+                        if let Err(e) = vfs.commit(ino, false).await
+                            && !matches!(e, VfsError::Offline)
+                        {
+                            tracing::warn!(error = %e, "upload failed; kept in the journal, retried later");
+                        }
+                    });
+                }
+                None => {
+                    tokio::select! {
+                        _ = self.queued.notified() => {}
+                        Some(_) = running.join_next(), if !running.is_empty() => {}
+                    }
+                }
+            }
+        }
     }
 
     /// Windows' delete disposition (FILE_DISPOSITION_INFORMATION / delete-on-close): the
@@ -1223,26 +1293,68 @@ impl Vfs {
         }
     }
 
-    /// Applies one change from the gateway's feed: forget what it makes stale.
-    pub fn invalidate_path(&self, path: &str) -> Vec<(Ino, String, Option<Ino>)> {
+    /// Applies one change from the gateway's feed: forget what it makes stale. Changes this
+    /// mount already reflects (its own, echoed back) cost nothing: an entry that is where the
+    /// change says, with that node id, keeps the directory listing valid.
+    pub fn apply_change(&self, op: ChangeOp, path: &str, from: Option<&str>, node_id: Option<i64>) {
         let mut t = lock(&self.tree);
-        let mut touched = Vec::new();
-        let (parent_path, name) = match path.rfind('/') {
-            Some(i) => (&path[..i], &path[i + 1..]),
-            None => ("", path),
-        };
-        if let Some(parent) = t.find(parent_path) {
-            t.invalidate_dir(parent);
-            let child = t.child(parent, name);
-            if let Some(c) = child
-                && let Ok(n) = t.get_mut(c)
-                && n.staged.is_none()
-            {
-                n.fetched = None;
+        let split = |p: &str| -> (String, String) {
+            match p.rfind('/') {
+                Some(i) => (p[..i].to_string(), p[i + 1..].to_string()),
+                None => (String::new(), p.to_string()),
             }
-            touched.push((parent, name.to_string(), child));
+        };
+        let (parent_path, name) = split(path);
+        let parent = t.find(&parent_path);
+        let here = parent.and_then(|p| t.child(p, &name));
+        let same = |t: &Tree, ino: Option<Ino>| {
+            ino.and_then(|i| t.get(i).ok()).is_some_and(|n| n.remote_id.is_some() && n.remote_id == node_id)
+        };
+        match op {
+            ChangeOp::Update => {
+                // Membership unchanged: only the entry's attributes and content are stale.
+                if let Some(c) = here
+                    && let Ok(n) = t.get_mut(c)
+                    && n.staged.is_none()
+                {
+                    n.fetched = None;
+                }
+            }
+            ChangeOp::Create | ChangeOp::Mkdir | ChangeOp::Restore | ChangeOp::Move => {
+                if !same(&t, here)
+                    && let Some(p) = parent
+                {
+                    t.invalidate_dir(p);
+                    if let Some(c) = here
+                        && let Ok(n) = t.get_mut(c)
+                        && n.staged.is_none()
+                    {
+                        n.fetched = None;
+                    }
+                }
+                if let (ChangeOp::Move, Some(from)) = (op, from) {
+                    let (fp, fname) = split(from);
+                    if let Some(fparent) = t.find(&fp)
+                        && let Some(c) = t.child(fparent, &fname)
+                        && same(&t, Some(c))
+                    {
+                        // Still listed at the old place here: someone else moved it.
+                        t.detach(c);
+                        t.invalidate_dir(fparent);
+                    }
+                }
+            }
+            ChangeOp::Delete | ChangeOp::Purge => {
+                if let Some(c) = here
+                    && t.get(c).is_ok_and(|n| n.remote_id.is_some() && (node_id.is_none() || n.remote_id == node_id))
+                {
+                    t.orphan(c);
+                    if let Some(p) = parent {
+                        t.invalidate_dir(p);
+                    }
+                }
+            }
         }
-        touched
     }
 
     /// Forgets everything cached about the namespace (the feed was reset).
