@@ -29,7 +29,12 @@ async fn core(gw: &Gateway, user: &str) -> anyhow::Result<(Arc<Vfs>, nimbus_e2e:
     let vfs = Vfs::new(
         client,
         Arc::new(cache),
-        VfsConfig { staging_dir: dir.path().join("staging"), block_size: info.block_size, host: "testhost".into() },
+        VfsConfig {
+            staging_dir: dir.path().join("staging"),
+            block_size: info.block_size,
+            host: "testhost".into(),
+            async_close: false,
+        },
     );
     Ok((vfs, api, dir))
 }
