@@ -39,6 +39,7 @@ APT_PACKAGES=(
     build-essential pkg-config ca-certificates git curl cmake
     postgresql   # Debian 12: postgresql-15, used by infra/postgres.sh
     fuse3        # real FUSE mounts in tests
+    rsync        # tests/tests/mount.rs: ordinary programs on the drive
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
 )

@@ -457,6 +457,29 @@ impl Filesystem for FuseFs {
         reply.error(Errno::EPERM);
     }
 
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Not a terminal nor anything else with ioctls (Python's open() asks, every time).
+        reply.error(Errno::from_i32(libc::ENOTTY));
+    }
+
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::from_i32(libc::ENODATA));
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        if size == 0 { reply.size(0) } else { reply.data(&[]) }
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let vfs = self.vfs.clone();
         self.spawn(async move {

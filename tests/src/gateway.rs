@@ -7,7 +7,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, bail, ensure};
 use nimbus_proto::wire::{CreatedUser, LoginResponse};
 use tokio::process::{Child, Command};
 use tokio::sync::OnceCell;
@@ -112,6 +112,8 @@ pub struct Gateway {
     /// The command that started the gateway, for [`Gateway::restart`].
     cmd: Command,
     restarts: u32,
+    /// Stopped on purpose ([`Gateway::stop`]), not crashed.
+    stopped: bool,
     // Dropped after the gateway process is killed (Drop below), in this order.
     minio: Option<Minio>,
     garage: Option<Garage>,
@@ -200,6 +202,7 @@ impl Gateway {
             admin_token: OnceCell::new(),
             cmd,
             restarts: 0,
+            stopped: false,
             minio,
             garage,
             pg,
@@ -216,6 +219,17 @@ impl Gateway {
     /// output is kept as `gateway.stdout.N` / `gateway.stderr.N`. Clients made before the
     /// restart point at the old port: get new ones ([`Gateway::api`], [`Gateway::admin`]).
     pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop().await?;
+        self.spawn_again(None).await
+    }
+
+    /// Stops the gateway process (SIGTERM, SIGKILL after 20 s), as an outage: the data dir,
+    /// database and store stay, and so does its port until [`Gateway::start_again`]. Clients
+    /// get "connection refused" meanwhile.
+    pub async fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
         let pid = self.pid.to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status().await;
         if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_err() {
@@ -224,14 +238,34 @@ impl Gateway {
                 .await
                 .context("the gateway did not die after SIGKILL")??;
         }
+        self.stopped = true;
+        Ok(())
+    }
+
+    /// Starts a gateway stopped with [`Gateway::stop`] again with the same command, on the
+    /// same port: clients made before (a mounted drive, a logged-in CLI) reach it again.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        ensure!(self.stopped, "start_again: the gateway is running");
+        let listen = self.url.strip_prefix("http://").context("the gateway URL is not http://")?.to_string();
+        self.spawn_again(Some(listen)).await
+    }
+
+    /// Starts the (stopped) gateway with the saved command, on `listen` if given (else the
+    /// original `--listen`, a new port), keeping the previous run's output as `*.N`.
+    async fn spawn_again(&mut self, listen: Option<String>) -> anyhow::Result<()> {
         self.restarts += 1;
         let n = self.restarts;
         for p in [self.logs.stdout_path(), self.logs.stderr_path()] {
             std::fs::rename(&p, PathBuf::from(format!("{}.{n}", p.display())))?;
         }
-        self.cmd.stdout(std::fs::File::create(self.logs.stdout_path())?);
-        self.cmd.stderr(std::fs::File::create(self.logs.stderr_path())?);
-        self.child = self.cmd.spawn().context("cannot start the gateway again")?;
+        let stdout = std::fs::File::create(self.logs.stdout_path())?;
+        let stderr = std::fs::File::create(self.logs.stderr_path())?;
+        let spawned = match &listen {
+            Some(addr) => command_listening_on(&self.cmd, addr).stdout(stdout).stderr(stderr).spawn(),
+            None => self.cmd.stdout(stdout).stderr(stderr).spawn(),
+        };
+        self.child = spawned.context("cannot start the gateway again")?;
+        self.stopped = false;
         self.pid = self.child.id().context("the gateway exited at once")?;
         self.url = match wait_listening(&mut self.child, &self.logs).await {
             Ok(u) => u,
@@ -241,6 +275,9 @@ impl Gateway {
                 return Err(e);
             }
         };
+        if let Some(addr) = listen {
+            ensure!(self.url == format!("http://{addr}"), "the gateway came back on {} instead of {addr}", self.url);
+        }
         self.api = Api::new(&self.url)?;
         self.admin_token = OnceCell::new();
         Ok(())
@@ -332,7 +369,7 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        let died = self.exited();
+        let died = if self.stopped { None } else { self.exited() };
         if let Some(status) = died {
             self.logs.print_tail(&format!("the gateway exited on its own ({status})"));
         } else if std::thread::panicking() {
@@ -350,6 +387,31 @@ impl Drop for Gateway {
         }
         let _ = self.child.start_kill();
     }
+}
+
+/// A copy of the gateway's command (program, arguments, environment, working directory) with
+/// `--listen` set to `addr`.
+fn command_listening_on(cmd: &Command, addr: &str) -> Command {
+    let std = cmd.as_std();
+    let mut args: Vec<std::ffi::OsString> = std.get_args().map(std::ffi::OsStr::to_os_string).collect();
+    if let Some(i) = args.iter().position(|a| a == "--listen")
+        && let Some(v) = args.get_mut(i + 1)
+    {
+        *v = addr.into();
+    }
+    let mut out = Command::new(std.get_program());
+    out.args(args);
+    for (k, v) in std.get_envs() {
+        match v {
+            Some(v) => out.env(k, v),
+            None => out.env_remove(k),
+        };
+    }
+    if let Some(d) = std.get_current_dir() {
+        out.current_dir(d);
+    }
+    out.stdin(Stdio::null()).kill_on_drop(true);
+    out
 }
 
 async fn wait_listening(child: &mut Child, logs: &GatewayLogs) -> anyhow::Result<String> {

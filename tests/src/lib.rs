@@ -27,6 +27,8 @@
 //! - `NIMBUS_TEST_REQUIRE_ALL=1`: a test whose backend is not configured fails instead of skipping
 //!   (except the Garage backend under `NIMBUS_SKIP_GARAGE=1`).
 //! - `NIMBUS_TEST_GATEWAY_LOG`: the gateway's `--log` filter (default `info`).
+//! - `NIMBUS_TEST_MOUNT_LOG`: the drive's `NIMBUS_LOG` filter in [`mount`] (default
+//!   `info,nimbus_mount=debug`).
 //!
 //! One test body runs against every backend through [`backend_test!`]: the generated tests are
 //! `<name>::sqlite_local`, `<name>::postgres_s3` and `<name>::sqlite_garage`.
@@ -38,6 +40,7 @@ pub mod garage;
 pub mod gateway;
 pub mod http;
 pub mod minio;
+pub mod mount;
 pub mod postgres;
 
 pub use backend::Backend;

@@ -55,6 +55,9 @@ pub struct Node {
     pub kernel_version: Option<i64>,
     /// Windows delete-on-close: removed when its last handle closes.
     pub delete_pending: bool,
+    /// A modification time set by a program (utimens), shown instead of the server's while
+    /// the content stays the same version.
+    pub mtime_override: Option<SystemTime>,
 }
 
 impl Node {
@@ -77,6 +80,7 @@ impl Node {
             unlinked: false,
             kernel_version: None,
             delete_pending: false,
+            mtime_override: None,
         }
     }
 
@@ -233,7 +237,13 @@ impl Tree {
             n.fetched = Some(Instant::now());
             if n.staged.is_none() {
                 n.size = e.size;
-                n.mtime = parse_time(&e.modified);
+                n.mtime = match n.mtime_override {
+                    Some(m) if n.version == e.version => m,
+                    _ => {
+                        n.mtime_override = None;
+                        parse_time(&e.modified)
+                    }
+                };
                 n.version = e.version;
                 if n.content.as_ref().is_some_and(|c| Some(c.version) != e.version) {
                     n.content = None;

@@ -292,6 +292,7 @@ impl Vfs {
                 let n = t.get_mut(ino)?;
                 n.size = size;
                 n.mtime = SystemTime::now();
+                n.mtime_override = None;
             }
             // truncate(2) on a path that nobody has open for writing: commit now.
             if !has_writer && !via_handle {
@@ -301,8 +302,10 @@ impl Vfs {
         let mut t = lock(&self.tree);
         let n = t.get_mut(ino)?;
         if let Some(m) = set.mtime {
-            // Kept locally: the gateway stamps versions itself.
+            // Kept locally (the gateway stamps versions itself) for as long as the content
+            // stays the version it was set on.
             n.mtime = m;
+            n.mtime_override = Some(m);
         }
         Ok(n.attr(ino))
     }
@@ -348,7 +351,7 @@ impl Vfs {
                 .values()
                 .filter_map(|c| t.nodes.get(c).filter(|n| !n.unlinked).map(|n| (*c, n.name.clone())))
                 .collect();
-            v.sort_by_key(|(_, name)| name_key(name));
+            v.sort_by_cached_key(|(_, name)| name_key(name));
             (v, true)
         } else {
             (Vec::new(), false)
@@ -497,9 +500,12 @@ impl Vfs {
         let mut t = lock(&self.tree);
         let n = t.get_mut(ino)?;
         if n.staged.is_none() {
+            if n.mtime_override.is_none() || n.version != Some(m.version) {
+                n.mtime_override = None;
+                n.mtime = parse_time(&m.modified);
+            }
             n.version = Some(m.version);
             n.size = m.size;
-            n.mtime = parse_time(&m.modified);
             n.fetched = Some(Instant::now());
         }
         n.content = Some(c.clone());
@@ -744,6 +750,7 @@ impl Vfs {
         let n = t.get_mut(ino)?;
         n.size = size;
         n.mtime = SystemTime::now();
+        n.mtime_override = None;
         Ok(data.len() as u32)
     }
 
@@ -905,6 +912,14 @@ impl Vfs {
             return Ok(());
         }
         let mut st = staged.lock().await;
+        // Renamed or deleted while waiting for the lock: go by what holds now.
+        let path = {
+            let t = lock(&self.tree);
+            match t.get(ino) {
+                Ok(n) if !n.unlinked => t.path(ino).unwrap_or(path),
+                _ => return Ok(()),
+            }
+        };
         if !st.has_changes() {
             // Nothing new since the last commit; once nobody writes, the staging copy goes.
             let mut t = lock(&self.tree);
@@ -948,6 +963,10 @@ impl Vfs {
                     }
                 } else {
                     st.persist(false)?;
+                }
+                if let Ok(n) = t.get_mut(ino) {
+                    // Our own new version: a time set on it (utimens after close) stays.
+                    n.version = entry.version;
                 }
                 t.upsert(parent, &entry);
                 if let Ok(n) = t.get_mut(ino) {
@@ -1149,14 +1168,17 @@ impl Vfs {
 
     pub async fn unlink(&self, parent: Ino, name: &str) -> VfsResult<()> {
         self.lookup(parent, name).await?;
-        let (ino, path, remote) = {
+        let ino = lock(&self.tree).child(parent, name).ok_or(VfsError::NotFound)?;
+        // An upload of this file may be running: let it finish first (it may be what created
+        // the file on the server), and start no other until the node is gone.
+        let _quiet = self.quiesce(ino).await;
+        let (path, remote) = {
             let t = lock(&self.tree);
-            let ino = t.child(parent, name).ok_or(VfsError::NotFound)?;
             let n = t.get(ino)?;
             if n.kind == Kind::Dir {
                 return Err(VfsError::IsDir);
             }
-            (ino, t.path(ino)?, n.remote_id.is_some())
+            (t.path(ino)?, n.remote_id.is_some())
         };
         if remote {
             match self.seen(self.client.delete(&path).await) {
@@ -1164,16 +1186,23 @@ impl Vfs {
                 Err(e) => return Err(e),
             }
         }
-        let gone = {
-            let mut t = lock(&self.tree);
-            t.orphan(ino);
-            let n = t.get_mut(ino)?;
-            if n.open == 0 { n.staged.take() } else { None }
-        };
-        if let Some(st) = gone {
-            st.lock().await.discard();
+        let mut t = lock(&self.tree);
+        t.orphan(ino);
+        let n = t.get_mut(ino)?;
+        if n.open == 0
+            && n.staged.take().is_some()
+            && let Some(st) = &_quiet
+        {
+            st.discard();
         }
         Ok(())
+    }
+
+    /// Waits for any upload of the node to finish and holds its staging area, so no upload
+    /// runs while a namespace change involving it is made.
+    async fn quiesce(&self, ino: Ino) -> Option<tokio::sync::OwnedMutexGuard<Staged>> {
+        let staged = lock(&self.tree).get(ino).ok()?.staged.clone()?;
+        Some(staged.lock_owned().await)
     }
 
     pub async fn rmdir(&self, parent: Ino, name: &str) -> VfsResult<()> {
@@ -1220,6 +1249,15 @@ impl Vfs {
                 (Kind::Dir, Kind::File) => return Err(VfsError::NotDir),
                 (Kind::File, Kind::Dir) => return Err(VfsError::IsDir),
                 (Kind::Dir, Kind::Dir) => {
+                    let local_children = {
+                        let t = lock(&self.tree);
+                        t.get(a.ino)?.dir.children.values().any(|c| {
+                            t.get(*c).is_ok_and(|n| !n.unlinked && (n.remote_id.is_none() || n.staged.is_some()))
+                        })
+                    };
+                    if local_children {
+                        return Err(VfsError::NotEmpty);
+                    }
                     let tpath = lock(&self.tree).path(a.ino)?;
                     let page = self.seen(self.client.list_dir_page(&tpath, None, Some(1)).await)?;
                     if !page.entries.is_empty() {
@@ -1253,6 +1291,11 @@ impl Vfs {
                 self.commit(i, false).await?;
             }
         }
+        // A replaced file's pending upload must neither race the move nor run after it.
+        let replaced = match target.filter(|a| !same_node && a.kind == Kind::File) {
+            Some(a) => self.quiesce(a.ino).await,
+            None => None,
+        };
         let (from, to, remote) = {
             let t = lock(&self.tree);
             (t.path(src)?, t.path(newparent)?.join(&newname)?, t.get(src)?.remote_id.is_some())
@@ -1263,6 +1306,13 @@ impl Vfs {
             t.detach(src);
             if let Some(a) = target.filter(|_| !same_node) {
                 t.orphan(a.ino);
+                if let Ok(n) = t.get_mut(a.ino)
+                    && n.open == 0
+                    && n.staged.take().is_some()
+                    && let Some(st) = &replaced
+                {
+                    st.discard();
+                }
             }
             t.attach(src, newparent, &newname);
             t.upsert(newparent, &entry);
