@@ -270,12 +270,11 @@ impl Filesystem for FuseFs {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        flags: i32,
+        _flags: i32,
         reply: ReplyCreate,
     ) {
         let Ok(name) = name_str(name) else { return reply.error(Errno::EINVAL) };
         let open = OpenMode { write: true, truncate: false, delete_on_close: false };
-        let _ = flags;
         let readonly = mode & 0o222 == 0;
         let vfs = self.vfs.clone();
         let this = self.attr_maker();

@@ -118,10 +118,9 @@ pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg:
     });
 }
 
-/// Mounts and serves in this process until unmounted (`nimbus unmount`, `fusermount -u`) or
-/// sent SIGINT/SIGTERM; a signal first uploads every pending write, then unmounts.
-#[cfg(unix)]
-pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
+/// The parts of a mount every platform shares: a runtime, the gateway's block size, the
+/// locked cache dir and the VFS core (write-back: `close` hands uploads to the uploader).
+pub(crate) fn start(client: Client, cfg: &MountConfig) -> Result<(tokio::runtime::Runtime, Arc<Vfs>), MountError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -146,6 +145,14 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
             },
         )
     };
+    Ok((rt, vfs))
+}
+
+/// Mounts and serves in this process until unmounted (`nimbus unmount`, `fusermount -u`) or
+/// sent SIGINT/SIGTERM; a signal first uploads every pending write, then unmounts.
+#[cfg(unix)]
+pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
+    let (rt, vfs) = start(client, &cfg)?;
     let fs = crate::fuse::FuseFs::new(vfs.clone(), rt.handle().clone());
     let mut options = fuser::Config::default();
     options.mount_options = vec![

@@ -26,8 +26,7 @@ use winfsp::filesystem::{
 use winfsp::host::{FileSystemHost, VolumeParams};
 use winfsp::{FspError, U16CStr};
 
-use crate::core::blocks::BlockCache;
-use crate::core::{Attr, Fh, Ino, Kind, OpenMode, ROOT, SetAttr, Vfs, VfsConfig, VfsError, VfsResult};
+use crate::core::{Attr, Fh, Ino, Kind, OpenMode, ROOT, SetAttr, Vfs, VfsError, VfsResult};
 use crate::session::{MountConfig, MountError};
 
 /// NTSTATUS values used by the mapping (from ntstatus.h).
@@ -601,30 +600,7 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
     winfsp::winfsp_init().map_err(|e| {
         MountError::Runtime(format!("cannot load WinFsp ({e:?}); is WinFsp installed? https://winfsp.dev/rel/"))
     })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .thread_name("nimbus-mount")
-        .build()
-        .map_err(|e| MountError::Runtime(e.to_string()))?;
-    let info = rt.block_on(client.info()).map_err(|e| MountError::Gateway(e.to_string()))?;
-    std::fs::create_dir_all(&cfg.cache_dir)
-        .map_err(|e| MountError::Cache(format!("cannot create the cache dir {}: {e}", cfg.cache_dir.display())))?;
-    let cache = BlockCache::open(client.clone(), Some(&cfg.cache_dir.join("blocks")), cfg.cache_size, cfg.cache_mem)
-        .map_err(MountError::Cache)?;
-    let vfs = {
-        let _guard = rt.enter();
-        Vfs::new(
-            client,
-            Arc::new(cache),
-            VfsConfig {
-                staging_dir: cfg.cache_dir.join("staging"),
-                block_size: info.block_size,
-                host: cfg.host.clone(),
-                async_close: true,
-            },
-        )
-    };
+    let (rt, vfs) = crate::session::start(client, &cfg)?;
 
     let target = mount_target(&cfg.mountpoint);
     let mount_err = |what: &str, e: String| MountError::Mount {

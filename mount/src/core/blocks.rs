@@ -208,28 +208,8 @@ impl BlockCache {
 
     /// Admits a block the mount itself just uploaded (its hash was computed locally).
     pub fn admit(&self, hash: Hash, data: Bytes) {
-        self.admit_disk(hash, &data);
+        self.admit_disk_background(hash, data.clone());
         self.mem_put(hash, data);
-    }
-
-    fn admit_disk(&self, hash: Hash, data: &Bytes) {
-        let Some(disk) = &self.disk else { return };
-        let key = (0, hash);
-        let evicted = {
-            let mut idx = disk.index.lock().unwrap_or_else(|p| p.into_inner());
-            match idx.insert(key, entry_size(data.len())) {
-                Admission::Admitted(evicted) => evicted,
-                Admission::Present | Admission::TooLarge => return,
-            }
-        };
-        for k in evicted {
-            disk.store.remove(&k);
-        }
-        if let Err(e) = disk.store.write(&key, data) {
-            self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, "cannot write to the local cache; reading from the gateway instead");
-            disk.index.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-        }
     }
 
     async fn fetch(&self, hash: Hash, len: u64) -> VfsResult<Bytes> {

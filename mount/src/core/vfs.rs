@@ -173,16 +173,15 @@ impl Vfs {
     // ---- metadata ----
 
     pub async fn getattr(&self, ino: Ino) -> VfsResult<Attr> {
-        let (stale, path) = {
+        let path = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
             let local = n.staged.is_some() || n.remote_id.is_none() || n.unlinked;
             if ino == ROOT || local || self.fresh(n.fetched) {
                 return Ok(n.attr(ino));
             }
-            (true, t.path(ino)?)
+            t.path(ino)?
         };
-        debug_assert!(stale);
         match self.seen(self.client.stat(&path).await) {
             Ok(e) => {
                 let mut t = lock(&self.tree);
@@ -319,8 +318,7 @@ impl Vfs {
             }
             t.path(parent)?.join(&name)?
         };
-        if let Ok(existing) = self.lookup(parent, &name).await {
-            let _ = existing;
+        if self.lookup(parent, &name).await.is_ok() {
             return Err(VfsError::Exists);
         }
         let e = self.seen(self.client.mkdir(&path).await)?;
@@ -476,7 +474,7 @@ impl Vfs {
 
     /// The node's current content description (manifest), fetched if unknown or stale.
     async fn content(&self, ino: Ino) -> VfsResult<Option<Arc<Content>>> {
-        let (path, version) = {
+        let path = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
             if n.remote_id.is_none() {
@@ -487,9 +485,8 @@ impl Vfs {
             {
                 return Ok(Some(c.clone()));
             }
-            (t.path(ino)?, n.version)
+            t.path(ino)?
         };
-        let _ = version;
         let m = match self.seen(self.client.get_manifest(&path, None).await) {
             Ok(m) => m,
             Err(VfsError::Offline) => return Ok(lock(&self.tree).get(ino)?.content.clone()),
