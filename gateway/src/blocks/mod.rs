@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 mod local;
 mod s3;
+mod s3_get;
 
 pub use local::LocalStore;
 pub use s3::{S3Config, S3Store};

@@ -13,6 +13,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
+use super::s3_get::FastGet;
 use super::{BlockStore, StoreError, StoreResult, block_key};
 
 #[derive(Debug, Clone)]
@@ -33,6 +34,9 @@ pub struct S3Store {
     bucket: String,
     prefix: String,
     endpoint: String,
+    /// Block reads without the SDK's per-request pipeline, when the store allows it (see
+    /// `s3_get.rs`); `None` means reads go through the SDK too.
+    fast_get: Option<FastGet>,
 }
 
 impl S3Store {
@@ -51,6 +55,7 @@ impl S3Store {
             loader = loader.endpoint_url(ep);
         }
         let sdk = loader.load().await;
+        let fast_get = fast_get(cfg, &sdk).await;
         let conf = aws_sdk_s3::config::Builder::from(&sdk)
             .force_path_style(cfg.path_style)
             // Non-AWS stores differ in which checksum headers they accept; we verify content
@@ -67,6 +72,7 @@ impl S3Store {
             bucket: cfg.bucket.clone(),
             prefix,
             endpoint: cfg.endpoint.clone().unwrap_or_else(|| "AWS".into()),
+            fast_get,
         };
         // Creating the bucket at start is a convenience; the store may be down right now,
         // and the gateway still starts (/readyz tells why it is not ready).
@@ -94,6 +100,36 @@ impl S3Store {
                 }
             }
             Err(e) => Err(map_err(e)),
+        }
+    }
+}
+
+/// The lean block GET needs a fixed path-style URL and credentials that never change; with
+/// virtual-host addressing or rotating (session) credentials the SDK keeps serving reads.
+async fn fast_get(cfg: &S3Config, sdk: &aws_config::SdkConfig) -> Option<FastGet> {
+    use aws_credential_types::provider::ProvideCredentials;
+    let endpoint = cfg.endpoint.as_deref().filter(|_| cfg.path_style)?;
+    // The URL is built unescaped: only plain bucket and prefix spellings qualify.
+    let plain = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b));
+    if !plain(&cfg.bucket) || !plain(&cfg.prefix) {
+        return None;
+    }
+    let creds = sdk.credentials_provider()?.provide_credentials().await.ok()?;
+    if creds.session_token().is_some() || creds.expiry().is_some() {
+        return None;
+    }
+    match FastGet::new(
+        endpoint,
+        &cfg.bucket,
+        &cfg.region,
+        creds.access_key_id(),
+        creds.secret_access_key(),
+        cfg.timeout,
+    ) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "lean block reads unavailable; reading blocks through the SDK");
+            None
         }
     }
 }
@@ -129,6 +165,9 @@ impl BlockStore for S3Store {
     }
 
     async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes> {
+        if let Some(fast) = &self.fast_get {
+            return fast.get(&self.key(space, hash), hash).await;
+        }
         let out = match self.client.get_object().bucket(&self.bucket).key(self.key(space, hash)).send().await {
             Ok(o) => o,
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {

@@ -1,0 +1,178 @@
+//! A lean GetObject for block reads: one pooled HTTP client, a SigV4 header signed with the
+//! AWS SDK's own signer (`aws-sigv4`), and the body read straight into one buffer of the
+//! announced length.
+//!
+//! Why not the SDK here: a cache miss or a bypassed read is a store GET per block, and on the
+//! cold path the gateway's per-request CPU competes with the store's own (see the cache
+//! benchmark in docs/BENCHMARKS.md). The SDK runs its whole orchestrator per call (interceptors,
+//! endpoint resolution, retry classification) and collects the body into segments before
+//! copying them into one buffer. Block GETs need none of that: a fixed path-style URL, static
+//! credentials, and a body whose length is known. Everything else (puts, listings, bucket
+//! set-up) stays on the SDK. Used only when the store has an explicit endpoint, path-style
+//! addressing and static credentials; otherwise the SDK path serves reads too.
+
+use std::time::{Duration, SystemTime};
+
+use aws_sigv4::http_request::{
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode,
+    sign,
+};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use bytes::{Bytes, BytesMut};
+
+use super::{StoreError, StoreResult};
+
+/// Largest body accepted for one block object: a block is at most 4 MiB, and a store that
+/// announces more is not answering for a block.
+const MAX_BLOCK_BODY: u64 = 64 << 20;
+
+/// Attempts per GET: a second one covers a pooled connection the store closed under us, or
+/// one dropped reply; more would only delay the 503 a down store deserves.
+const ATTEMPTS: u32 = 2;
+
+pub(super) struct FastGet {
+    http: reqwest::Client,
+    /// `{endpoint}/{bucket}/`, already URL-safe: bucket names and our keys are `[a-z0-9./-]`.
+    base: String,
+    identity: Identity,
+    region: String,
+}
+
+impl FastGet {
+    pub(super) fn new(
+        endpoint: &str,
+        bucket: &str,
+        region: &str,
+        access_key: &str,
+        secret_key: &str,
+        timeout: Duration,
+    ) -> StoreResult<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            // An idle timeout, not a total one: a slow store that keeps sending is not cut off.
+            .read_timeout(timeout)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| StoreError::Remote(format!("building the store HTTP client: {e}")))?;
+        let identity = aws_sdk_s3::config::Credentials::new(access_key, secret_key, None, None, "nimbus-config").into();
+        Ok(Self {
+            http,
+            base: format!("{}/{}/", endpoint.trim_end_matches('/'), bucket),
+            identity,
+            region: region.to_string(),
+        })
+    }
+
+    /// The whole object `key`; `NotFound` when the store has no such object. A body shorter or
+    /// longer than announced is an error, never a short block.
+    pub(super) async fn get(&self, key: &str, hash: &str) -> StoreResult<Bytes> {
+        let url = format!("{}{}", self.base, key);
+        let mut last = StoreError::Remote("no attempt made".into());
+        for attempt in 0..ATTEMPTS {
+            match self.attempt(&url, hash).await {
+                Ok(b) => return Ok(b),
+                Err(e @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => return Err(e),
+                Err(e) => {
+                    tracing::debug!(attempt, error = %e, "block GET failed");
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    async fn attempt(&self, url: &str, hash: &str) -> StoreResult<Bytes> {
+        let mut req = self.http.get(url);
+        for (name, value) in self.sign(url)? {
+            req = req.header(name, value);
+        }
+        let mut resp = req.send().await.map_err(http_err)?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(StoreError::NotFound(hash.to_string()));
+        }
+        if !status.is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            return Err(StoreError::Remote(format!("GET block: {status}: {}", s3_error_code(&body))));
+        }
+        let expected = resp.content_length();
+        if expected.is_some_and(|n| n > MAX_BLOCK_BODY) {
+            return Err(StoreError::Remote(format!("GET block: the store announced {expected:?} bytes")));
+        }
+        // Chunks are copied into one buffer as they arrive and dropped, so a block costs its
+        // own size once, not twice.
+        let mut buf = BytesMut::with_capacity(expected.unwrap_or(0) as usize);
+        while let Some(chunk) = resp.chunk().await.map_err(http_err)? {
+            if buf.len() as u64 + chunk.len() as u64 > MAX_BLOCK_BODY {
+                return Err(StoreError::Remote("GET block: body larger than any block".into()));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        if let Some(n) = expected
+            && buf.len() as u64 != n
+        {
+            return Err(StoreError::Remote(format!("GET block: body cut short ({} of {n} bytes)", buf.len())));
+        }
+        Ok(buf.freeze())
+    }
+
+    /// SigV4 headers for an unsigned-payload GET of `url` (S3 signs paths as they are sent).
+    fn sign(&self, url: &str) -> StoreResult<Vec<(String, String)>> {
+        let mut settings = SigningSettings::default();
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+        let params = v4::SigningParams::builder()
+            .identity(&self.identity)
+            .region(&self.region)
+            .name("s3")
+            .time(SystemTime::now())
+            .settings(settings)
+            .build()
+            .map_err(|e| StoreError::Remote(format!("signing a block GET: {e}")))?
+            .into();
+        let signable = SignableRequest::new("GET", url, std::iter::empty(), SignableBody::UnsignedPayload)
+            .map_err(|e| StoreError::Remote(format!("signing a block GET: {e}")))?;
+        let (instructions, _) =
+            sign(signable, &params).map_err(|e| StoreError::Remote(format!("signing a block GET: {e}")))?.into_parts();
+        Ok(instructions.headers().map(|(n, v)| (n.to_string(), v.to_string())).collect())
+    }
+}
+
+fn http_err(e: reqwest::Error) -> StoreError {
+    if e.is_timeout() { StoreError::Timeout } else { StoreError::Remote(format!("GET block: {e}")) }
+}
+
+/// The `<Code>` of an S3 XML error body, for the log; the body itself may be long.
+fn s3_error_code(body: &str) -> &str {
+    body.split_once("<Code>").and_then(|(_, rest)| rest.split_once("</Code>")).map_or("error", |(code, _)| code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_code_from_xml() {
+        let body = "<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code><Message>x</Message></Error>";
+        assert_eq!(s3_error_code(body), "AccessDenied");
+        assert_eq!(s3_error_code("garbage"), "error");
+    }
+
+    #[test]
+    fn signs_with_the_s3_headers() {
+        let g = FastGet::new("http://127.0.0.1:9000/", "b", "us-east-1", "AK", "SK", Duration::from_secs(5))
+            .expect("client");
+        assert_eq!(g.base, "http://127.0.0.1:9000/b/");
+        let headers = g.sign("http://127.0.0.1:9000/b/spaces/1/blocks/ab").expect("signed");
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"authorization"), "{names:?}");
+        assert!(names.contains(&"x-amz-date"), "{names:?}");
+        let content = headers.iter().find(|(n, _)| n == "x-amz-content-sha256").map(|(_, v)| v.as_str());
+        assert_eq!(content, Some("UNSIGNED-PAYLOAD"));
+        let auth = headers.iter().find(|(n, _)| n == "authorization").map(|(_, v)| v.as_str()).unwrap_or("");
+        assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AK/"), "{auth}");
+        assert!(auth.contains("/us-east-1/s3/aws4_request"), "{auth}");
+    }
+}
