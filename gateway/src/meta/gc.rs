@@ -77,7 +77,7 @@ impl Meta {
         Fut: Future<Output = Result<(), String>>,
     {
         let sql = format!(
-            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} RETURNING b.space_id, b.hash, b.size",
+            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} RETURNING space_id, hash, size",
             in_list(3, hashes.len())
         );
         on_pool!(self, p => {
