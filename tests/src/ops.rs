@@ -125,6 +125,8 @@ impl BlockObject {
 /// Runs rclone with `env`, feeding `stdin`; fails on a nonzero exit.
 pub async fn rclone(env: &[(String, String)], args: &[&str], stdin: Option<&[u8]>) -> anyhow::Result<()> {
     let mut cmd = Command::new("rclone");
+    // A developer's AWS_CA_BUNDLE breaks rclone's plain-HTTP S3 client; only `env` counts.
+    cmd.env_remove("AWS_CA_BUNDLE");
     cmd.args(args).envs(env.iter().cloned()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = cmd.spawn().context("cannot run rclone (apt-get install rclone)")?;
