@@ -108,7 +108,7 @@ backend_test!(backup_and_restore, |gw| async move {
     api2.get_file("/late.txt").await?.check(404)?;
     // The old version came back too, and the restored installation is consistent.
     let v = api2.get(&format!("/api/v1/versions/{}", nimbus_e2e::encode_path("/docs/one.txt"))).await?;
-    ensure!(v.status == 200 && v.text().matches("\"id\"").count() >= 2, "versions after restore: {}", v.text());
+    ensure!(v.status == 200 && v.text().matches("\"version\":").count() >= 2, "versions after restore: {}", v.text());
     let r = nimbus_e2e::ops::run_tool(&fresh, "fsck", &["--json"]).await?;
     r.expect_code(0)?;
     Ok(())
