@@ -42,6 +42,7 @@ APT_PACKAGES=(
     rsync        # tests/tests/mount.rs: ordinary programs on the drive
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
+    rclone sqlite3  # tests/tests/ops_*.rs: reach into the S3 store, edit and back up SQLite
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}

@@ -16,6 +16,12 @@ pub struct Cli {
 pub enum Command {
     /// Run the gateway.
     Serve(Box<ServeArgs>),
+    /// Remove blocks no version references once unused for the grace period.
+    Gc(Box<GcArgs>),
+    /// Check that every block is in the store intact; optionally repair.
+    Fsck(Box<FsckArgs>),
+    /// Apply pending database migrations and exit (`serve` also applies them at start).
+    Migrate(Box<MigrateArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,6 +119,45 @@ pub struct ServeArgs {
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GcArgs {
+    /// Only blocks nobody reported present or uploaded for this long are removed
+    /// (e.g. `24h`, `30m`, `0`): longer than any client takes from upload to commit.
+    #[arg(long, env = "NIMBUS_GC_GRACE", default_value = "24h", value_parser = crate::ops::parse_duration)]
+    pub grace: std::time::Duration,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FsckArgs {
+    /// Check N registered blocks picked at random instead of all (and skip the orphan scan).
+    #[arg(long)]
+    pub sample: Option<u64>,
+
+    /// Fix what can be fixed (see docs/OPERATIONS.md).
+    #[arg(long)]
+    pub repair: bool,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
 }
 
 impl ServeArgs {

@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod meta;
 pub mod metrics;
+pub mod ops;
 pub mod server;
 pub mod space;
 pub mod state;

@@ -18,6 +18,9 @@ async fn main() -> std::process::ExitCode {
                 .init();
             nimbus_gateway::server::run(*args, shutdown_signal()).await
         }
+        Command::Gc(args) => return exit(nimbus_gateway::ops::gc_command(&args).await),
+        Command::Fsck(args) => return exit(nimbus_gateway::ops::fsck_command(&args).await),
+        Command::Migrate(args) => return exit(nimbus_gateway::ops::migrate_command(&args).await),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -27,6 +30,14 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Operator commands decide their own exit code (fsck: 1 while problems remain).
+fn exit(result: anyhow::Result<std::process::ExitCode>) -> std::process::ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        std::process::ExitCode::from(2)
+    })
 }
 
 async fn shutdown_signal() {

@@ -32,26 +32,8 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
     tokio::fs::create_dir_all(&args.data_dir)
         .await
         .with_context(|| format!("cannot create the data dir {}", args.data_dir.display()))?;
-    let url = args.database_url();
-    let meta = Meta::connect(&url).await.with_context(|| format!("cannot open the database {}", redact(&url)))?;
-    let store: DynStore = match args.store {
-        StoreKind::Local => {
-            Arc::new(LocalStore::open(&args.blocks_dir()).await.context("cannot open the blocks directory")?)
-        }
-        StoreKind::S3 => {
-            let cfg = S3Config {
-                endpoint: args.s3_endpoint.clone(),
-                bucket: args.s3_bucket.clone(),
-                region: args.s3_region.clone(),
-                path_style: !args.s3_virtual_hosted,
-                access_key: args.s3_access_key.clone(),
-                secret_key: args.s3_secret_key.clone(),
-                prefix: args.s3_prefix.clone(),
-                timeout: Duration::from_secs(args.store_timeout_secs),
-            };
-            Arc::new(S3Store::connect(&cfg).await.context("cannot set up the S3 client")?)
-        }
-    };
+    let meta = open_meta(args).await?;
+    let store = open_store(args).await?;
     let settings = Settings {
         block_size: nimbus_proto::DEFAULT_BLOCK_SIZE,
         token_ttl_secs: args.token_ttl_secs,
@@ -72,6 +54,34 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         throttle: Arc::new(Throttle::default()),
         metrics: crate::metrics::recorder(),
         settings: Arc::new(settings),
+    })
+}
+
+/// The metadata database `args` describe, migrated to this binary's schema.
+pub async fn open_meta(args: &ServeArgs) -> anyhow::Result<Meta> {
+    let url = args.database_url();
+    Meta::connect(&url).await.with_context(|| format!("cannot open the database {}", redact(&url)))
+}
+
+/// The block store `args` describe (also what `gc` and `fsck` open).
+pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
+    Ok(match args.store {
+        StoreKind::Local => {
+            Arc::new(LocalStore::open(&args.blocks_dir()).await.context("cannot open the blocks directory")?)
+        }
+        StoreKind::S3 => {
+            let cfg = S3Config {
+                endpoint: args.s3_endpoint.clone(),
+                bucket: args.s3_bucket.clone(),
+                region: args.s3_region.clone(),
+                path_style: !args.s3_virtual_hosted,
+                access_key: args.s3_access_key.clone(),
+                secret_key: args.s3_secret_key.clone(),
+                prefix: args.s3_prefix.clone(),
+                timeout: Duration::from_secs(args.store_timeout_secs),
+            };
+            Arc::new(S3Store::connect(&cfg).await.context("cannot set up the S3 client")?)
+        }
     })
 }
 

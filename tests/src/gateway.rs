@@ -287,6 +287,24 @@ impl Gateway {
         self.pid
     }
 
+    /// `nimbus-gateway <subcommand>` (gc, fsck, migrate, ...) with this gateway's database,
+    /// store, flags and environment, as an operator would run it beside the server.
+    pub fn tool(&self, subcommand: &str) -> Command {
+        let mut args: Vec<std::ffi::OsString> =
+            self.cmd.as_std().get_args().map(std::ffi::OsStr::to_os_string).collect();
+        if let Some(first) = args.first_mut() {
+            *first = subcommand.into();
+        }
+        command_with_args(&self.cmd, args)
+    }
+
+    /// The value of a command-line flag the gateway was started with (e.g. `--s3-bucket`).
+    pub fn flag(&self, name: &str) -> Option<String> {
+        let args: Vec<String> = self.cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let i = args.iter().position(|a| a == name)?;
+        args.get(i + 1).cloned()
+    }
+
     pub fn logs(&self) -> GatewayLogs {
         self.logs.clone()
     }
@@ -399,6 +417,12 @@ fn command_listening_on(cmd: &Command, addr: &str) -> Command {
     {
         *v = addr.into();
     }
+    command_with_args(cmd, args)
+}
+
+/// A copy of `cmd` (program, environment, working directory) with other arguments.
+fn command_with_args(cmd: &Command, args: Vec<std::ffi::OsString>) -> Command {
+    let std = cmd.as_std();
     let mut out = Command::new(std.get_program());
     out.args(args);
     for (k, v) in std.get_envs() {

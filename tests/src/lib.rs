@@ -41,6 +41,7 @@ pub mod gateway;
 pub mod http;
 pub mod minio;
 pub mod mount;
+pub mod ops;
 pub mod postgres;
 
 pub use backend::Backend;

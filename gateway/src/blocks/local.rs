@@ -75,6 +75,48 @@ impl BlockStore for LocalStore {
     fn describe(&self) -> String {
         format!("local directory {}", self.root.display())
     }
+
+    async fn delete_blocks(&self, space: i64, hashes: &[String]) -> StoreResult<()> {
+        for h in hashes {
+            match tokio::fs::remove_file(self.path(space, h)).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_blocks(&self) -> StoreResult<Vec<super::StoredBlock>> {
+        let root = self.root.join("spaces");
+        tokio::task::spawn_blocking(move || walk_blocks(&root))
+            .await
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?
+    }
+}
+
+/// `spaces/<space>/blocks/<ab>/<hash>` files under `root`.
+fn walk_blocks(root: &Path) -> StoreResult<Vec<super::StoredBlock>> {
+    let mut out = Vec::new();
+    for space in std::fs::read_dir(root)? {
+        let space = space?;
+        let Some(id) = space.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
+        let blocks = space.path().join("blocks");
+        let Ok(fans) = std::fs::read_dir(&blocks) else { continue };
+        for fan in fans {
+            let fan = fan?;
+            if !fan.file_type()?.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(fan.path())? {
+                let f = f?;
+                let Some(hash) = f.file_name().to_str().map(str::to_string) else { continue };
+                if nimbus_proto::is_block_hash(&hash) {
+                    out.push(super::StoredBlock { space: id, hash, size: f.metadata()?.len() });
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod s3;
 mod s3_get;
 
 pub use local::LocalStore;
+
 pub use s3::{S3Config, S3Store};
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +45,35 @@ pub trait BlockStore: Send + Sync + 'static {
     async fn check(&self) -> StoreResult<()>;
     /// For logs and /readyz.
     fn describe(&self) -> String;
+    /// Removes some blocks of a space (garbage collection, fsck repair); absent ones are fine.
+    async fn delete_blocks(&self, _space: i64, _hashes: &[String]) -> StoreResult<()> {
+        Err(StoreError::Remote(format!("{} cannot delete single blocks", self.describe())))
+    }
+    /// Every block object in the store, for fsck's orphan check.
+    async fn list_blocks(&self) -> StoreResult<Vec<StoredBlock>> {
+        Err(StoreError::Remote(format!("{} cannot list its blocks", self.describe())))
+    }
+}
+
+/// One block object as the store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBlock {
+    pub space: i64,
+    pub hash: String,
+    pub size: u64,
+}
+
+/// `spaces/<space>/blocks/<hash>` (after any prefix) back into its parts; other keys are not ours.
+pub fn parse_block_key(key: &str) -> Option<(i64, String)> {
+    let rest = key.strip_prefix("spaces/")?;
+    let (space, rest) = rest.split_once('/')?;
+    let hash = rest.strip_prefix("blocks/")?;
+    // Local stores fan out by the first two hex digits; S3 keys have no fan-out.
+    let hash = hash.rsplit('/').next()?;
+    if !nimbus_proto::is_block_hash(hash) {
+        return None;
+    }
+    Some((space.parse().ok()?, hash.to_string()))
 }
 
 pub type DynStore = Arc<dyn BlockStore>;

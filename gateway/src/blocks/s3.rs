@@ -134,6 +134,49 @@ async fn fast_get(cfg: &S3Config, sdk: &aws_config::SdkConfig) -> Option<FastGet
     }
 }
 
+impl S3Store {
+    /// Every key (and size) under `prefix`.
+    async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(map_err)?;
+            for o in page.contents() {
+                if let Some(k) = o.key() {
+                    out.push((k.to_string(), o.size().unwrap_or(0).max(0) as u64));
+                }
+            }
+            match page.next_continuation_token() {
+                Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_string()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// DeleteObjects in pages of 1000 (the S3 limit).
+    async fn delete_keys(&self, keys: Vec<String>) -> StoreResult<()> {
+        for chunk in keys.chunks(1000) {
+            let ids: Vec<ObjectIdentifier> =
+                chunk.iter().filter_map(|k| ObjectIdentifier::builder().key(k).build().ok()).collect();
+            let delete = Delete::builder()
+                .set_objects(Some(ids))
+                .quiet(true)
+                .build()
+                .map_err(|e| StoreError::Remote(e.to_string()))?;
+            self.client.delete_objects().bucket(&self.bucket).delete(delete).send().await.map_err(map_err)?;
+        }
+        Ok(())
+    }
+}
+
 fn map_err<E, R>(e: SdkError<E, R>) -> StoreError
 where
     E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
@@ -183,36 +226,25 @@ impl BlockStore for S3Store {
 
     async fn delete_space(&self, space: i64) -> StoreResult<()> {
         let prefix = format!("{}spaces/{space}/", self.prefix);
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&prefix)
-                .set_continuation_token(token.take())
-                .send()
-                .await
-                .map_err(map_err)?;
-            let ids: Vec<ObjectIdentifier> = page
-                .contents()
-                .iter()
-                .filter_map(|o| o.key())
-                .filter_map(|k| ObjectIdentifier::builder().key(k).build().ok())
-                .collect();
-            if !ids.is_empty() {
-                let delete = Delete::builder()
-                    .set_objects(Some(ids))
-                    .quiet(true)
-                    .build()
-                    .map_err(|e| StoreError::Remote(e.to_string()))?;
-                self.client.delete_objects().bucket(&self.bucket).delete(delete).send().await.map_err(map_err)?;
-            }
-            match page.next_continuation_token() {
-                Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_string()),
-                _ => return Ok(()),
-            }
-        }
+        let keys: Vec<String> = self.list(&prefix).await?.into_iter().map(|(k, _)| k).collect();
+        self.delete_keys(keys).await
+    }
+
+    async fn delete_blocks(&self, space: i64, hashes: &[String]) -> StoreResult<()> {
+        self.delete_keys(hashes.iter().map(|h| self.key(space, h)).collect()).await
+    }
+
+    async fn list_blocks(&self) -> StoreResult<Vec<super::StoredBlock>> {
+        let prefix = format!("{}spaces/", self.prefix);
+        Ok(self
+            .list(&prefix)
+            .await?
+            .into_iter()
+            .filter_map(|(k, size)| {
+                let (space, hash) = super::parse_block_key(k.strip_prefix(&self.prefix)?)?;
+                Some(super::StoredBlock { space, hash, size })
+            })
+            .collect())
     }
 
     async fn check(&self) -> StoreResult<()> {

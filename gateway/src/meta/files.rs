@@ -43,9 +43,10 @@ fn in_list(first_param: usize, n: usize) -> String {
 
 impl Meta {
     /// The subset of `hashes` the space does not hold, in the given order.
+    /// The held ones are touched: garbage collection leaves them for its grace period.
     pub async fn missing_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<String>> {
-        let held = self.held_blocks(space, hashes).await?;
-        Ok(hashes.iter().filter(|h| !held.iter().any(|b| &b.hash == *h)).cloned().collect())
+        let held: std::collections::HashSet<String> = self.touch_blocks(space, hashes).await?.into_iter().collect();
+        Ok(hashes.iter().filter(|h| !held.contains(*h)).cloned().collect())
     }
 
     /// The blocks among `hashes` that the space holds, with their sizes.
@@ -127,6 +128,20 @@ impl Meta {
 
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
+            // Again under the space lock, which garbage collection takes too: a block it
+            // removed since the check above fails the commit cleanly (retry re-uploads it).
+            for chunk in distinct.chunks(CHUNK) {
+                let sql = format!("SELECT COUNT(*) FROM blocks WHERE space_id = $1 AND hash IN ({})", in_list(2, chunk.len()));
+                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                if q.fetch_one(&mut *tx).await? != chunk.len() as i64 {
+                    return Err(MetaError::Conflict(
+                        "some blocks were garbage-collected while this commit was prepared; check which are missing, upload them and commit again".into(),
+                    ));
+                }
+            }
             let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
             let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
             if let Some(ex) = &existing

@@ -16,12 +16,14 @@ use sqlx::{PgConnection, Postgres, Sqlite, SqliteConnection, Transaction};
 
 mod changes;
 mod files;
+mod gc;
 mod hot;
 mod tree;
 mod users;
 
 pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
+pub use gc::BlockRow;
 pub use hot::ChangeWatch;
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};
@@ -249,7 +251,7 @@ impl Meta {
         let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool =
                 PgPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
-            POSTGRES_MIGRATIONS.run(&pool).await?;
+            POSTGRES_MIGRATIONS.run(&pool).await.map_err(schema_error)?;
             Pool::Postgres(pool)
         } else if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)?
@@ -265,7 +267,7 @@ impl Meta {
                 .acquire_timeout(Duration::from_secs(30))
                 .connect_with(opts)
                 .await?;
-            SQLITE_MIGRATIONS.run(&pool).await?;
+            SQLITE_MIGRATIONS.run(&pool).await.map_err(schema_error)?;
             Pool::Sqlite(pool)
         } else {
             return Err(MetaError::Invalid(format!(
@@ -292,6 +294,20 @@ impl Meta {
 
     pub async fn close(&self) {
         on_pool!(self, p => p.close().await)
+    }
+}
+
+/// Migrations only move forward: a database migrated by a newer binary has versions this
+/// one does not know, and running on it could corrupt what the newer one wrote.
+fn schema_error(e: sqlx::migrate::MigrateError) -> MetaError {
+    match e {
+        sqlx::migrate::MigrateError::VersionMissing(v) => MetaError::Invalid(format!(
+            "the database schema is newer than this nimbus-gateway {}: it has migration {v} applied, which this \
+             binary does not know. Run the newer nimbus-gateway (or restore the backup taken before the upgrade); \
+             refusing to touch it",
+            env!("CARGO_PKG_VERSION")
+        )),
+        e => MetaError::Migrate(e),
     }
 }
 

@@ -39,7 +39,8 @@ pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) ->
 /// Writes a block to the store unless the space holds it already; true if it was new.
 async fn store_block(state: &AppState, space: i64, hash: String, data: Bytes) -> ApiResult<(BlockEntry, bool)> {
     let size = data.len() as i64;
-    let new = !state.meta.has_block(space, &hash).await?;
+    // Touching (not just checking) keeps garbage collection off a block about to be committed.
+    let new = state.meta.touch_blocks(space, std::slice::from_ref(&hash)).await?.is_empty();
     if new {
         state.store.put(space, &hash, data).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);

@@ -1,0 +1,157 @@
+//! The block registry as garbage collection and fsck see it: which blocks no version
+//! references, removing them under the space lock, and the consistency queries of fsck.
+//!
+//! Safety against concurrent uploads rests on three rules:
+//! - a block reported present (`POST /blocks/missing`) or uploaded again is touched
+//!   (`touched_at`), and GC only takes blocks untouched for its grace period;
+//! - GC deletes a space's rows and then its objects inside one transaction holding the space
+//!   lock, the lock every commit takes first, so a commit either sees the rows gone (and fails
+//!   with a retryable conflict) or has already referenced the blocks (and GC keeps them);
+//! - an uploader that finds the row gone writes the object again before registering it.
+
+use super::{BlockEntry, Meta, MetaResult, begin_space, now_ms, on_pool};
+
+/// One registered block.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct BlockRow {
+    pub space_id: i64,
+    pub hash: String,
+    pub size: i64,
+}
+
+/// A registered block no version references: not referenced and untouched since `$1`.
+const UNREFERENCED: &str = "COALESCE(b.touched_at, b.created_at) < $1 AND NOT EXISTS (\
+    SELECT 1 FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
+    WHERE vb.hash = b.hash AND v.space_id = b.space_id)";
+
+fn in_list(first_param: usize, n: usize) -> String {
+    (0..n).map(|i| format!("${}", first_param + i)).collect::<Vec<_>>().join(", ")
+}
+
+impl Meta {
+    /// Marks the blocks among `hashes` that the space holds as just used and returns them:
+    /// a client told "present" must find them still there when it commits.
+    pub async fn touch_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<String>> {
+        let now = now_ms();
+        let mut held = Vec::new();
+        for chunk in hashes.chunks(500) {
+            let sql = format!(
+                "UPDATE blocks SET touched_at = $2 WHERE space_id = $1 AND hash IN ({}) RETURNING hash",
+                in_list(3, chunk.len())
+            );
+            let rows: Vec<String> = on_pool!(self, p => {
+                let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(space).bind(now);
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                q.fetch_all(p).await?
+            });
+            held.extend(rows);
+        }
+        Ok(held)
+    }
+
+    /// Up to `limit` blocks that no version references and nobody touched since `cutoff_ms`.
+    pub async fn gc_candidates(&self, cutoff_ms: i64, limit: i64) -> MetaResult<Vec<BlockRow>> {
+        let sql = format!(
+            "SELECT b.space_id, b.hash, b.size FROM blocks b WHERE {UNREFERENCED} ORDER BY b.space_id, b.hash LIMIT $2"
+        );
+        Ok(
+            on_pool!(self, p => sqlx::query_as::<_, BlockRow>(sqlx::AssertSqlSafe(sql)).bind(cutoff_ms).bind(limit).fetch_all(p).await?),
+        )
+    }
+
+    /// Removes the rows of those of `hashes` that are still garbage, then calls `delete_objects`
+    /// with them while the space stays locked, and returns what was removed. The rows go even if
+    /// the objects cannot be deleted: a stray object is harmless (fsck finds it), a row without
+    /// its object is not.
+    pub async fn gc_remove<F, Fut>(
+        &self,
+        space: i64,
+        hashes: &[String],
+        cutoff_ms: i64,
+        delete_objects: F,
+    ) -> MetaResult<(Vec<BlockRow>, Option<String>)>
+    where
+        F: FnOnce(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        let sql = format!(
+            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} RETURNING space_id, hash, size",
+            in_list(3, hashes.len())
+        );
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let mut q = sqlx::query_as::<_, BlockRow>(sqlx::AssertSqlSafe(sql)).bind(cutoff_ms).bind(space);
+            for h in hashes {
+                q = q.bind(h);
+            }
+            let gone: Vec<BlockRow> = q.fetch_all(&mut *tx).await?;
+            let failed = if gone.is_empty() {
+                None
+            } else {
+                delete_objects(gone.iter().map(|b| b.hash.clone()).collect()).await.err()
+            };
+            tx.commit().await?;
+            Ok((gone, failed))
+        })
+    }
+
+    /// Every registered block, or `sample` of them picked at random.
+    pub async fn registered_blocks(&self, sample: Option<i64>) -> MetaResult<Vec<BlockRow>> {
+        Ok(on_pool!(self, p => match sample {
+            Some(n) => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks ORDER BY RANDOM() LIMIT $1")
+                .bind(n).fetch_all(p).await?,
+            None => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks ORDER BY space_id, hash")
+                .fetch_all(p).await?,
+        }))
+    }
+
+    /// Blocks some version references that the registry does not hold.
+    pub async fn unregistered_references(&self) -> MetaResult<Vec<BlockRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, BlockRow>(
+            "SELECT DISTINCT v.space_id, vb.hash, vb.size FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
+             WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.space_id = v.space_id AND b.hash = vb.hash) \
+             ORDER BY v.space_id, vb.hash",
+        ).fetch_all(p).await?))
+    }
+
+    /// Forgets blocks the store lost, so a client that still has the data uploads it again
+    /// (its missing-check now says "missing") and the files heal.
+    pub async fn drop_block_rows(&self, space: i64, hashes: &[String]) -> MetaResult<u64> {
+        let mut n = 0;
+        for h in hashes {
+            n += on_pool!(self, p => sqlx::query("DELETE FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space).bind(h).execute(p).await?.rows_affected());
+        }
+        Ok(n)
+    }
+
+    /// Registers blocks found in the store (their hash already verified), untouched, so GC
+    /// reclaims them after the grace period unless a commit references them first.
+    pub async fn register_found(&self, space: i64, blocks: &[BlockEntry]) -> MetaResult<()> {
+        for b in blocks {
+            self.register_block(space, &b.hash, b.size).await?;
+        }
+        Ok(())
+    }
+
+    /// The paths of the files with a version (current or older) that uses the block.
+    pub async fn files_using(&self, space: i64, hash: &str) -> MetaResult<Vec<String>> {
+        let ids: Vec<i64> = on_pool!(self, p => sqlx::query_scalar(
+            "SELECT DISTINCT v.node_id FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
+             WHERE v.space_id = $1 AND vb.hash = $2 ORDER BY v.node_id",
+        ).bind(space).bind(hash).fetch_all(p).await?);
+        let mut paths = Vec::with_capacity(ids.len());
+        for id in ids {
+            let names: Vec<String> = on_pool!(self, p => sqlx::query_scalar(
+                "WITH RECURSIVE up(id, parent_id, name, depth) AS (\
+                 SELECT id, parent_id, name, 0 FROM nodes WHERE id = $1 \
+                 UNION ALL SELECT n.id, n.parent_id, n.name, up.depth + 1 FROM nodes n JOIN up ON n.id = up.parent_id) \
+                 SELECT name FROM up WHERE parent_id IS NOT NULL ORDER BY depth DESC",
+            ).bind(id).fetch_all(p).await?);
+            paths.push(format!("/{}", names.join("/")));
+        }
+        Ok(paths)
+    }
+}

@@ -1,0 +1,142 @@
+//! Operator tooling in tests: run `nimbus-gateway gc|fsck|migrate|...` beside a running gateway
+//! and reach into its block store behind its back (delete or corrupt an object), as a failing
+//! disk or a careless admin would. S3 stores are reached with rclone (a Debian package).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use anyhow::{Context, bail};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::gateway::Gateway;
+
+/// What an operator command printed and how it exited.
+#[derive(Debug)]
+pub struct ToolRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ToolRun {
+    /// The JSON report on stdout (`--json`).
+    pub fn json(&self) -> anyhow::Result<serde_json::Value> {
+        serde_json::from_str(&self.stdout)
+            .with_context(|| format!("not a JSON report: {}\nstderr: {}", self.stdout, self.stderr))
+    }
+
+    pub fn expect_code(&self, code: i32) -> anyhow::Result<&Self> {
+        if self.code != code {
+            bail!("exit code {} (expected {code})\nstdout: {}\nstderr: {}", self.code, self.stdout, self.stderr);
+        }
+        Ok(self)
+    }
+}
+
+/// Runs `nimbus-gateway <subcommand> <args>` on the gateway's database and store.
+pub async fn run_tool(gw: &Gateway, subcommand: &str, args: &[&str]) -> anyhow::Result<ToolRun> {
+    let out = gw
+        .tool(subcommand)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .with_context(|| format!("cannot run nimbus-gateway {subcommand}"))?;
+    Ok(ToolRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Where a gateway keeps one block's object.
+pub enum BlockObject {
+    File(PathBuf),
+    /// An rclone remote path (`nimbus:BUCKET/KEY`) and the environment defining `nimbus:`.
+    S3 {
+        remote: String,
+        env: Vec<(String, String)>,
+    },
+}
+
+/// An rclone remote for the gateway's bucket: `nimbus:BUCKET` and the environment defining
+/// `nimbus:`; None for a local store.
+pub fn s3_remote(gw: &Gateway) -> anyhow::Result<Option<(String, Vec<(String, String)>)>> {
+    let Some(endpoint) = gw.flag("--s3-endpoint") else { return Ok(None) };
+    let bucket = gw.flag("--s3-bucket").context("no --s3-bucket")?;
+    let (access, secret, region) = match (gw.minio(), gw.garage()) {
+        (Some(_), _) => (crate::minio::ACCESS_KEY.to_string(), crate::minio::SECRET_KEY.to_string(), "us-east-1"),
+        (None, Some(g)) => (g.access_key().to_string(), g.secret_key().to_string(), crate::garage::REGION),
+        _ => bail!("an S3 gateway without a known store"),
+    };
+    let env = [
+        ("TYPE", "s3".to_string()),
+        ("PROVIDER", "Other".to_string()),
+        ("ENDPOINT", endpoint),
+        ("ACCESS_KEY_ID", access),
+        ("SECRET_ACCESS_KEY", secret),
+        ("REGION", region.to_string()),
+        ("FORCE_PATH_STYLE", "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("RCLONE_CONFIG_NIMBUS_{k}"), v))
+    .collect();
+    Ok(Some((format!("nimbus:{bucket}"), env)))
+}
+
+/// The object of block `hash` of `space` in the gateway's store.
+pub fn block_object(gw: &Gateway, space: i64, hash: &str) -> anyhow::Result<BlockObject> {
+    let key = format!("spaces/{space}/blocks/{hash}");
+    match s3_remote(gw)? {
+        Some((remote, env)) => Ok(BlockObject::S3 { remote: format!("{remote}/{key}"), env }),
+        None => {
+            let fan = hash.get(..2).context("short hash")?;
+            Ok(BlockObject::File(
+                gw.data_dir().join("blocks").join("spaces").join(space.to_string()).join("blocks").join(fan).join(hash),
+            ))
+        }
+    }
+}
+
+impl BlockObject {
+    pub async fn delete(&self) -> anyhow::Result<()> {
+        match self {
+            BlockObject::File(p) => std::fs::remove_file(p).with_context(|| format!("cannot delete {}", p.display())),
+            BlockObject::S3 { remote, env } => rclone(env, &["deletefile", remote], None).await,
+        }
+    }
+
+    /// Replaces the object's bytes with `data`.
+    pub async fn overwrite(&self, data: &[u8]) -> anyhow::Result<()> {
+        match self {
+            BlockObject::File(p) => {
+                if let Some(dir) = p.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(p, data).with_context(|| format!("cannot write {}", p.display()))
+            }
+            BlockObject::S3 { remote, env } => rclone(env, &["rcat", remote], Some(data)).await,
+        }
+    }
+}
+
+/// Runs rclone with `env`, feeding `stdin`; fails on a nonzero exit.
+pub async fn rclone(env: &[(String, String)], args: &[&str], stdin: Option<&[u8]>) -> anyhow::Result<()> {
+    let mut cmd = Command::new("rclone");
+    // A developer's AWS_CA_BUNDLE breaks rclone's plain-HTTP S3 client; only `env` counts.
+    cmd.env_remove("AWS_CA_BUNDLE");
+    cmd.args(args).envs(env.iter().cloned()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.spawn().context("cannot run rclone (apt-get install rclone)")?;
+    if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(data).await?;
+        drop(pipe);
+    }
+    let out = child.wait_with_output().await?;
+    if !out.status.success() {
+        bail!("rclone {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
