@@ -42,6 +42,7 @@ APT_PACKAGES=(
     rsync        # tests/tests/mount.rs: ordinary programs on the drive
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
+    chromium fonts-liberation  # tests/tests/admin_ui.rs: the admin console in a real browser
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}

@@ -7,7 +7,9 @@ import type { AuditList } from '../api/types';
 export function AuditPage() {
   const [user, setUser] = useState('');
   const [action, setAction] = useState('');
-  const [filters, setFilters] = useState({ user: '', action: '' });
+  const [since, setSince] = useState('');
+  const [until, setUntil] = useState('');
+  const [filters, setFilters] = useState({ user: '', action: '', since: '', until: '' });
   const [cursors, setCursors] = useState<(string | null)[]>([null]);
   const cursor = cursors[cursors.length - 1];
   const q = useQuery({
@@ -16,13 +18,15 @@ export function AuditPage() {
       const p = new URLSearchParams({ limit: '50' });
       if (filters.user) p.set('user', filters.user);
       if (filters.action) p.set('action', filters.action);
+      if (filters.since) p.set('since', new Date(filters.since).toISOString());
+      if (filters.until) p.set('until', new Date(filters.until).toISOString());
       if (cursor) p.set('cursor', cursor);
       return api<AuditList>('GET', `/api/v1/admin/audit?${p}`);
     },
   });
   const apply = (e: FormEvent) => {
     e.preventDefault();
-    setFilters({ user: user.trim(), action: action.trim() });
+    setFilters({ user: user.trim(), action: action.trim(), since, until });
     setCursors([null]);
   };
   return (
@@ -32,6 +36,8 @@ export function AuditPage() {
         <Group align="flex-end">
           <TextInput label="User" value={user} onChange={(e) => setUser(e.currentTarget.value)} />
           <TextInput label="Action" placeholder="e.g. user_create" value={action} onChange={(e) => setAction(e.currentTarget.value)} />
+          <TextInput type="datetime-local" label="From" value={since} onChange={(e) => setSince(e.currentTarget.value)} />
+          <TextInput type="datetime-local" label="To" value={until} onChange={(e) => setUntil(e.currentTarget.value)} />
           <Button type="submit">Filter</Button>
         </Group>
       </form>

@@ -114,7 +114,20 @@ function ResetPassword({ onReset }: { onReset: (p: string) => void }) {
 function Activity({ id, username }: { id: number; username: string }) {
   const q = useQuery({
     queryKey: ['activity', id],
-    queryFn: () => api<AuditList>('GET', `/api/v1/admin/audit?user=${encodeURIComponent(username)}&limit=20`),
+    // What they did and what was done to them, newest first.
+    queryFn: async () => {
+      const n = encodeURIComponent(username);
+      const [by, to] = await Promise.all([
+        api<AuditList>('GET', `/api/v1/admin/audit?user=${n}&limit=20`),
+        api<AuditList>('GET', `/api/v1/admin/audit?target=${n}&limit=20`),
+      ]);
+      const seen = new Set<number>();
+      const entries = [...by.entries, ...to.entries]
+        .filter((e) => !seen.has(e.id) && seen.add(e.id))
+        .sort((a, b) => b.id - a.id)
+        .slice(0, 20);
+      return { entries, next_cursor: null } as AuditList;
+    },
   });
   return (
     <Paper withBorder p="md">

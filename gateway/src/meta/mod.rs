@@ -18,6 +18,7 @@ mod changes;
 mod files;
 mod hot;
 mod tree;
+mod usage;
 mod users;
 
 pub use changes::ChangeRow;
