@@ -90,7 +90,7 @@ try {
   step('the admin lowers the quota; the next upload is refused');
   await page.getByRole('form', { name: 'Quota and role' }).getByLabel('Quota').fill('310000');
   await page.getByRole('button', { name: 'Save' }).click();
-  await page.getByText('Saved.').waitFor();
+  await page.getByText('Quota and role saved.').waitFor();
   await page.getByTestId('usage').filter({ hasText: 'of 302.7 KiB' }).waitFor();
   r = await call('PUT', '/api/v1/files/second.bin', { token, body: new Uint8Array(100000).fill(9) });
   check(r.status === 413, `an upload over quota: ${r.status} ${r.text}`);
@@ -109,7 +109,7 @@ try {
   await page.getByRole('button', { name: 'Disable user' }).waitFor();
   await page.getByLabel('New password').fill(PW2);
   await page.getByRole('button', { name: 'Reset password' }).click();
-  await page.getByText('Saved.').waitFor();
+  await page.getByText('Password reset;').waitFor();
   r = await login(USER, PW1);
   check(r.status === 401, `the old password after a reset: ${r.status} ${r.text}`);
   r = await login(USER, PW2);
@@ -159,7 +159,8 @@ try {
   await page.getByLabel('Username').fill('admin');
   await page.getByLabel('Password', { exact: true }).fill(adminPassword);
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
+  // Back where the session ended.
+  await page.getByRole('heading', { name: 'Audit log' }).waitFor();
   const second = await page.evaluate(() => sessionStorage.getItem('nimbus-admin-token'));
   check(second && second !== adminToken, 'a new token after signing in again');
   await page.getByRole('button', { name: 'Sign out' }).click();

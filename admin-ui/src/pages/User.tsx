@@ -12,12 +12,14 @@ export function UserPage({ id }: { id: number }) {
   const user = useQuery({ queryKey: ['user', id], queryFn: () => api<UserInfo>('GET', `/api/v1/admin/users/${id}`) });
   const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
   const patch = useMutation({
-    mutationFn: (body: Record<string, unknown>) => api<UserInfo>('PATCH', `/api/v1/admin/users/${id}`, body),
-    onSuccess: (u) => {
+    mutationFn: ({ body }: { body: Record<string, unknown>; done: string }) =>
+      api<UserInfo>('PATCH', `/api/v1/admin/users/${id}`, body),
+    onMutate: () => setMsg(null),
+    onSuccess: (u, { done }) => {
       qc.setQueryData(['user', id], u);
       qc.invalidateQueries({ queryKey: ['users'] });
       qc.invalidateQueries({ queryKey: ['activity', id] });
-      setMsg({ ok: true, text: 'Saved.' });
+      setMsg({ ok: true, text: done });
     },
     onError: (e) => setMsg({ ok: false, text: errorMessage(e) }),
   });
@@ -43,17 +45,17 @@ export function UserPage({ id }: { id: number }) {
         </Text>
         {u.quota_bytes !== null && <Progress value={pct} aria-label="Usage of quota" mt="xs" />}
       </Paper>
-      <EditForm user={u} onSave={(body) => patch.mutate(body)} busy={patch.isPending} />
+      <EditForm user={u} onSave={(body) => patch.mutate({ body, done: 'Quota and role saved.' })} busy={patch.isPending} />
       <Paper withBorder p="md">
         <Stack>
           <Text fw={500}>Access</Text>
           <Group>
-            <Button color={u.disabled ? 'green' : 'orange'} onClick={() => patch.mutate({ disabled: !u.disabled })}>
+            <Button color={u.disabled ? 'green' : 'orange'} onClick={() => patch.mutate({ body: { disabled: !u.disabled }, done: u.disabled ? 'User enabled.' : 'User disabled; signed out everywhere.' })}>
               {u.disabled ? 'Enable user' : 'Disable user'}
             </Button>
           </Group>
           <Text size="sm" c="dimmed">Disabling or resetting the password signs the user out of every device.</Text>
-          <ResetPassword onReset={(password) => patch.mutate({ password })} />
+          <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
         </Stack>
       </Paper>
       <Activity id={id} username={u.username} />
