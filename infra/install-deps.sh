@@ -43,6 +43,7 @@ APT_PACKAGES=(
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
     rclone sqlite3  # tests/tests/ops_*.rs: reach into the S3 store, edit and back up SQLite
+    chromium fonts-liberation  # tests/tests/admin_ui.rs: the admin console in a real browser
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}

@@ -56,6 +56,10 @@ log "cargo build --release -p nimbus-gateway -p nimbus-cli (target dir $CARGO_TA
 (cd "$ROOT" && cargo build --release -p nimbus-gateway -p nimbus-cli)
 
 BIN=$CARGO_TARGET_DIR/release
+
+# The admin console (served at /admin from admin-ui/dist): npm ci / build only when stale.
+bash "$ROOT/infra/admin-ui.sh" || log "WARNING: the admin console was not built; /admin will say how to build it"
+log "admin console: http://${NIMBUS_LISTEN:-127.0.0.1:8080}/admin"
 log "CLI: $BIN/nimbus  (e.g. $BIN/nimbus login http://${NIMBUS_LISTEN:-127.0.0.1:8080} --username admin)"
 
 # --- run -------------------------------------------------------------------------------------

@@ -31,6 +31,10 @@ log() { printf '[test] %s\n' "$*" >&2; }
 # Runs cargo test, then prints one closing line with the totals over every test binary
 # ("N passed, N failed"): cargo's own last line is often a doc-test run of 0 tests.
 status=0
+# vitest's counts (admin-ui), added to the closing line.
+ui_passed=0
+ui_failed=0
+ui_status=0
 run_tests() {
     local out
     out=$(mktemp)
@@ -38,7 +42,7 @@ run_tests() {
     cargo test "$@" 2>&1 | tee "$out"
     status=${PIPESTATUS[0]}
     set -e
-    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+    awk -v p="$ui_passed" -v f="$ui_failed" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
          END { printf "%d passed, %d failed\n", p, f }' "$out"
     rm -f "$out"
 }
@@ -65,6 +69,22 @@ bash "$ROOT/infra/install-deps.sh"
 
 log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets
+
+# The admin console: npm ci / build when stale (tests/tests/admin_ui.rs drives the build in
+# chromium), then its vitest suite, whose counts join the closing line.
+bash "$ROOT/infra/admin-ui.sh"
+ui_out=$(mktemp)
+set +e
+(cd "$ROOT/admin-ui" && npm test) 2>&1 | tee "$ui_out"
+ui_status=${PIPESTATUS[0]}
+set -e
+# "Tests  1 failed | 8 passed (9)", colours stripped.
+ui_line=$(sed 's/\x1b\[[0-9;]*m//g' "$ui_out" | grep -E '^ *Tests ' | tail -1 || true)
+ui_passed=$(printf '%s' "$ui_line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+ui_failed=$(printf '%s' "$ui_line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
+if [ "$ui_status" -ne 0 ] && [ "$ui_failed" -eq 0 ]; then ui_failed=1; fi
+rm -f "$ui_out"
+log "admin-ui vitest: $ui_passed passed, $ui_failed failed (exit $ui_status)"
 
 started_pg=0
 # shellcheck disable=SC2317  # called through the EXIT trap
@@ -93,4 +113,7 @@ log "NIMBUS_TEST_REQUIRE_ALL=$NIMBUS_TEST_REQUIRE_ALL"
 log "cargo test --workspace $*"
 run_tests --workspace "$@"
 log "cargo test exited with $status"
+if [ "$status" -eq 0 ] && [ "$ui_status" -ne 0 ]; then
+    status=$ui_status
+fi
 exit "$status"

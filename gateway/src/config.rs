@@ -116,6 +116,10 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_CACHE_MEM", default_value = "256MiB", value_parser = nimbus_proto::size::parse_size)]
     pub cache_mem: u64,
 
+    /// Directory of the built admin console (admin-ui/dist). Default: the source tree's.
+    #[arg(long, env = "NIMBUS_ADMIN_UI_DIR")]
+    pub admin_ui_dir: Option<PathBuf>,
+
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,

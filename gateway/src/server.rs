@@ -39,6 +39,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         token_ttl_secs: args.token_ttl_secs,
         default_quota: args.default_quota(),
         upload_parallelism: 4,
+        admin_ui_dir: args.admin_ui_dir.clone(),
     };
     let cache_cfg = CacheConfig {
         dir: (args.cache_size > 0).then(|| args.cache_dir()),

@@ -480,3 +480,26 @@ mod tests {
         Ok(())
     }
 }
+
+/// `GET /api/v1/admin/usage`: storage aggregates for the admin dashboard.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UsageSummary {
+    pub users: u64,
+    /// Users not disabled.
+    pub active_users: u64,
+    pub total_bytes: u64,
+    /// Live (not trashed) files over all spaces.
+    pub files: u64,
+    /// The users storing the most, largest first.
+    pub top_users: Vec<UserUsage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UserUsage {
+    pub id: i64,
+    pub username: String,
+    pub used_bytes: u64,
+    pub quota_bytes: Option<u64>,
+}

@@ -194,8 +194,20 @@ pub async fn delete_user(
 pub struct AuditQuery {
     pub user: Option<String>,
     pub action: Option<String>,
+    pub target: Option<String>,
+    /// RFC 3339 bounds, inclusive.
+    pub since: Option<String>,
+    pub until: Option<String>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
+}
+
+/// An RFC 3339 query parameter as Unix milliseconds.
+fn time_param(name: &str, v: Option<&str>) -> ApiResult<Option<i64>> {
+    let Some(v) = v.filter(|v| !v.is_empty()) else { return Ok(None) };
+    let t = time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| ApiError::BadRequest(format!("{name} must be an RFC 3339 time, e.g. 2026-01-31T12:00:00Z")))?;
+    Ok(Some((t.unix_timestamp_nanos() / 1_000_000) as i64))
 }
 
 pub async fn audit_log(
@@ -204,8 +216,15 @@ pub async fn audit_log(
     Query(q): Query<AuditQuery>,
 ) -> ApiResult<Json<AuditList>> {
     let limit = page_limit(q.limit, 100)?;
-    let filter =
-        AuditFilter { actor: q.user, action: q.action, before_id: id_cursor(q.cursor.as_deref())?, limit: limit + 1 };
+    let filter = AuditFilter {
+        since_ms: time_param("since", q.since.as_deref())?,
+        until_ms: time_param("until", q.until.as_deref())?,
+        actor: q.user.filter(|s| !s.is_empty()),
+        action: q.action.filter(|s| !s.is_empty()),
+        target: q.target.filter(|s| !s.is_empty()),
+        before_id: id_cursor(q.cursor.as_deref())?,
+        limit: limit + 1,
+    };
     let (rows, next_cursor) = page(st.meta.list_audit(&filter).await?, limit, |r| r.id.to_string());
     let entries = rows
         .into_iter()

@@ -17,9 +17,11 @@ use crate::meta::NodeRow;
 use crate::state::AppState;
 
 mod admin;
+mod admin_usage;
 mod auth;
 mod blocks;
 mod changes;
+pub mod console;
 mod files;
 mod health;
 pub mod openapi;
@@ -73,6 +75,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/admin/users", get(admin::list_users).post(admin::create_user))
         .route("/api/v1/admin/users/{id}", get(admin::get_user).patch(admin::update_user).delete(admin::delete_user))
         .route("/api/v1/admin/audit", get(admin::audit_log))
+        .route("/api/v1/admin/usage", get(admin_usage::usage))
         .route("/api/v1/admin/cache", get(admin::cache_stats).delete(admin::cache_purge))
         .route("/api/v1/admin/cache/warm", post(admin::cache_warm))
         .route("/api/v1/admin/cache/warm/{id}", get(admin::cache_warm_status))
@@ -88,6 +91,9 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/admin", get(console::redirect_root))
+        .route("/admin/", get(console::serve))
+        .route("/admin/{*path}", get(console::serve))
         .merge(api)
         .fallback(not_found)
         .with_state(state)

@@ -19,6 +19,7 @@ mod files;
 mod gc;
 mod hot;
 mod tree;
+mod usage;
 mod users;
 
 pub use changes::ChangeRow;

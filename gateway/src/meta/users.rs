@@ -28,6 +28,11 @@ pub struct NewAudit {
 pub struct AuditFilter {
     pub actor: Option<String>,
     pub action: Option<String>,
+    /// Entries about this user (what an admin did to them).
+    pub target: Option<String>,
+    /// Time range in Unix milliseconds, inclusive.
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
     pub before_id: Option<i64>,
     pub limit: i64,
 }
@@ -242,9 +247,11 @@ impl Meta {
         Ok(on_pool!(self, p => sqlx::query_as::<_, AuditRow>(
             "SELECT id, at, actor, action, target, detail, ip FROM audit \
              WHERE ($1 IS NULL OR actor = $1) AND ($2 IS NULL OR action = $2) AND ($3 IS NULL OR id < $3) \
+             AND ($5 IS NULL OR target = $5) AND ($6 IS NULL OR at >= $6) AND ($7 IS NULL OR at <= $7) \
              ORDER BY id DESC LIMIT $4",
         )
         .bind(f.actor.as_deref()).bind(f.action.as_deref()).bind(f.before_id).bind(f.limit)
+        .bind(f.target.as_deref()).bind(f.since_ms).bind(f.until_ms)
         .fetch_all(p).await?))
     }
 }

@@ -1,0 +1,189 @@
+// End-to-end: the console in Debian's chromium (playwright-core, no browser download) against a
+// real gateway. Usage: node e2e/console.e2e.mjs BASE_URL ADMIN_PASSWORD
+// Screenshots of each page go to e2e-artifacts/ (gitignored). Exits non-zero on the first failure.
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const [base, adminPassword] = process.argv.slice(2);
+if (!base || !adminPassword) {
+  console.error('usage: node e2e/console.e2e.mjs BASE_URL ADMIN_PASSWORD');
+  process.exit(2);
+}
+const artifacts = join(dirname(fileURLToPath(import.meta.url)), '..', 'e2e-artifacts');
+mkdirSync(artifacts, { recursive: true });
+
+const USER = 'e2e-alice';
+const PW1 = 'alice-password-1';
+const PW2 = 'alice-password-2';
+
+function check(cond, msg) {
+  if (!cond) throw new Error(`check failed: ${msg}`);
+}
+async function call(method, path, { token, json, body } = {}) {
+  const headers = {};
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (json !== undefined) headers['Content-Type'] = 'application/json';
+  const r = await fetch(base + path, { method, headers, body: json !== undefined ? JSON.stringify(json) : body });
+  const text = await r.text();
+  return { status: r.status, text, json: () => JSON.parse(text) };
+}
+async function login(username, password) {
+  return call('POST', '/api/v1/auth/login', { json: { username, password } });
+}
+const step = (s) => console.log(`[e2e] ${s}`);
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+});
+let page;
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  page = await ctx.newPage();
+  page.setDefaultTimeout(30000);
+  const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+
+  step('admin signs in');
+  await page.goto(`${base}/admin/`);
+  await page.getByLabel('Username').fill('admin');
+  await page.getByLabel('Password', { exact: true }).fill('wrong password');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').waitFor();
+  await shot('01-sign-in-error');
+  await page.getByLabel('Password', { exact: true }).fill(adminPassword);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
+  await page.getByText('ready', { exact: true }).waitFor();
+  await shot('02-dashboard');
+
+  step('admin creates a user');
+  await page.getByRole('link', { name: 'Users' }).click();
+  await page.getByRole('heading', { name: 'Users' }).waitFor();
+  await page.getByRole('button', { name: 'New user' }).click();
+  const form = page.getByRole('form', { name: 'Create user' });
+  await form.getByLabel('Username').fill(USER);
+  await form.getByLabel('Password', { exact: true }).fill(PW1);
+  await form.getByLabel('Quota').fill('10 MiB');
+  await shot('03-create-user');
+  await form.getByRole('button', { name: 'Create user' }).click();
+  await page.getByText(`Created ${USER}`).waitFor();
+  await page.keyboard.press('Escape');
+  await page.getByLabel('Search users').fill('alice');
+  await page.getByRole('link', { name: USER }).waitFor();
+  await shot('04-users');
+
+  step('the user logs in through the API and uploads a file');
+  let r = await login(USER, PW1);
+  check(r.status === 200, `login: ${r.status} ${r.text}`);
+  let token = r.json().token;
+  r = await call('PUT', '/api/v1/files/report.bin', { token, body: new Uint8Array(300000).fill(7) });
+  check(r.status === 200 || r.status === 201, `upload: ${r.status} ${r.text}`);
+
+  step('the admin sees the usage change');
+  await page.getByRole('link', { name: USER }).click();
+  await page.getByRole('heading', { name: USER }).waitFor();
+  await page.getByTestId('usage').filter({ hasText: '300000 bytes' }).waitFor();
+  await shot('05-user-page');
+
+  step('the admin lowers the quota; the next upload is refused');
+  await page.getByRole('form', { name: 'Quota and role' }).getByLabel('Quota').fill('310000');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByText('Quota and role saved.').waitFor();
+  await page.getByTestId('usage').filter({ hasText: 'of 302.7 KiB' }).waitFor();
+  r = await call('PUT', '/api/v1/files/second.bin', { token, body: new Uint8Array(100000).fill(9) });
+  check(r.status === 413, `an upload over quota: ${r.status} ${r.text}`);
+
+  step('the admin disables the user; their token stops working');
+  await page.getByRole('button', { name: 'Disable user' }).click();
+  await page.getByRole('button', { name: 'Enable user' }).waitFor();
+  r = await call('GET', '/api/v1/me', { token });
+  check(r.status === 401, `a disabled user's token: ${r.status} ${r.text}`);
+  r = await login(USER, PW1);
+  check(r.status === 401 || r.status === 403, `a disabled user's login: ${r.status} ${r.text}`);
+  await shot('06-user-disabled');
+
+  step('the admin enables the user and resets the password');
+  await page.getByRole('button', { name: 'Enable user' }).click();
+  await page.getByRole('button', { name: 'Disable user' }).waitFor();
+  await page.getByLabel('New password').fill(PW2);
+  await page.getByRole('button', { name: 'Reset password' }).click();
+  await page.getByText('Password reset;').waitFor();
+  r = await login(USER, PW1);
+  check(r.status === 401, `the old password after a reset: ${r.status} ${r.text}`);
+  r = await login(USER, PW2);
+  check(r.status === 200, `the new password: ${r.status} ${r.text}`);
+  await page.getByText('user_update').first().waitFor();
+  await shot('07-user-activity');
+
+  step('cache and audit pages');
+  await page.getByRole('link', { name: 'Cache' }).click();
+  await page.getByText('Hit ratio').waitFor();
+  await shot('08-cache');
+  await page.getByRole('link', { name: 'Audit log' }).click();
+  await page.getByLabel('Action').fill('user_create');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.getByRole('cell', { name: USER }).first().waitFor();
+  await shot('09-audit');
+
+  step('the admin deletes the user with typed confirmation');
+  await page.getByRole('link', { name: 'Users' }).click();
+  await page.getByLabel('Search users').fill('alice');
+  await page.getByRole('link', { name: USER }).click();
+  await page.getByRole('button', { name: 'Delete user…' }).click();
+  const confirm = page.getByRole('button', { name: 'Delete permanently' });
+  check(await confirm.isDisabled(), 'delete is enabled before typing the name');
+  await page.getByLabel(`Type ${USER} to confirm`).fill(USER);
+  await shot('10-delete-confirm');
+  await confirm.click();
+  await page.getByRole('heading', { name: 'Users' }).waitFor();
+  r = await login(USER, PW2);
+  check(r.status === 401, `a deleted user's login: ${r.status} ${r.text}`);
+
+  step('narrow window');
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.getByRole('button', { name: 'Toggle navigation' }).click();
+  await page.getByRole('link', { name: 'Dashboard' }).waitFor();
+  await shot('11-narrow-nav');
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  step('an expired session goes back to sign-in with a message');
+  const adminToken = await page.evaluate(() => sessionStorage.getItem('nimbus-admin-token'));
+  await page.evaluate(() => sessionStorage.setItem('nimbus-admin-token', 'expired-token'));
+  await page.getByRole('link', { name: 'Audit log' }).click();
+  await page.getByText('Your session has expired').waitFor();
+  await shot('12-session-expired');
+
+  step('sign-out revokes the token');
+  await page.getByLabel('Username').fill('admin');
+  await page.getByLabel('Password', { exact: true }).fill(adminPassword);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  // Back where the session ended.
+  await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+  const second = await page.evaluate(() => sessionStorage.getItem('nimbus-admin-token'));
+  check(second && second !== adminToken, 'a new token after signing in again');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+  r = await call('GET', '/api/v1/me', { token: second });
+  check(r.status === 401, `the token after sign-out: ${r.status} ${r.text}`);
+
+  step('a non-admin sees the refusal page');
+  r = await login('admin', adminPassword);
+  const api = r.json().token;
+  r = await call('POST', '/api/v1/admin/users', { token: api, json: { username: 'e2e-bob', password: 'bob-password-1', role: 'user' } });
+  check(r.status === 201, `create bob: ${r.status} ${r.text}`);
+  await page.getByLabel('Username').fill('e2e-bob');
+  await page.getByLabel('Password', { exact: true }).fill('bob-password-1');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Not an administrator' }).waitFor();
+  check((await page.getByRole('link', { name: 'Users' }).count()) === 0, 'a non-admin sees the console');
+  await shot('13-not-admin');
+  console.log('[e2e] all steps passed');
+} catch (e) {
+  if (page) await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});
+  console.error(`[e2e] FAILED: ${e.stack || e}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

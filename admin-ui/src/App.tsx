@@ -1,0 +1,122 @@
+import { AppShell, Burger, Button, Group, MantineProvider, NavLink, Text, Title } from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
+import { useCallback, useEffect, useState } from 'react';
+import { ApiError, api, session, setUnauthorizedHandler } from './api/client';
+import type { Me } from './api/types';
+import { navigate, useRoute } from './router';
+import { SignIn, NotAdmin } from './pages/SignIn';
+import { UsersPage } from './pages/Users';
+import { UserPage } from './pages/User';
+import { Dashboard } from './pages/Dashboard';
+import { CachePage } from './pages/Cache';
+import { AuditPage } from './pages/Audit';
+
+const queryClient = new QueryClient({
+  defaultOptions: { queries: { retry: (n, e) => !(e instanceof ApiError && e.status < 500) && n < 2 } },
+});
+
+export function App() {
+  return (
+    <MantineProvider>
+      <QueryClientProvider client={queryClient}>
+        <Root />
+      </QueryClientProvider>
+    </MantineProvider>
+  );
+}
+
+function Root() {
+  const [token, setToken] = useState(session.get());
+  const [notice, setNotice] = useState<string | null>(null);
+  const expire = useCallback(() => {
+    session.clear();
+    queryClient.clear();
+    setNotice('Your session has expired. Please sign in again.');
+    setToken(null);
+  }, []);
+  useEffect(() => setUnauthorizedHandler(expire), [expire]);
+
+  if (!token) {
+    return (
+      <SignIn
+        notice={notice}
+        onSignedIn={(t) => {
+          session.set(t);
+          setNotice(null);
+          setToken(t);
+        }}
+      />
+    );
+  }
+  return <Console onSignOut={() => setToken(null)} />;
+}
+
+const NAV = [
+  ['/', 'Dashboard'],
+  ['/users', 'Users'],
+  ['/cache', 'Cache'],
+  ['/audit', 'Audit log'],
+] as const;
+
+function Console({ onSignOut }: { onSignOut: () => void }) {
+  const route = useRoute();
+  const [opened, { toggle, close }] = useDisclosure();
+  const me = useQuery({ queryKey: ['me'], queryFn: () => api<Me>('GET', '/api/v1/me') });
+
+  const signOut = async () => {
+    try {
+      await api('POST', '/api/v1/auth/logout');
+    } catch {
+      /* the token is dropped either way */
+    }
+    session.clear();
+    queryClient.clear();
+    onSignOut();
+  };
+
+  if (me.isPending) return <Text p="md">Loading…</Text>;
+  if (me.isError) return <Text p="md" role="alert">{me.error.message}</Text>;
+  if (me.data.role !== 'admin') return <NotAdmin username={me.data.username} onSignOut={signOut} />;
+
+  let page;
+  const userMatch = /^\/users\/(\d+)$/.exec(route);
+  if (userMatch) page = <UserPage id={Number(userMatch[1])} />;
+  else if (route === '/users') page = <UsersPage />;
+  else if (route === '/cache') page = <CachePage />;
+  else if (route === '/audit') page = <AuditPage />;
+  else page = <Dashboard />;
+
+  return (
+    <AppShell header={{ height: 56 }} navbar={{ width: 200, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
+      <AppShell.Header>
+        <Group h="100%" px="md" justify="space-between">
+          <Group>
+            <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Toggle navigation" />
+            <Title order={3}>Nimbus admin</Title>
+          </Group>
+          <Group>
+            <Text size="sm" visibleFrom="xs">{me.data.username}</Text>
+            <Button variant="light" onClick={signOut}>Sign out</Button>
+          </Group>
+        </Group>
+      </AppShell.Header>
+      <AppShell.Navbar p="xs" aria-label="Main">
+        {NAV.map(([to, label]) => (
+          <NavLink
+            key={to}
+            href={`/admin${to}`}
+            label={label}
+            active={to === '/' ? route === '/' : route.startsWith(to)}
+            onClick={(e) => {
+              e.preventDefault();
+              close();
+              navigate(to);
+            }}
+          />
+        ))}
+      </AppShell.Navbar>
+      <AppShell.Main>{page}</AppShell.Main>
+    </AppShell>
+  );
+}

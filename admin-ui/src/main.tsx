@@ -1,0 +1,8 @@
+import '@mantine/core/styles.css';
+import '@mantine/charts/styles.css';
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import { App } from './App';
+
+const root = document.getElementById('root');
+if (root) createRoot(root).render(<StrictMode><App /></StrictMode>);

@@ -1,0 +1,189 @@
+import { Alert, Anchor, Badge, Button, Group, Modal, Paper, PasswordInput, Progress, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState, type FormEvent } from 'react';
+import { api, errorMessage } from '../api/client';
+import type { AuditList, Role, UserInfo } from '../api/types';
+import { formatSize, parseSize, passwordError } from '../format';
+import { navigate } from '../router';
+
+export function UserPage({ id }: { id: number }) {
+  const qc = useQueryClient();
+  const user = useQuery({ queryKey: ['user', id], queryFn: () => api<UserInfo>('GET', `/api/v1/admin/users/${id}`) });
+  const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
+  const patch = useMutation({
+    mutationFn: ({ body }: { body: Record<string, unknown>; done: string }) =>
+      api<UserInfo>('PATCH', `/api/v1/admin/users/${id}`, body),
+    onMutate: () => setMsg(null),
+    onSuccess: (u, { done }) => {
+      qc.setQueryData(['user', id], u);
+      qc.invalidateQueries({ queryKey: ['users'] });
+      qc.invalidateQueries({ queryKey: ['activity', id] });
+      setMsg({ ok: true, text: done });
+    },
+    onError: (e) => setMsg({ ok: false, text: errorMessage(e) }),
+  });
+
+  if (user.isPending) return <Text>Loading user…</Text>;
+  if (user.isError) return <Alert color="red" role="alert">{user.error.message}</Alert>;
+  const u = user.data;
+  const pct = u.quota_bytes ? Math.min(100, (u.used_bytes / u.quota_bytes) * 100) : 0;
+
+  return (
+    <Stack>
+      <Anchor href="/admin/users" onClick={(e) => { e.preventDefault(); navigate('/users'); }}>← Users</Anchor>
+      <Group>
+        <Title order={2}>{u.username}</Title>
+        <Badge>{u.role}</Badge>
+        {u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green">active</Badge>}
+      </Group>
+      {msg && <Alert color={msg.ok ? 'green' : 'red'} role={msg.ok ? 'status' : 'alert'} withCloseButton onClose={() => setMsg(null)}>{msg.text}</Alert>}
+      <Paper withBorder p="md">
+        <Text fw={500}>Usage</Text>
+        <Text data-testid="usage">
+          {formatSize(u.used_bytes)} of {formatSize(u.quota_bytes)} ({u.used_bytes} bytes)
+        </Text>
+        {u.quota_bytes !== null && <Progress value={pct} aria-label="Usage of quota" mt="xs" />}
+      </Paper>
+      <EditForm user={u} onSave={(body) => patch.mutate({ body, done: 'Quota and role saved.' })} busy={patch.isPending} />
+      <Paper withBorder p="md">
+        <Stack>
+          <Text fw={500}>Access</Text>
+          <Group>
+            <Button color={u.disabled ? 'green' : 'orange'} onClick={() => patch.mutate({ body: { disabled: !u.disabled }, done: u.disabled ? 'User enabled.' : 'User disabled; signed out everywhere.' })}>
+              {u.disabled ? 'Enable user' : 'Disable user'}
+            </Button>
+          </Group>
+          <Text size="sm" c="dimmed">Disabling or resetting the password signs the user out of every device.</Text>
+          <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
+        </Stack>
+      </Paper>
+      <Activity id={id} username={u.username} />
+      <DeleteUser user={u} />
+    </Stack>
+  );
+}
+
+function EditForm({ user, onSave, busy }: { user: UserInfo; onSave: (b: Record<string, unknown>) => void; busy: boolean }) {
+  const [quota, setQuota] = useState(user.quota_bytes === null ? '' : String(user.quota_bytes));
+  const [role, setRole] = useState<Role>(user.role);
+  const [err, setErr] = useState<string | null>(null);
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    try {
+      const q = parseSize(quota);
+      setErr(null);
+      onSave({ quota_bytes: q, role });
+    } catch (x) {
+      setErr(errorMessage(x));
+    }
+  };
+  return (
+    <Paper withBorder p="md">
+      <form onSubmit={submit} aria-label="Quota and role">
+        <Stack>
+          <Text fw={500}>Quota and role</Text>
+          <TextInput label="Quota" description="bytes or e.g. 10 GiB; empty for unlimited" value={quota} error={err} onChange={(e) => setQuota(e.currentTarget.value)} />
+          <Select label="Role" data={[{ value: 'user', label: 'User' }, { value: 'admin', label: 'Administrator' }]} value={role} allowDeselect={false} onChange={(v) => setRole((v as Role) ?? 'user')} />
+          <Group><Button type="submit" loading={busy}>Save</Button></Group>
+        </Stack>
+      </form>
+    </Paper>
+  );
+}
+
+function ResetPassword({ onReset }: { onReset: (p: string) => void }) {
+  const [pw, setPw] = useState('');
+  const [err, setErr] = useState<string | null>(null);
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    const problem = pw === '' ? 'Enter the new password' : passwordError(pw);
+    setErr(problem);
+    if (problem) return;
+    onReset(pw);
+    setPw('');
+  };
+  return (
+    <form onSubmit={submit} aria-label="Reset password">
+      <Group align="flex-end">
+        <PasswordInput label="New password" value={pw} error={err} onChange={(e) => setPw(e.currentTarget.value)} />
+        <Button type="submit" variant="default">Reset password</Button>
+      </Group>
+    </form>
+  );
+}
+
+function Activity({ id, username }: { id: number; username: string }) {
+  const q = useQuery({
+    queryKey: ['activity', id],
+    // What they did and what was done to them, newest first.
+    queryFn: async () => {
+      const n = encodeURIComponent(username);
+      const [by, to] = await Promise.all([
+        api<AuditList>('GET', `/api/v1/admin/audit?user=${n}&limit=20`),
+        api<AuditList>('GET', `/api/v1/admin/audit?target=${n}&limit=20`),
+      ]);
+      const seen = new Set<number>();
+      const entries = [...by.entries, ...to.entries]
+        .filter((e) => !seen.has(e.id) && seen.add(e.id))
+        .sort((a, b) => b.id - a.id)
+        .slice(0, 20);
+      return { entries, next_cursor: null } as AuditList;
+    },
+  });
+  return (
+    <Paper withBorder p="md">
+      <Text fw={500}>Recent activity</Text>
+      {q.isPending && <Text>Loading…</Text>}
+      {q.isError && <Alert color="red">{q.error.message}</Alert>}
+      {q.data && q.data.entries.length === 0 && <Text c="dimmed">No activity recorded.</Text>}
+      {q.data && q.data.entries.length > 0 && (
+        <Table.ScrollContainer minWidth={480}>
+          <Table>
+            <Table.Tbody>
+              {q.data.entries.map((e) => (
+                <Table.Tr key={e.id}>
+                  <Table.Td>{new Date(e.at).toLocaleString()}</Table.Td>
+                  <Table.Td>{e.actor}</Table.Td>
+                  <Table.Td>{e.action}</Table.Td>
+                  <Table.Td>{e.detail}</Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Table.ScrollContainer>
+      )}
+    </Paper>
+  );
+}
+
+function DeleteUser({ user }: { user: UserInfo }) {
+  const qc = useQueryClient();
+  const [opened, { open, close }] = useDisclosure(false);
+  const [typed, setTyped] = useState('');
+  const [err, setErr] = useState<string | null>(null);
+  const del = async () => {
+    try {
+      await api('DELETE', `/api/v1/admin/users/${user.id}`);
+      qc.invalidateQueries({ queryKey: ['users'] });
+      close();
+      navigate('/users');
+    } catch (e) {
+      setErr(errorMessage(e));
+    }
+  };
+  return (
+    <Paper withBorder p="md">
+      <Text fw={500}>Delete</Text>
+      <Text size="sm">Deletes the user, their devices and all their files.</Text>
+      <Button color="red" mt="xs" onClick={open}>Delete user…</Button>
+      <Modal opened={opened} onClose={close} title={`Delete ${user.username}?`}>
+        <Stack>
+          {err && <Alert color="red" role="alert">{err}</Alert>}
+          <TextInput label={`Type ${user.username} to confirm`} value={typed} onChange={(e) => setTyped(e.currentTarget.value)} />
+          <Button color="red" disabled={typed !== user.username} onClick={del}>Delete permanently</Button>
+        </Stack>
+      </Modal>
+    </Paper>
+  );
+}

@@ -1,0 +1,109 @@
+import { Alert, Anchor, Badge, Button, Group, Modal, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { api } from '../api/client';
+import type { CreatedUser, UserList } from '../api/types';
+import { formatSize } from '../format';
+import { navigate } from '../router';
+import { CreateUserForm } from './CreateUserForm';
+
+const PAGE = 50;
+
+export function UsersPage() {
+  const qc = useQueryClient();
+  const [search, setSearch] = useState('');
+  const [q] = useDebouncedValue(search, 250);
+  // Cursor paging: the stack holds the cursors of the pages before this one.
+  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const cursor = cursors[cursors.length - 1];
+  const [opened, { open, close }] = useDisclosure(false);
+
+  const list = useQuery({
+    queryKey: ['users', q, cursor],
+    queryFn: () => {
+      const p = new URLSearchParams({ limit: String(PAGE) });
+      if (q) p.set('q', q);
+      if (cursor) p.set('cursor', cursor);
+      return api<UserList>('GET', `/api/v1/admin/users?${p}`);
+    },
+  });
+
+  return (
+    <Stack>
+      <Group justify="space-between">
+        <Title order={2}>Users</Title>
+        <Button onClick={open}>New user</Button>
+      </Group>
+      <TextInput
+        label="Search users"
+        placeholder="name contains…"
+        value={search}
+        onChange={(e) => {
+          setSearch(e.currentTarget.value);
+          setCursors([null]);
+        }}
+      />
+      {list.isPending && <Text>Loading users…</Text>}
+      {list.isError && <Alert color="red" role="alert">{list.error.message}</Alert>}
+      {list.data && list.data.users.length === 0 && <Text>No users match.</Text>}
+      {list.data && list.data.users.length > 0 && (
+        <Table.ScrollContainer minWidth={560}>
+          <Table striped highlightOnHover>
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Username</Table.Th>
+                <Table.Th>Role</Table.Th>
+                <Table.Th>Used</Table.Th>
+                <Table.Th>Quota</Table.Th>
+                <Table.Th>Status</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {list.data.users.map((u) => (
+                <Table.Tr key={u.id}>
+                  <Table.Td>
+                    <Anchor
+                      href={`/admin/users/${u.id}`}
+                      onClick={(e) => {
+                        e.preventDefault();
+                        navigate(`/users/${u.id}`);
+                      }}
+                    >
+                      {u.username}
+                    </Anchor>
+                  </Table.Td>
+                  <Table.Td>{u.role}</Table.Td>
+                  <Table.Td>{formatSize(u.used_bytes)}</Table.Td>
+                  <Table.Td>{formatSize(u.quota_bytes)}</Table.Td>
+                  <Table.Td>{u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green">active</Badge>}</Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Table.ScrollContainer>
+      )}
+      <Group>
+        <Button variant="default" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+          Previous page
+        </Button>
+        <Button
+          variant="default"
+          disabled={!list.data?.next_cursor}
+          onClick={() => list.data?.next_cursor && setCursors([...cursors, list.data.next_cursor])}
+        >
+          Next page
+        </Button>
+      </Group>
+      <Modal opened={opened} onClose={close} title="New user">
+        <CreateUserForm
+          onCreate={async (req) => {
+            const u = await api<CreatedUser>('POST', '/api/v1/admin/users', req);
+            qc.invalidateQueries({ queryKey: ['users'] });
+            return u;
+          }}
+        />
+      </Modal>
+    </Stack>
+  );
+}

@@ -1,0 +1,16 @@
+import { defineConfig } from 'vite';
+import react from '@vitejs/plugin-react';
+
+// Served by the gateway at /admin; `npm run dev` proxies the API to a local gateway.
+export default defineConfig({
+  base: '/admin/',
+  plugins: [react()],
+  server: { proxy: { '/api': 'http://127.0.0.1:8080', '/readyz': 'http://127.0.0.1:8080' } },
+  test: {
+    environment: 'jsdom',
+    setupFiles: ['./src/test-setup.ts'],
+    include: ['src/**/*.test.{ts,tsx}'],
+    // Typing through user-event is slow on a busy 2-core machine.
+    testTimeout: 60000,
+  },
+});

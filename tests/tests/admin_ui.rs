@@ -1,0 +1,41 @@
+//! The admin console in a real browser: admin-ui/e2e/console.e2e.mjs (playwright-core driving
+//! Debian's chromium) against a real gateway serving the built console. Needs `npm ci` and
+//! `npm run build` in admin-ui/ (infra/test.sh does both); screenshots: admin-ui/e2e-artifacts/.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, ensure};
+use nimbus_e2e::{ADMIN_PASSWORD, Backend, GatewayOptions, run_on};
+
+fn admin_ui() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../admin-ui")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_in_chromium() -> anyhow::Result<()> {
+    let ui = admin_ui();
+    let dist = ui.join("dist");
+    ensure!(dist.join("index.html").exists(), "build the console first: cd admin-ui && npm ci && npm run build");
+    ensure!(ui.join("node_modules/playwright-core").exists(), "install the console's packages: cd admin-ui && npm ci");
+    let opts = GatewayOptions::default().arg("--admin-ui-dir").arg(dist.display().to_string());
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        let base = gw.api().base().trim_end_matches('/').to_string();
+        let out = tokio::process::Command::new("node")
+            .arg("e2e/console.e2e.mjs")
+            .arg(&base)
+            .arg(ADMIN_PASSWORD)
+            .current_dir(admin_ui())
+            .output()
+            .await
+            .context("cannot run node")?;
+        let log = format!(
+            "stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(out.status.success(), "the browser test failed ({}):\n{log}", out.status);
+        println!("{log}");
+        Ok(())
+    })
+    .await
+}
