@@ -110,6 +110,11 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_CACHE_MEM", default_value = "256MiB", value_parser = nimbus_proto::size::parse_size)]
     pub cache_mem: u64,
 
+    /// Server key (32 bytes) that seals users' S3 secrets in the database; created with mode
+    /// 0600 on first start. Keep it out of database backups. Default: DATA_DIR/s3-secrets.key.
+    #[arg(long, env = "NIMBUS_S3_KEY_FILE")]
+    pub s3_key_file: Option<PathBuf>,
+
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
@@ -129,6 +134,10 @@ impl ServeArgs {
 
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir.clone().unwrap_or_else(|| self.data_dir.join("cache"))
+    }
+
+    pub fn s3_key_file(&self) -> PathBuf {
+        self.s3_key_file.clone().unwrap_or_else(|| self.data_dir.join("s3-secrets.key"))
     }
 
     pub fn default_quota(&self) -> Option<u64> {

@@ -17,12 +17,14 @@ use sqlx::{PgConnection, Postgres, Sqlite, SqliteConnection, Transaction};
 mod changes;
 mod files;
 mod hot;
+mod s3keys;
 mod tree;
 mod users;
 
 pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
 pub use hot::ChangeWatch;
+pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};
 
