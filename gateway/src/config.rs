@@ -119,6 +119,10 @@ pub struct ServeArgs {
     /// Directory of the built admin console (admin-ui/dist). Default: the source tree's.
     #[arg(long, env = "NIMBUS_ADMIN_UI_DIR")]
     pub admin_ui_dir: Option<PathBuf>,
+    /// Server key (32 bytes) that seals users' S3 secrets in the database; created with mode
+    /// 0600 on first start. Keep it out of database backups. Default: DATA_DIR/s3-secrets.key.
+    #[arg(long, env = "NIMBUS_S3_KEY_FILE")]
+    pub s3_key_file: Option<PathBuf>,
 
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
@@ -178,6 +182,10 @@ impl ServeArgs {
 
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir.clone().unwrap_or_else(|| self.data_dir.join("cache"))
+    }
+
+    pub fn s3_key_file(&self) -> PathBuf {
+        self.s3_key_file.clone().unwrap_or_else(|| self.data_dir.join("s3-secrets.key"))
     }
 
     pub fn default_quota(&self) -> Option<u64> {

@@ -55,6 +55,10 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         throttle: Arc::new(Throttle::default()),
         metrics: crate::metrics::recorder(),
         settings: Arc::new(settings),
+        s3_sealer: Arc::new(
+            crate::auth::s3key::SecretSealer::load_or_create(&args.s3_key_file())
+                .context("cannot load the S3 key file")?,
+        ),
     })
 }
 

@@ -19,6 +19,8 @@ pub struct AppState {
     pub throttle: Arc<Throttle>,
     pub metrics: PrometheusHandle,
     pub settings: Arc<Settings>,
+    /// Seals and opens stored S3 secrets (the server key never enters the database).
+    pub s3_sealer: Arc<crate::auth::s3key::SecretSealer>,
 }
 
 /// Runtime settings derived from the configuration.

@@ -503,3 +503,39 @@ pub struct UserUsage {
     pub used_bytes: u64,
     pub quota_bytes: Option<u64>,
 }
+
+/// `POST /api/v1/keys`: create an S3 access key for yourself.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CreateS3KeyRequest {
+    /// A label to tell keys apart (default "S3 key").
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A new S3 access key. `secret_access_key` is shown here once and never again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CreatedS3Key {
+    pub id: i64,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub name: String,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct S3KeyInfo {
+    pub id: i64,
+    pub access_key_id: String,
+    pub name: String,
+    pub created: String,
+    pub last_used: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct S3KeyList {
+    pub keys: Vec<S3KeyInfo>,
+}

@@ -277,6 +277,23 @@ impl Client {
         self.empty(self.request(Method::DELETE, &format!("/api/v1/auth/tokens/{id}"))).await
     }
 
+    /// `POST /keys`: a new S3 access key (the secret is in this answer only).
+    pub async fn create_s3_key(&self, name: Option<&str>) -> Result<nimbus_proto::wire::CreatedS3Key> {
+        let body = nimbus_proto::wire::CreateS3KeyRequest { name: name.map(Into::into) };
+        self.json(self.request(Method::POST, "/api/v1/keys").json(&body)).await
+    }
+
+    /// `GET /keys`: the caller's live S3 access keys.
+    pub async fn s3_keys(&self) -> Result<Vec<nimbus_proto::wire::S3KeyInfo>> {
+        let list: nimbus_proto::wire::S3KeyList = self.json(self.request(Method::GET, "/api/v1/keys")).await?;
+        Ok(list.keys)
+    }
+
+    /// `DELETE /keys/{id}`.
+    pub async fn revoke_s3_key(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/keys/{id}"))).await
+    }
+
     /// `GET /me`.
     pub async fn me(&self) -> Result<Me> {
         self.json(self.request(Method::GET, "/api/v1/me")).await

@@ -95,6 +95,8 @@ pub enum Command {
     },
     /// List the devices logged in to your account, or sign one out.
     Tokens(TokensArgs),
+    /// Your S3 access keys (for aws-cli, rclone, backup tools): create, list, revoke.
+    Keys(KeysArgs),
     /// Manage users (administrators only).
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -167,6 +169,26 @@ pub enum TokensAction {
     /// List your tokens (the default).
     List,
     /// Sign a device out.
+    Revoke { id: i64 },
+}
+
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    pub action: Option<KeysAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// List your S3 access keys (the default); secrets are never shown again.
+    List,
+    /// Create a key; its secret is printed once.
+    Create {
+        /// A label, e.g. the tool or machine that will use it.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Revoke a key: it stops working at once.
     Revoke { id: i64 },
 }
 

@@ -24,6 +24,7 @@ mod changes;
 pub mod console;
 mod files;
 mod health;
+mod keys;
 pub mod openapi;
 mod trash;
 
@@ -58,6 +59,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/auth/tokens", get(auth::list_tokens))
         .route("/api/v1/auth/tokens/{id}", axum::routing::delete(auth::revoke_token))
         .route("/api/v1/me", get(auth::me))
+        .route("/api/v1/keys", get(keys::list).post(keys::create))
+        .route("/api/v1/keys/{id}", axum::routing::delete(keys::revoke))
         .route("/api/v1/stat", get(files::stat))
         .route("/api/v1/stat/", get(files::stat))
         .route("/api/v1/stat/{*path}", get(files::stat))

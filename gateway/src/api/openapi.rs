@@ -49,7 +49,11 @@ use utoipa::openapi::{Ref, Required};
         AuditList,
         ChangeOp,
         Change,
-        ChangeList
+        ChangeList,
+        CreateS3KeyRequest,
+        CreatedS3Key,
+        S3KeyInfo,
+        S3KeyList
     ))
 )]
 struct Doc;
@@ -74,6 +78,25 @@ const ROUTES: &[Route] = &[
     (HttpMethod::Post, "/api/v1/auth/logout", "auth", "Revoke the calling token", None, "204", None),
     (HttpMethod::Get, "/api/v1/auth/tokens", "auth", "List your live tokens", None, "200", Some("TokenList")),
     (HttpMethod::Delete, "/api/v1/auth/tokens/{id}", "auth", "Revoke one of your tokens", None, "204", None),
+    (
+        HttpMethod::Get,
+        "/api/v1/keys",
+        "keys",
+        "List your S3 access keys (never the secrets)",
+        None,
+        "200",
+        Some("S3KeyList"),
+    ),
+    (
+        HttpMethod::Post,
+        "/api/v1/keys",
+        "keys",
+        "Create an S3 access key; the secret is returned once",
+        Some("CreateS3KeyRequest"),
+        "201",
+        Some("CreatedS3Key"),
+    ),
+    (HttpMethod::Delete, "/api/v1/keys/{id}", "keys", "Revoke one of your S3 access keys", None, "204", None),
     (HttpMethod::Get, "/api/v1/me", "auth", "Your account and usage", None, "200", Some("Me")),
     (
         HttpMethod::Put,

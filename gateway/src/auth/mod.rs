@@ -4,6 +4,7 @@
 
 mod extract;
 mod password;
+pub mod s3key;
 mod throttle;
 mod token;
 

@@ -18,6 +18,7 @@ mod changes;
 mod files;
 mod gc;
 mod hot;
+mod s3keys;
 mod tree;
 mod usage;
 mod users;
@@ -26,6 +27,7 @@ pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
+pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};
 

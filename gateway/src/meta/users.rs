@@ -150,6 +150,7 @@ impl Meta {
             sqlx::query("DELETE FROM blocks WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
             sqlx::query("DELETE FROM changes WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
             sqlx::query("DELETE FROM tokens WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM s3_keys WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
             let n = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
             tx.commit().await?;
             self.hot.forget_user(id);

@@ -5,12 +5,13 @@
 use anyhow::{Result, anyhow};
 use nimbus_client::{Client, RemotePath};
 
-use crate::cli::{Cli, Command, TokensAction, TrashAction};
+use crate::cli::{Cli, Command, KeysAction, TokensAction, TrashAction};
 use crate::session::{self, Session};
 
 mod admin;
 mod auth;
 mod files;
+mod keys;
 pub mod mount;
 mod transfer;
 mod trash;
@@ -30,6 +31,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tokens(args) => match args.action.unwrap_or(TokensAction::List) {
             TokensAction::List => auth::tokens(&ctx).await,
             TokensAction::Revoke { id } => auth::revoke(&ctx, id).await,
+        },
+        Command::Keys(args) => match args.action.unwrap_or(KeysAction::List) {
+            KeysAction::List => keys::list(&ctx).await,
+            KeysAction::Create { name } => keys::create(&ctx, name.as_deref()).await,
+            KeysAction::Revoke { id } => keys::revoke(&ctx, id).await,
         },
         Command::Ls { path, long } => files::ls(&ctx, path.as_deref().unwrap_or("/"), long).await,
         Command::Mkdir { path } => files::mkdir(&ctx, &path).await,
