@@ -408,6 +408,25 @@ impl Client {
         Ok(GetInfo { partial, bytes, version, total_size })
     }
 
+    /// `GET /files/{path}` (a range of it when given) into memory; `cache_bypass` sends
+    /// `X-Nimbus-Cache: bypass` (administrators only, 403 otherwise). For `nimbus bench`,
+    /// which needs small reads with and without the gateway's cache.
+    pub async fn get_bytes(&self, path: &RemotePath, range: Option<ByteRange>, cache_bypass: bool) -> Result<Bytes> {
+        let mut rb = self.request(Method::GET, &format!("/api/v1/files/{}", path.url_encoded()));
+        if let Some(r) = range {
+            rb = rb.header(header::RANGE, r.header_value());
+        }
+        if cache_bypass {
+            rb = rb.header("x-nimbus-cache", "bypass");
+        }
+        Ok(self.send(rb).await?.bytes().await?)
+    }
+
+    /// `GET /metrics` (Prometheus text), outside `/api/v1`.
+    pub async fn metrics_text(&self) -> Result<String> {
+        Ok(self.send(self.request(Method::GET, "/metrics")).await?.text().await?)
+    }
+
     /// `DELETE /files/{path}`: a file or a directory with its contents, to the trash.
     pub async fn delete(&self, path: &RemotePath) -> Result<()> {
         self.empty(self.request(Method::DELETE, &format!("/api/v1/files/{}", path.url_encoded()))).await

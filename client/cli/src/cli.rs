@@ -110,6 +110,9 @@ pub enum Command {
     },
     /// Show mounted drives: online or offline, uploads pending, conflicts, cache use.
     Status,
+    /// Measure throughput, IOPS and latency of the store, the gateway (cached and not), a
+    /// mounted drive and the local disk, on the same data; writes report.json and report.html.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -306,4 +309,38 @@ pub struct MountArgs {
     /// Memory used to hold recently read blocks (e.g. 64MiB).
     #[arg(long, value_name = "SIZE", default_value = "64MiB")]
     pub cache_mem: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A preset: `quick` (under a minute) or `full` (the matrix). Default: quick.
+    #[arg(long, conflicts_with = "job")]
+    pub preset: Option<String>,
+    /// A JSON job file with a custom matrix (see docs/BENCH-REPORT.md).
+    #[arg(long, value_name = "FILE")]
+    pub job: Option<PathBuf>,
+    /// Where report.json and report.html go.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub output: PathBuf,
+    /// Also bench the object store directly (credentials from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY, region from AWS_REGION, path-style addressing).
+    #[arg(long, value_name = "URL", requires = "s3_bucket")]
+    pub s3_endpoint: Option<String>,
+    #[arg(long, value_name = "NAME", requires = "s3_endpoint")]
+    pub s3_bucket: Option<String>,
+    /// A mounted Nimbus drive of the same user: adds the mount-cold and mount-warm targets.
+    #[arg(long, value_name = "PATH")]
+    pub mount: Option<PathBuf>,
+    /// Local directory for the disk ceiling (default: the user cache dir).
+    #[arg(long, value_name = "DIR")]
+    pub disk_dir: Option<PathBuf>,
+    /// Folder in your space for the bench data (one subfolder per run, removed at the end).
+    #[arg(long, default_value = "/.nimbus-bench")]
+    pub path: String,
+    /// Run even if the bench folders already hold other files.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
 }

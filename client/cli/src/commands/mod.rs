@@ -10,6 +10,7 @@ use crate::session::{self, Session};
 
 mod admin;
 mod auth;
+mod bench;
 mod files;
 mod keys;
 pub mod mount;
@@ -57,6 +58,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Mount(args) => mount::background(&args).await,
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint).await,
         Command::Status => mount::status(&ctx).await,
+        Command::Bench(args) => bench::bench(&args).await,
     }
 }
 
