@@ -61,9 +61,12 @@ pub enum BlockObject {
     },
 }
 
+/// Environment variables, as pairs.
+pub type EnvVars = Vec<(String, String)>;
+
 /// An rclone remote for the gateway's bucket: `nimbus:BUCKET` and the environment defining
 /// `nimbus:`; None for a local store.
-pub fn s3_remote(gw: &Gateway) -> anyhow::Result<Option<(String, Vec<(String, String)>)>> {
+pub fn s3_remote(gw: &Gateway) -> anyhow::Result<Option<(String, EnvVars)>> {
     let Some(endpoint) = gw.flag("--s3-endpoint") else { return Ok(None) };
     let bucket = gw.flag("--s3-bucket").context("no --s3-bucket")?;
     let (access, secret, region) = match (gw.minio(), gw.garage()) {
