@@ -209,7 +209,15 @@ impl BlockStore for S3Store {
 
     async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes> {
         if let Some(fast) = &self.fast_get {
-            return fast.get(&self.key(space, hash), hash).await;
+            match fast.get(&self.key(space, hash), hash).await {
+                Err(StoreError::Remote(e)) => {
+                    // A transport failure of the lean path (e.g. a store that just restarted)
+                    // gets the SDK's own retries before the reader sees an error.
+                    tracing::debug!(error = %e, "lean block GET failed; retrying through the SDK");
+                }
+                Err(StoreError::Timeout) => tracing::debug!("lean block GET timed out; retrying through the SDK"),
+                other => return other,
+            }
         }
         let out = match self.client.get_object().bucket(&self.bucket).key(self.key(space, hash)).send().await {
             Ok(o) => o,

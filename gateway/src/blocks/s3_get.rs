@@ -141,7 +141,17 @@ impl FastGet {
 }
 
 fn http_err(e: reqwest::Error) -> StoreError {
-    if e.is_timeout() { StoreError::Timeout } else { StoreError::Remote(format!("GET block: {e}")) }
+    if e.is_timeout() {
+        return StoreError::Timeout;
+    }
+    // reqwest's message hides the cause (refused, reset, ...): the log needs it.
+    let mut msg = format!("GET block: {e}");
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        msg.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    StoreError::Remote(msg)
 }
 
 /// The `<Code>` of an S3 XML error body, for the log; the body itself may be long.
