@@ -43,7 +43,8 @@ APT_PACKAGES=(
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
     rclone sqlite3  # tests/tests/ops_*.rs: reach into the S3 store, edit and back up SQLite
-    chromium fonts-liberation  # tests/tests/admin_ui.rs: the admin console in a real browser
+    chromium fonts-liberation  # tests/tests/admin_ui.rs and bench.rs: the console and the bench report in a real browser
+    python3-boto3  # tests/tests/bench.rs: creates the direct-store target's bucket
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}
