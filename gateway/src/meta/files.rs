@@ -67,10 +67,6 @@ impl Meta {
         Ok(held)
     }
 
-    pub async fn has_block(&self, space: i64, hash: &str) -> MetaResult<bool> {
-        Ok(self.block_size_of(space, hash).await?.is_some())
-    }
-
     /// The size of a block the space holds, or None.
     pub async fn block_size_of(&self, space: i64, hash: &str) -> MetaResult<Option<i64>> {
         let n: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2")
