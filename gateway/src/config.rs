@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
+
+    /// Also serve the S3-compatible API (path-style, SigV4 with per-user access keys) on this
+    /// address, e.g. `127.0.0.1:9100`. Off by default. Uses the gateway's TLS settings.
+    #[arg(long, env = "NIMBUS_S3_LISTEN")]
+    pub s3_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -135,6 +140,11 @@ pub struct GcArgs {
     /// (e.g. `24h`, `30m`, `0`): longer than any client takes from upload to commit.
     #[arg(long, env = "NIMBUS_GC_GRACE", default_value = "24h", value_parser = crate::ops::parse_duration)]
     pub grace: std::time::Duration,
+
+    /// S3 multipart uploads started longer ago than this and never completed are aborted
+    /// first (their parts then become garbage like any other unreferenced block).
+    #[arg(long, env = "NIMBUS_GC_UPLOAD_EXPIRY", default_value = "7d", value_parser = crate::ops::parse_duration)]
+    pub upload_expiry: std::time::Duration,
 
     /// Print the report as JSON.
     #[arg(long)]

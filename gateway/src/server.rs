@@ -92,8 +92,12 @@ pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
 
 /// The router with every cross-cutting layer; what tests drive with `oneshot`.
 pub fn app(state: AppState) -> Router {
-    crate::api::router(state)
-        .layer(axum::middleware::from_fn(crate::metrics::track))
+    layered(crate::api::router(state).layer(axum::middleware::from_fn(crate::metrics::track)))
+}
+
+/// The layers every listener's router gets (the REST API's and the S3 door's).
+fn layered(router: Router) -> Router {
+    router
         .layer(axum::middleware::from_fn(close_after_rejected_upload))
         // A sender that stops sending (slow-loris, dead client) frees its request after this.
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
@@ -176,6 +180,39 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         // Let running transfers finish for a while, then stop.
         h.graceful_shutdown(Some(Duration::from_secs(20)));
     });
+    if let Some(s3_addr) = args.s3_listen {
+        let s3_listener = std::net::TcpListener::bind(s3_addr)
+            .with_context(|| format!("cannot listen on {s3_addr} (--s3-listen)"))?;
+        s3_listener.set_nonblocking(true)?;
+        let s3_addr = s3_listener.local_addr()?;
+        println!("S3-compatible API on {scheme}://{s3_addr} (path-style; create a key with `nimbus keys create`)");
+        let s3_service =
+            layered(crate::doors::s3::router(state.clone())).into_make_service_with_connect_info::<SocketAddr>();
+        let (tls, handle) = (tls.clone(), handle.clone());
+        tokio::spawn(async move {
+            let served = match tls {
+                Some(cfg) => match axum_server::from_tcp_rustls(s3_listener, cfg) {
+                    Ok(s) => {
+                        let mut s = s.handle(handle);
+                        tune(s.http_builder());
+                        s.serve(s3_service).await
+                    }
+                    Err(e) => Err(e),
+                },
+                None => match axum_server::from_tcp(s3_listener) {
+                    Ok(s) => {
+                        let mut s = s.handle(handle);
+                        tune(s.http_builder());
+                        s.serve(s3_service).await
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = served {
+                tracing::error!(error = %e, "the S3 listener stopped");
+            }
+        });
+    }
     let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
     println!("Nimbus gateway listening on {scheme}://{addr}");
     println!("Sign in with: nimbus login {scheme}://{addr} --username admin");

@@ -305,6 +305,18 @@ impl Gateway {
         args.get(i + 1).cloned()
     }
 
+    /// The S3 door's endpoint (`--s3-listen`), as the gateway printed it at its last start.
+    pub fn s3_endpoint(&self) -> anyhow::Result<String> {
+        let out = std::fs::read_to_string(self.logs.stdout_path())?;
+        out.lines()
+            .rev()
+            .find_map(|l| {
+                l.split_once("S3-compatible API on ").map(|(_, r)| r.split_whitespace().next().map(str::to_string))
+            })
+            .flatten()
+            .context("the gateway printed no S3 endpoint: start it with --s3-listen")
+    }
+
     pub fn logs(&self) -> GatewayLogs {
         self.logs.clone()
     }

@@ -138,7 +138,7 @@ pub async fn put_file(
         Base::Any
     };
     let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-    let opts = PutOptions { base, device: Some(&user.device), content_length };
+    let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None };
     let result = space::put_stream(&st, user.id, &path, body.into_data_stream(), opts).await;
     let (node, created, path) = match result {
         // For PUT, a failed base check is a failed precondition (the headers set it).

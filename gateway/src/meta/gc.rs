@@ -19,10 +19,13 @@ pub struct BlockRow {
     pub size: i64,
 }
 
-/// A registered block no version references: not referenced and untouched since `$1`.
+/// A registered block nothing references (no version, no unfinished S3 multipart upload)
+/// and untouched since `$1`.
 const UNREFERENCED: &str = "COALESCE(b.touched_at, b.created_at) < $1 AND NOT EXISTS (\
     SELECT 1 FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
-    WHERE vb.hash = b.hash AND v.space_id = b.space_id)";
+    WHERE vb.hash = b.hash AND v.space_id = b.space_id) AND NOT EXISTS (\
+    SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u ON u.id = ub.upload_id \
+    WHERE ub.hash = b.hash AND u.user_id = b.space_id)";
 
 fn in_list(first_param: usize, n: usize) -> String {
     (0..n).map(|i| format!("${}", first_param + i)).collect::<Vec<_>>().join(", ")

@@ -19,6 +19,7 @@ mod files;
 mod gc;
 mod hot;
 mod s3keys;
+mod s3objects;
 mod tree;
 mod usage;
 mod users;
@@ -28,6 +29,7 @@ pub use files::{Base, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
+pub use s3objects::{PartRow, S3ObjectMeta, UploadRow, WALK_LIMIT, WalkRow};
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};
 

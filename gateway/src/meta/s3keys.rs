@@ -20,6 +20,7 @@ pub struct S3KeyAuthRow {
     pub username: String,
     pub secret_sealed: String,
     pub revoked_at: Option<i64>,
+    pub last_used_at: Option<i64>,
     pub disabled: bool,
 }
 
@@ -64,7 +65,7 @@ impl Meta {
     /// takes effect on the very next request.
     pub async fn s3_key_auth(&self, access_key_id: &str) -> MetaResult<Option<S3KeyAuthRow>> {
         Ok(on_pool!(self, p => sqlx::query_as::<_, S3KeyAuthRow>(
-            "SELECT k.id, k.user_id, u.username, k.secret_sealed, k.revoked_at, u.disabled \
+            "SELECT k.id, k.user_id, u.username, k.secret_sealed, k.revoked_at, k.last_used_at, u.disabled \
              FROM s3_keys k JOIN users u ON u.id = k.user_id WHERE k.access_key_id = $1",
         )
         .bind(access_key_id)

@@ -19,15 +19,20 @@ pub struct GcReport {
     pub bytes_freed: u64,
     /// The grace period used, in seconds.
     pub grace_secs: u64,
+    /// Unfinished S3 multipart uploads aborted for being older than the upload expiry.
+    pub uploads_expired: u64,
     /// Blocks whose rows went but whose objects the store refused to delete (stray objects
     /// that fsck reports and re-registers; a later run removes them).
     pub object_delete_errors: u64,
     pub errors: Vec<String>,
 }
 
-pub async fn run(meta: &Meta, store: &DynStore, grace: Duration) -> MetaResult<GcReport> {
-    let cutoff = now_ms() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+pub async fn run(meta: &Meta, store: &DynStore, grace: Duration, upload_expiry: Duration) -> MetaResult<GcReport> {
+    let ago = |d: Duration| now_ms().saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let cutoff = ago(grace);
     let mut report = GcReport { grace_secs: grace.as_secs(), ..Default::default() };
+    // Abandoned multipart uploads first: their parts then count as unreferenced below.
+    report.uploads_expired = meta.expire_uploads(ago(upload_expiry)).await?;
     // A candidate that is still garbage is deleted; one that a commit or touch saved stays
     // and would be listed again, so stop once a batch frees nothing.
     loop {
@@ -67,6 +72,9 @@ pub async fn run(meta: &Meta, store: &DynStore, grace: Duration) -> MetaResult<G
 pub fn human(r: &GcReport) -> String {
     let mut s =
         format!("freed {} block(s), {} byte(s) (grace period {} s)", r.blocks_freed, r.bytes_freed, r.grace_secs);
+    if r.uploads_expired > 0 {
+        s.push_str(&format!("; aborted {} abandoned S3 multipart upload(s)", r.uploads_expired));
+    }
     for e in &r.errors {
         s.push_str(&format!("\nerror: {e}"));
     }

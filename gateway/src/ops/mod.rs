@@ -21,7 +21,7 @@ pub async fn gc_command(args: &GcArgs) -> anyhow::Result<ExitCode> {
     init_logs(&args.serve);
     let meta = open_meta(&args.serve).await?;
     let store = open_store(&args.serve).await?;
-    let report = gc::run(&meta, &store, args.grace).await?;
+    let report = gc::run(&meta, &store, args.grace, args.upload_expiry).await?;
     meta.close().await;
     print_report(args.json, &report, gc::human);
     Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -55,6 +55,9 @@ pub struct PutOptions<'a> {
     pub base: Base,
     pub device: Option<&'a str>,
     pub content_length: Option<u64>,
+    /// Runs once the whole body is in and before the commit: a door's own integrity check
+    /// (S3's Content-MD5) can still refuse the upload and leave the old version.
+    pub verify: Option<&'a (dyn Fn() -> ApiResult<()> + Send + Sync)>,
 }
 
 /// Streams a request body into the space as the new content of `path`.
@@ -69,13 +72,34 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
     E: std::fmt::Display,
 {
-    let bs = state.settings.block_size as usize;
     let room = quota_room(state, space, path).await?;
     if let (Some(room), Some(len)) = (room, opts.content_length)
         && len > room
     {
         return Err(quota_error(len, room));
     }
+    let (blocks, _) = store_stream(state, space, body, room).await?;
+    if let Some(verify) = opts.verify {
+        verify()?;
+    }
+    let block_size = state.settings.block_size as i64;
+    let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
+    Ok(state.meta.commit(space, path, &spec).await?)
+}
+
+/// Splits a body into blocks and stores the ones the space lacks, a few at a time; returns
+/// the block list and the byte count. Fails once more than `room` bytes arrive.
+pub async fn store_stream<S, E>(
+    state: &AppState,
+    space: i64,
+    body: S,
+    room: Option<u64>,
+) -> ApiResult<(Vec<BlockEntry>, u64)>
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
+    E: std::fmt::Display,
+{
+    let bs = state.settings.block_size as usize;
     let mut body = body;
     let mut buf = BytesMut::with_capacity(bs);
     let mut blocks: Vec<Option<BlockEntry>> = Vec::new();
@@ -119,16 +143,15 @@ where
         let (i, b) = r?;
         blocks[i] = Some(b);
     }
-    let blocks: Vec<BlockEntry> = blocks
+    let blocks = blocks
         .into_iter()
-        .collect::<Option<_>>()
+        .collect::<Option<Vec<_>>>()
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("a block upload did not finish")))?;
-    let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size: bs as i64, device: opts.device };
-    Ok(state.meta.commit(space, path, &spec).await?)
+    Ok((blocks, total))
 }
 
 /// Bytes the space may still grow by when `path` is replaced, or None without a quota.
-async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Option<u64>> {
+pub async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Option<u64>> {
     let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
     let Some(quota) = user.quota_bytes else { return Ok(None) };
     let replaced = match state.meta.stat(space, path).await {
@@ -138,7 +161,7 @@ async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResul
     Ok(Some((quota - user.used_bytes + replaced).max(0) as u64))
 }
 
-fn quota_error(needed: u64, room: u64) -> ApiError {
+pub fn quota_error(needed: u64, room: u64) -> ApiError {
     ApiError::QuotaExceeded(format!(
         "quota exceeded: this upload needs at least {needed} bytes but only {room} bytes are left; \
          delete files or empty the trash, or ask an administrator for more space"

@@ -1,0 +1,55 @@
+//! The one place the S3 door turns our errors into S3 error codes. Internal details are
+//! logged, never sent.
+
+use axum::http::StatusCode;
+use nimbus_proto::NameError;
+use s3s::{S3Error, S3ErrorCode, s3_error};
+
+use crate::error::ApiError;
+use crate::meta::MetaError;
+
+pub fn internal(e: impl std::fmt::Display) -> S3Error {
+    tracing::error!(error = %e, "S3 door: internal error");
+    s3_error!(InternalError, "internal error; the gateway log has details")
+}
+
+/// Maps an error of the shared content path to its S3 form.
+pub fn s3(e: ApiError) -> S3Error {
+    let msg = e.to_string();
+    let with = |code: S3ErrorCode| S3Error::with_message(code, msg.clone());
+    match e {
+        ApiError::NotFound(_) | ApiError::IsADirectory(_) => with(S3ErrorCode::NoSuchKey),
+        ApiError::InvalidName(NameError::PathTooLong) => with(S3ErrorCode::KeyTooLongError),
+        ApiError::InvalidName(_) | ApiError::BadRequest(_) | ApiError::HashMismatch(_) => {
+            with(S3ErrorCode::InvalidArgument)
+        }
+        ApiError::MissingBlocks(_) => with(S3ErrorCode::InvalidArgument),
+        ApiError::Unauthorized => with(S3ErrorCode::AccessDenied),
+        ApiError::Forbidden(_) => with(S3ErrorCode::AccessDenied),
+        ApiError::PreconditionFailed(_) => with(S3ErrorCode::PreconditionFailed),
+        // A name taken by a folder (or a file where a folder is needed): S3 has no folders,
+        // so the closest is a refused write.
+        ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotADirectory(_) => {
+            let mut err = with(S3ErrorCode::Custom("Conflict".into()));
+            err.set_status_code(StatusCode::CONFLICT);
+            err
+        }
+        ApiError::QuotaExceeded(_) => {
+            let mut err = with(S3ErrorCode::Custom("QuotaExceeded".into()));
+            err.set_status_code(StatusCode::FORBIDDEN);
+            err
+        }
+        ApiError::PayloadTooLarge(_) => with(S3ErrorCode::EntityTooLarge),
+        ApiError::RangeNotSatisfiable { .. } => with(S3ErrorCode::InvalidRange),
+        ApiError::TooManyRequests { .. } => with(S3ErrorCode::SlowDown),
+        ApiError::StoreUnavailable(e) => {
+            tracing::warn!(error = %e, "S3 door: object store unavailable");
+            with(S3ErrorCode::ServiceUnavailable)
+        }
+        ApiError::Internal(e) => internal(format!("{e:#}")),
+    }
+}
+
+pub fn meta(e: MetaError) -> S3Error {
+    s3(e.into())
+}

@@ -1,0 +1,268 @@
+//! Multipart uploads. Each part is split into ordinary blocks of the space as it arrives
+//! (bounded memory, deduplicated like any upload) and its block list waits in the database.
+//! Completing commits the parts' blocks as one version when they already form the space's
+//! uniform block layout (parts that are multiples of the block size: boto3's 8 MiB default);
+//! otherwise the content is re-split once, read back through the cache. Abandoned uploads are
+//! aborted by `nimbus-gateway gc` after `--upload-expiry`; until then their bytes count
+//! against the quota's room.
+
+use bytes::Bytes;
+use md5::{Digest, Md5};
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, s3_error};
+
+use super::Door;
+use super::error::{meta, s3};
+use super::objects::{Md5Stream, finish_md5, key_path, owner};
+use crate::cache::CacheMode;
+use crate::meta::{Base, BlockEntry, CommitSpec, UploadRow};
+use crate::space::{self, PutOptions};
+
+const MAX_PART_NUMBER: i32 = 10_000;
+
+fn timestamp(ms: i64) -> Timestamp {
+    Timestamp::from(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64))
+}
+
+/// The caller's upload with this id for this key; anything else is NoSuchUpload (another
+/// user's upload id included).
+async fn find(door: &Door, user_id: i64, upload_id: &str, key: &str) -> S3Result<UploadRow> {
+    match door.state().meta.upload(user_id, upload_id).await.map_err(meta)? {
+        Some(u) if u.object_key == key => Ok(u),
+        _ => Err(s3_error!(NoSuchUpload, "no such upload (it was completed, aborted or never existed)")),
+    }
+}
+
+pub async fn create(
+    door: &Door,
+    req: S3Request<CreateMultipartUploadInput>,
+) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    let user = owner(&req, &req.input.bucket)?;
+    let i = req.input;
+    let (_, folder) = key_path(&i.key)?;
+    if folder {
+        return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
+    }
+    let upload_id = uuid::Uuid::new_v4().simple().to_string();
+    let row = UploadRow {
+        id: 0,
+        upload_id: upload_id.clone(),
+        user_id: user.id,
+        object_key: i.key.clone(),
+        content_type: i.content_type.map(|c| c.to_string()),
+        user_meta: i.metadata.filter(|m| !m.is_empty()).and_then(|m| serde_json::to_string(&m).ok()),
+        created_at: 0,
+    };
+    door.state().meta.create_upload(&row).await.map_err(meta)?;
+    Ok(S3Response::new(CreateMultipartUploadOutput {
+        bucket: Some(user.bucket),
+        key: Some(i.key),
+        upload_id: Some(upload_id),
+        ..Default::default()
+    }))
+}
+
+pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+    let user = owner(&req, &req.input.bucket)?;
+    let i = req.input;
+    if !(1..=MAX_PART_NUMBER).contains(&i.part_number) {
+        return Err(s3_error!(InvalidArgument, "part numbers run from 1 to {MAX_PART_NUMBER}"));
+    }
+    let upload = find(door, user.id, &i.upload_id, &i.key).await?;
+    let st = door.state();
+    // Parts are not charged until the commit, but they cannot outgrow what is left.
+    let (path, _) = key_path(&i.key)?;
+    let room = match space::quota_room(st, user.id, &path).await.map_err(s3)? {
+        Some(room) => {
+            let open = st.meta.open_upload_bytes(user.id).await.map_err(meta)?.max(0) as u64;
+            Some(room.saturating_sub(open))
+        }
+        None => None,
+    };
+    if let (Some(room), Some(len)) = (room, i.content_length.and_then(|l| u64::try_from(l).ok()))
+        && len > room
+    {
+        return Err(s3(space::quota_error(len, room)));
+    }
+    let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
+    let (stream, hasher) = Md5Stream::new(body);
+    let (blocks, _) = space::store_stream(st, user.id, stream, room).await.map_err(s3)?;
+    let md5 = finish_md5(&hasher);
+    if let Some(expected) = &i.content_md5 {
+        use base64::Engine;
+        let exp = base64::engine::general_purpose::STANDARD.decode(expected.trim()).unwrap_or_default();
+        if exp.as_slice() != md5 {
+            return Err(s3_error!(BadDigest, "the part does not match Content-MD5; it was not stored"));
+        }
+    }
+    let etag = format!("\"{}\"", hex::encode(md5));
+    st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
+    Ok(S3Response::new(UploadPartOutput { e_tag: etag.parse().ok(), ..Default::default() }))
+}
+
+pub async fn list_parts(door: &Door, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+    let user = owner(&req, &req.input.bucket)?;
+    let i = req.input;
+    let upload = find(door, user.id, &i.upload_id, &i.key).await?;
+    let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+    let after = i64::from(i.part_number_marker.unwrap_or(0));
+    let all = door.state().meta.list_parts(upload.id).await.map_err(meta)?;
+    let rest: Vec<_> = all.into_iter().filter(|p| p.part_number > after).collect();
+    let truncated = rest.len() > max;
+    let parts: Vec<Part> = rest
+        .into_iter()
+        .take(max)
+        .map(|p| Part {
+            part_number: i32::try_from(p.part_number).ok(),
+            e_tag: p.etag.parse().ok(),
+            size: Some(p.size),
+            last_modified: Some(timestamp(p.created_at)),
+            ..Default::default()
+        })
+        .collect();
+    let next = if truncated { parts.last().and_then(|p| p.part_number) } else { None };
+    Ok(S3Response::new(ListPartsOutput {
+        bucket: Some(user.bucket),
+        key: Some(i.key),
+        upload_id: Some(i.upload_id),
+        max_parts: Some(max as i32),
+        part_number_marker: i.part_number_marker,
+        is_truncated: Some(truncated),
+        next_part_number_marker: next,
+        parts: Some(parts),
+        ..Default::default()
+    }))
+}
+
+pub async fn list_uploads(
+    door: &Door,
+    req: S3Request<ListMultipartUploadsInput>,
+) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+    let user = owner(&req, &req.input.bucket)?;
+    let i = req.input;
+    if i.delimiter.is_some() || i.key_marker.is_some() || i.upload_id_marker.is_some() {
+        return Err(s3_error!(NotImplemented, "delimiter and markers are not supported when listing uploads"));
+    }
+    let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let rows = door.state().meta.list_uploads(user.id, 100_000).await.map_err(meta)?;
+    let matching: Vec<_> = rows.into_iter().filter(|u| u.object_key.starts_with(&prefix)).collect();
+    let truncated = matching.len() > max;
+    let uploads = matching
+        .into_iter()
+        .take(max)
+        .map(|u| MultipartUpload {
+            key: Some(u.object_key),
+            upload_id: Some(u.upload_id),
+            initiated: Some(timestamp(u.created_at)),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListMultipartUploadsOutput {
+        bucket: Some(user.bucket),
+        prefix: i.prefix,
+        max_uploads: Some(max as i32),
+        is_truncated: Some(truncated),
+        uploads: Some(uploads),
+        ..Default::default()
+    }))
+}
+
+pub async fn abort(
+    door: &Door,
+    req: S3Request<AbortMultipartUploadInput>,
+) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    let user = owner(&req, &req.input.bucket)?;
+    let upload = find(door, user.id, &req.input.upload_id, &req.input.key).await?;
+    // The parts' blocks become unreferenced; gc reclaims them after its grace period.
+    door.state().meta.delete_upload(upload.id).await.map_err(meta)?;
+    Ok(S3Response::with_status(AbortMultipartUploadOutput::default(), axum::http::StatusCode::NO_CONTENT))
+}
+
+/// True if the blocks have the layout every version has: all full-size but the last.
+fn uniform(blocks: &[BlockEntry], block_size: i64) -> bool {
+    blocks.split_last().is_none_or(|(last, rest)| rest.iter().all(|b| b.size == block_size) && last.size <= block_size)
+}
+
+pub async fn complete(
+    door: &Door,
+    req: S3Request<CompleteMultipartUploadInput>,
+) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let user = owner(&req, &req.input.bucket)?;
+    let i = req.input;
+    if i.if_match.is_some() || i.if_none_match.is_some() {
+        return Err(s3_error!(NotImplemented, "conditional CompleteMultipartUpload is not supported"));
+    }
+    let upload = find(door, user.id, &i.upload_id, &i.key).await?;
+    let (path, _) = key_path(&i.key)?;
+    let asked = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+    if asked.is_empty() {
+        return Err(s3_error!(MalformedXML, "list at least one part to complete an upload"));
+    }
+    let st = door.state();
+    let stored = st.meta.list_parts(upload.id).await.map_err(meta)?;
+    let mut blocks: Vec<BlockEntry> = Vec::new();
+    let mut md5s = Md5::new();
+    let mut last = 0i64;
+    for p in &asked {
+        let n = i64::from(p.part_number.ok_or_else(|| s3_error!(InvalidPart, "a part has no part number"))?);
+        if n <= last {
+            return Err(s3_error!(InvalidPartOrder, "parts must be listed in ascending order"));
+        }
+        last = n;
+        let Some(have) = stored.iter().find(|s| s.part_number == n) else {
+            return Err(s3_error!(InvalidPart, "part {n} was not uploaded"));
+        };
+        let same = p.e_tag.as_ref().is_none_or(|e| have.etag.trim_matches('"') == e.value());
+        if !same {
+            return Err(s3_error!(InvalidPart, "part {n} has ETag {}, not the one given", have.etag));
+        }
+        let raw = hex::decode(have.etag.trim_matches('"')).map_err(super::error::internal)?;
+        md5s.update(&raw);
+        blocks.extend(st.meta.part_blocks(upload.id, n).await.map_err(meta)?);
+    }
+    let etag = format!("\"{}-{}\"", hex::encode(md5s.finalize()), asked.len());
+    let block_size = st.settings.block_size as i64;
+    let node = if uniform(&blocks, block_size) {
+        let spec = CommitSpec { base: Base::Any, blocks: &blocks, block_size, device: Some("S3") };
+        st.meta.commit(user.id, &path, &spec).await.map_err(meta)?.0
+    } else {
+        // Parts that are not multiples of the block size leave short blocks in the middle;
+        // re-split the content so the version has the layout the drive and sync rely on.
+        let total: u64 = blocks.iter().map(|b| b.size.max(0) as u64).sum();
+        let opts = PutOptions { base: Base::Any, device: Some("S3"), content_length: Some(total), verify: None };
+        if total == 0 {
+            let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
+            space::put_stream(st, user.id, &path, empty, opts).await.map_err(s3)?.0
+        } else {
+            let stream = space::open_range(st, user.id, blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
+            space::put_stream(st, user.id, &path, Box::pin(stream), opts).await.map_err(s3)?.0
+        }
+    };
+    door.save_meta(&node, etag.clone(), upload.content_type.clone(), upload.user_meta.clone()).await?;
+    st.meta.delete_upload(upload.id).await.map_err(meta)?;
+    Ok(S3Response::new(CompleteMultipartUploadOutput {
+        bucket: Some(user.bucket),
+        key: Some(i.key),
+        e_tag: etag.parse().ok(),
+        ..Default::default()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(size: i64) -> BlockEntry {
+        BlockEntry { hash: String::new(), size }
+    }
+
+    #[test]
+    fn uniform_layout_is_full_blocks_then_one_short() {
+        assert!(uniform(&[], 4));
+        assert!(uniform(&[b(4), b(4), b(1)], 4));
+        assert!(uniform(&[b(3)], 4));
+        assert!(!uniform(&[b(4), b(1), b(4)], 4), "a short block in the middle");
+        assert!(!uniform(&[b(5)], 4));
+    }
+}

@@ -1,0 +1,803 @@
+//! Buckets and objects: ListBuckets, Head/Create bucket, location, ListObjects (v1 and v2),
+//! Get/Head (ranges, conditionals), Put, Copy, Delete, DeleteObjects. Multipart lives in
+//! `multipart.rs`; both are methods of the one `S3 for Door` impl here.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use nimbus_proto::RemotePath;
+use s3s::dto::*;
+use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
+
+use super::auth::S3User;
+use super::error::{meta, s3};
+use super::listing::{self, Listed};
+use super::{Door, multipart};
+use crate::cache::CacheMode;
+use crate::meta::{Base, NodeRow, S3ObjectMeta};
+use crate::space::{self, PutOptions};
+
+/// Listings return at most this many lines per page (S3's own limit).
+const MAX_KEYS: i32 = 1000;
+
+/// The caller, as the access check bound it to the request.
+pub(super) fn caller<T>(req: &S3Request<T>) -> S3Result<S3User> {
+    req.extensions
+        .get::<S3User>()
+        .cloned()
+        .ok_or_else(|| s3_error!(AccessDenied, "sign the request with an access key"))
+}
+
+/// The caller, after checking the bucket is theirs (the access check did too; this keeps
+/// every operation safe on its own).
+pub(super) fn owner<T>(req: &S3Request<T>, bucket: &str) -> S3Result<S3User> {
+    let user = caller(req)?;
+    if bucket != user.bucket {
+        return Err(s3_error!(AccessDenied, "access denied: your bucket is `{}`", user.bucket));
+    }
+    Ok(user)
+}
+
+/// An object key as a path in the space, and whether it names a folder (`dir/`). The same
+/// `RemotePath` rules as every other door: `..`, empty segments, Windows-invalid names fail.
+pub(super) fn key_path(key: &str) -> S3Result<(RemotePath, bool)> {
+    if key.is_empty() {
+        return Err(s3_error!(InvalidArgument, "the object key is empty"));
+    }
+    let (body, folder) = match key.strip_suffix('/') {
+        Some(b) => (b, true),
+        None => (key, false),
+    };
+    // A leading `/` would be swallowed by the path parser; in S3 it is part of the key.
+    if body.is_empty() || body.starts_with('/') {
+        return Err(s3_error!(InvalidArgument, "object keys cannot start with `/` or be only `/`"));
+    }
+    let path = RemotePath::parse(body).map_err(|e| s3(e.into()))?;
+    Ok((path, folder))
+}
+
+/// The key of a path in the space (no leading `/`).
+fn path_key(path: &RemotePath) -> String {
+    path.components().join("/")
+}
+
+fn timestamp(ms: i64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64))
+}
+
+/// The ETag of a version: the MD5 form the S3 door stored, or the REST version ETag.
+fn etag_for(version: i64, stored: Option<&S3ObjectMeta>) -> String {
+    stored.map_or_else(|| format!("\"{version}\""), |m| m.etag.clone())
+}
+
+fn parse_etag(quoted: &str) -> Option<ETag> {
+    quoted.parse().ok()
+}
+
+/// Hashes a body with MD5 while it streams into the space (the S3 ETag of a single PUT).
+pub(super) struct Md5Stream<S> {
+    inner: S,
+    hasher: Arc<Mutex<Md5>>,
+}
+
+impl<S> Md5Stream<S> {
+    pub(super) fn new(inner: S) -> (Self, Arc<Mutex<Md5>>) {
+        let hasher = Arc::new(Mutex::new(Md5::new()));
+        (Self { inner, hasher: hasher.clone() }, hasher)
+    }
+}
+
+impl<S, E> Stream for Md5Stream<S>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    type Item = Result<Bytes, E>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let poll = self.inner.poll_next_unpin(cx);
+        if let std::task::Poll::Ready(Some(Ok(b))) = &poll
+            && let Ok(mut h) = self.hasher.lock()
+        {
+            h.update(b);
+        }
+        poll
+    }
+}
+
+pub(super) fn finish_md5(h: &Arc<Mutex<Md5>>) -> [u8; 16] {
+    h.lock().map(|h| h.clone().finalize().into()).unwrap_or_default()
+}
+
+/// `x-amz-meta-*` as stored JSON.
+fn user_meta_json(m: Option<&Metadata>) -> Option<String> {
+    m.filter(|m| !m.is_empty()).and_then(|m| serde_json::to_string(m).ok())
+}
+
+fn user_meta_of(stored: Option<&S3ObjectMeta>) -> Option<Metadata> {
+    stored.and_then(|m| m.user_meta.as_deref()).and_then(|j| serde_json::from_str(j).ok())
+}
+
+/// Checks a Content-MD5 header against what was received.
+fn check_content_md5(expected: Option<&str>, got: &[u8; 16]) -> Result<(), crate::error::ApiError> {
+    use base64::Engine;
+    let Some(exp) = expected else { return Ok(()) };
+    let exp = base64::engine::general_purpose::STANDARD
+        .decode(exp.trim())
+        .map_err(|_| crate::error::ApiError::BadRequest("Content-MD5 is not base64".into()))?;
+    if exp.as_slice() != got {
+        return Err(crate::error::ApiError::HashMismatch(
+            "the body does not match Content-MD5; nothing was stored".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Evaluates If-Match / If-None-Match / If-(Un)Modified-Since against an object.
+fn check_conditions(
+    etag: &str,
+    modified_ms: i64,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> S3Result<()> {
+    let current = parse_etag(etag);
+    let matches = |c: &ETagCondition| match (c, &current) {
+        (ETagCondition::Any, _) => true,
+        (ETagCondition::ETag(e), Some(cur)) => e.value() == cur.value(),
+        _ => false,
+    };
+    // Seconds precision: HTTP dates carry no more.
+    let modified = time::OffsetDateTime::from(timestamp(modified_ms / 1000 * 1000));
+    if let Some(c) = if_match {
+        if !matches(c) {
+            return Err(s3_error!(PreconditionFailed, "the object's ETag is {etag}"));
+        }
+    } else if let Some(t) = if_unmodified_since
+        && modified > time::OffsetDateTime::from(t.clone())
+    {
+        return Err(s3_error!(PreconditionFailed, "the object was modified since then"));
+    }
+    if let Some(c) = if_none_match {
+        if matches(c) {
+            return Err(S3Error::new(s3s::S3ErrorCode::NotModified));
+        }
+    } else if let Some(t) = if_modified_since
+        && modified <= time::OffsetDateTime::from(t.clone())
+    {
+        return Err(S3Error::new(s3s::S3ErrorCode::NotModified));
+    }
+    Ok(())
+}
+
+/// What a listing line needs about an object.
+struct ObjInfo {
+    size: i64,
+    modified_ms: i64,
+    etag: String,
+}
+
+impl Door {
+    /// Every key under `prefix` the listing can show: with delimiter `/`, only the folder the
+    /// prefix points into (its subfolders become `name/` lines, rolled up as common
+    /// prefixes); otherwise the whole subtree, empty folders as `name/` markers.
+    async fn listing_entries(
+        &self,
+        user: &S3User,
+        prefix: &str,
+        delimiter: Option<&str>,
+    ) -> S3Result<Vec<(String, Option<ObjInfo>)>> {
+        // The folder the prefix lies in: everything up to its last `/`.
+        let dir_key = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        let dir = if dir_key.is_empty() {
+            RemotePath::root()
+        } else {
+            match RemotePath::parse(dir_key) {
+                Ok(p) if !dir_key.starts_with('/') => p,
+                // No valid folder has this name, so nothing is under it.
+                _ => return Ok(Vec::new()),
+            }
+        };
+        let base = if dir.is_root() { String::new() } else { format!("{}/", path_key(&dir)) };
+        let mut rows: Vec<(String, NodeRow)> = Vec::new();
+        let mut files: Vec<(String, i64, i64, i64)> = Vec::new(); // key, size, modified, version
+        let mut keys: Vec<(String, Option<ObjInfo>)> = Vec::new();
+        if delimiter == Some("/") {
+            let mut after: Option<String> = None;
+            loop {
+                let page = match self.state.meta.list_dir(user.id, &dir, after.as_deref(), 1000).await {
+                    Ok((page, _)) => page,
+                    Err(crate::meta::MetaError::NotFound | crate::meta::MetaError::NotADirectory(_)) => break,
+                    Err(e) => return Err(meta(e)),
+                };
+                let full = page.len() == 1000;
+                after = page.last().map(|n| nimbus_proto::names::name_key(&n.name));
+                for n in page {
+                    let key = format!("{base}{}", n.name);
+                    if !key.starts_with(prefix) && !format!("{key}/").starts_with(prefix) {
+                        continue;
+                    }
+                    rows.push((key, n));
+                }
+                if !full || rows.len() as i64 > crate::meta::WALK_LIMIT {
+                    break;
+                }
+            }
+            for (key, n) in rows {
+                if n.is_dir() {
+                    keys.push((format!("{key}/"), None));
+                } else {
+                    files.push((key, n.size, n.modified_at, n.version_id.unwrap_or(0)));
+                }
+            }
+        } else {
+            let walked = self.state.meta.walk(user.id, &dir).await.map_err(meta)?.unwrap_or_default();
+            for w in walked {
+                let key = format!("{base}{}", w.path);
+                if w.kind == "dir" {
+                    if w.empty {
+                        let marker = format!("{key}/");
+                        if marker.starts_with(prefix) {
+                            keys.push((
+                                marker,
+                                Some(ObjInfo { size: 0, modified_ms: w.modified_at, etag: String::new() }),
+                            ));
+                        }
+                    }
+                } else if key.starts_with(prefix) {
+                    files.push((key, w.size, w.modified_at, w.version_id.unwrap_or(0)));
+                }
+            }
+        }
+        let ids: Vec<i64> = files.iter().map(|f| f.3).collect();
+        let stored = self.state.meta.s3_object_meta(&ids).await.map_err(meta)?;
+        for (key, size, modified_ms, version) in files {
+            let etag = etag_for(version, stored.get(&version));
+            keys.push((key, Some(ObjInfo { size, modified_ms, etag })));
+        }
+        // Empty folder markers carry the ETag of an empty object.
+        for (_, info) in keys.iter_mut() {
+            if let Some(i) = info
+                && i.etag.is_empty()
+            {
+                i.etag = "\"d41d8cd98f00b204e9800998ecf8427e\"".into();
+            }
+        }
+        Ok(keys)
+    }
+
+    async fn list(
+        &self,
+        user: &S3User,
+        prefix: &str,
+        delimiter: Option<&str>,
+        after: Option<&str>,
+        max_keys: Option<i32>,
+    ) -> S3Result<(Vec<Object>, Vec<CommonPrefix>, Option<String>)> {
+        let max = max_keys.unwrap_or(MAX_KEYS);
+        if max < 0 {
+            return Err(s3_error!(InvalidArgument, "max-keys cannot be negative"));
+        }
+        let entries = self.listing_entries(user, prefix, delimiter).await?;
+        let page = listing::page(entries, prefix, delimiter, after, max.min(MAX_KEYS) as usize);
+        let mut objects = Vec::new();
+        let mut prefixes = Vec::new();
+        for line in page.items {
+            match line {
+                Listed::Object(key, Some(info)) => objects.push(Object {
+                    key: Some(key),
+                    size: Some(info.size),
+                    last_modified: Some(timestamp(info.modified_ms)),
+                    e_tag: parse_etag(&info.etag),
+                    storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+                    ..Default::default()
+                }),
+                Listed::Object(key, None) | Listed::Prefix(key) => {
+                    prefixes.push(CommonPrefix { prefix: Some(key) });
+                }
+            }
+        }
+        Ok((objects, prefixes, page.next))
+    }
+
+    /// The current version of an object with its stored S3 metadata.
+    async fn head(&self, user: &S3User, key: &str) -> S3Result<(crate::meta::Manifest, String, Option<S3ObjectMeta>)> {
+        let (path, folder) = key_path(key)?;
+        if folder {
+            // Folders are not objects (they list as common prefixes).
+            return Err(s3_error!(NoSuchKey, "`{key}` names a folder, not an object"));
+        }
+        let m = self.state.meta.manifest(user.id, &path, None).await.map_err(meta)?;
+        let stored = self.state.meta.s3_object_meta(&[m.version.id]).await.map_err(meta)?.remove(&m.version.id);
+        let etag = etag_for(m.version.id, stored.as_ref());
+        Ok((m, etag, stored))
+    }
+
+    /// Streams a body into the space as the new version of `path`, computing its MD5; the
+    /// commit happens only after the body checked out (Content-MD5, SigV4 payload hash).
+    pub(super) async fn put_body(
+        &self,
+        user: &S3User,
+        path: &RemotePath,
+        body: Option<StreamingBlob>,
+        content_length: Option<i64>,
+        content_md5: Option<&str>,
+        base: Base,
+    ) -> S3Result<(NodeRow, String)> {
+        let body =
+            body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
+        let (stream, hasher) = Md5Stream::new(body);
+        let verify = {
+            let hasher = hasher.clone();
+            let content_md5 = content_md5.map(str::to_string);
+            move || check_content_md5(content_md5.as_deref(), &finish_md5(&hasher))
+        };
+        let opts = PutOptions {
+            base,
+            device: Some("S3"),
+            content_length: content_length.and_then(|l| u64::try_from(l).ok()),
+            verify: Some(&verify),
+        };
+        let (node, _, _) = match space::put_stream(&self.state, user.id, path, stream, opts).await {
+            Err(crate::error::ApiError::Conflict(m)) if base != Base::Any => {
+                return Err(s3_error!(PreconditionFailed, "{m}"));
+            }
+            other => other.map_err(s3)?,
+        };
+        Ok((node, format!("\"{}\"", hex::encode(finish_md5(&hasher)))))
+    }
+
+    pub(super) async fn save_meta(
+        &self,
+        node: &NodeRow,
+        etag: String,
+        content_type: Option<String>,
+        user_meta: Option<String>,
+    ) -> S3Result<()> {
+        let Some(version_id) = node.version_id else { return Ok(()) };
+        self.state
+            .meta
+            .set_s3_object_meta(&S3ObjectMeta { version_id, etag, content_type, user_meta })
+            .await
+            .map_err(meta)
+    }
+
+    /// The base a conditional write expects (If-None-Match: *, If-Match: ETag).
+    async fn write_base(
+        &self,
+        user: &S3User,
+        key: &str,
+        if_match: Option<&ETagCondition>,
+        if_none_match: Option<&ETagCondition>,
+    ) -> S3Result<Base> {
+        if let Some(c) = if_none_match {
+            return match c {
+                ETagCondition::Any => Ok(Base::Expect(None)),
+                _ => Err(s3_error!(NotImplemented, "If-None-Match on writes supports only `*`")),
+            };
+        }
+        let Some(c) = if_match else { return Ok(Base::Any) };
+        match self.head(user, key).await {
+            Ok((m, etag, _)) => {
+                let ok = match c {
+                    ETagCondition::Any => true,
+                    ETagCondition::ETag(e) => parse_etag(&etag).is_some_and(|cur| cur.value() == e.value()),
+                };
+                if ok {
+                    Ok(Base::Expect(Some(m.version.id)))
+                } else {
+                    Err(s3_error!(PreconditionFailed, "the object's ETag is {etag}"))
+                }
+            }
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => {
+                Err(s3_error!(PreconditionFailed, "there is no such object to match"))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl S3 for Door {
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        let user = caller(&req)?;
+        let row = self.state.meta.user(user.id).await.map_err(meta)?;
+        let created = row.map_or(0, |u| u.created_at);
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(vec![Bucket {
+                name: Some(user.bucket.clone()),
+                creation_date: Some(timestamp(created)),
+                ..Default::default()
+            }]),
+            owner: Some(Owner { display_name: Some(user.username.clone()), id: Some(user.id.to_string()) }),
+            ..Default::default()
+        }))
+    }
+
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        owner(&req, &req.input.bucket)?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        // Every user has exactly one bucket, which always exists.
+        owner(&req, &req.input.bucket)?;
+        Err(s3_error!(BucketAlreadyOwnedByYou, "this is your bucket; it always exists"))
+    }
+
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        owner(&req, &req.input.bucket)?;
+        Err(s3_error!(AccessDenied, "your bucket is your space and cannot be deleted"))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        owner(&req, &req.input.bucket)?;
+        Ok(S3Response::new(GetBucketLocationOutput::default()))
+    }
+
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let i = &req.input;
+        let token = match &i.continuation_token {
+            Some(t) => Some(
+                listing::decode_token(t)
+                    .ok_or_else(|| s3_error!(InvalidArgument, "invalid continuation token; list again without one"))?,
+            ),
+            None => None,
+        };
+        // The later of start-after and the token is where this page starts.
+        let after = match (token, i.start_after.clone()) {
+            (Some(t), Some(s)) => Some(t.max(s)),
+            (t, s) => t.or(s),
+        };
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let (contents, prefixes, next) =
+            self.list(&user, &prefix, i.delimiter.as_deref(), after.as_deref(), i.max_keys).await?;
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(user.bucket.clone()),
+            prefix: Some(prefix),
+            delimiter: i.delimiter.clone(),
+            max_keys: Some(i.max_keys.unwrap_or(MAX_KEYS)),
+            key_count: Some((contents.len() + prefixes.len()) as i32),
+            continuation_token: i.continuation_token.clone(),
+            start_after: i.start_after.clone(),
+            is_truncated: Some(next.is_some()),
+            next_continuation_token: next.as_deref().map(listing::encode_token),
+            contents: Some(contents),
+            common_prefixes: Some(prefixes),
+            encoding_type: i.encoding_type.clone(),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let i = &req.input;
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let (contents, prefixes, next) =
+            self.list(&user, &prefix, i.delimiter.as_deref(), i.marker.as_deref(), i.max_keys).await?;
+        // V1 returns NextMarker only with a delimiter; without one the client uses the last key.
+        let next_marker = next.clone().filter(|_| i.delimiter.is_some());
+        Ok(S3Response::new(ListObjectsOutput {
+            name: Some(user.bucket.clone()),
+            prefix: Some(prefix),
+            delimiter: i.delimiter.clone(),
+            marker: i.marker.clone(),
+            max_keys: Some(i.max_keys.unwrap_or(MAX_KEYS)),
+            is_truncated: Some(next.is_some()),
+            next_marker,
+            contents: Some(contents),
+            common_prefixes: Some(prefixes),
+            encoding_type: i.encoding_type.clone(),
+            ..Default::default()
+        }))
+    }
+
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let i = &req.input;
+        if i.part_number.is_some() || i.version_id.is_some() {
+            return Err(s3_error!(NotImplemented, "partNumber and versionId are not supported"));
+        }
+        let (m, etag, stored) = self.head(&user, &i.key).await?;
+        check_conditions(
+            &etag,
+            m.version.created_at,
+            i.if_match.as_ref(),
+            i.if_none_match.as_ref(),
+            i.if_modified_since.as_ref(),
+            i.if_unmodified_since.as_ref(),
+        )?;
+        Ok(S3Response::new(HeadObjectOutput {
+            content_length: Some(m.version.size),
+            e_tag: parse_etag(&etag),
+            last_modified: Some(timestamp(m.version.created_at)),
+            accept_ranges: Some("bytes".into()),
+            content_type: stored.as_ref().and_then(|s| s.content_type.clone()),
+            metadata: user_meta_of(stored.as_ref()),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let i = &req.input;
+        if i.part_number.is_some() || i.version_id.is_some() {
+            return Err(s3_error!(NotImplemented, "partNumber and versionId are not supported"));
+        }
+        let (m, etag, stored) = self.head(&user, &i.key).await?;
+        check_conditions(
+            &etag,
+            m.version.created_at,
+            i.if_match.as_ref(),
+            i.if_none_match.as_ref(),
+            i.if_modified_since.as_ref(),
+            i.if_unmodified_since.as_ref(),
+        )?;
+        let size = m.version.size.max(0) as u64;
+        let (start, end, content_range) = match &i.range {
+            Some(r) => {
+                let range = r
+                    .check(size)
+                    .map_err(|_| s3_error!(InvalidRange, "the range is not satisfiable for {size} bytes"))?;
+                (range.start, range.end, Some(format!("bytes {}-{}/{size}", range.start, range.end - 1)))
+            }
+            None => (0, size, None),
+        };
+        let len = end - start;
+        let body = if len == 0 {
+            StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
+        } else {
+            let stream = space::open_range(&self.state, user.id, m.blocks, (start, end - 1), CacheMode::Normal)
+                .await
+                .map_err(s3)?;
+            StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
+        };
+        let mut out = GetObjectOutput {
+            body: Some(body),
+            content_length: Some(len as i64),
+            content_range,
+            e_tag: parse_etag(&etag),
+            last_modified: Some(timestamp(m.version.created_at)),
+            accept_ranges: Some("bytes".into()),
+            content_type: stored.as_ref().and_then(|s| s.content_type.clone()),
+            metadata: user_meta_of(stored.as_ref()),
+            ..Default::default()
+        };
+        if let Some(ct) = &i.response_content_type {
+            out.content_type = Some(ct.clone());
+        }
+        if let Some(cd) = &i.response_content_disposition {
+            out.content_disposition = Some(cd.clone());
+        }
+        let mut resp = S3Response::new(out);
+        if i.range.is_some() {
+            resp.status = Some(axum::http::StatusCode::PARTIAL_CONTENT);
+        }
+        Ok(resp)
+    }
+
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let i = req.input;
+        if i.write_offset_bytes.is_some() {
+            return Err(s3_error!(NotImplemented, "appends (x-amz-write-offset-bytes) are not supported"));
+        }
+        let (path, folder) = key_path(&i.key)?;
+        if folder {
+            if i.content_length.unwrap_or(0) > 0 {
+                return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
+            }
+            self.state.meta.mkdir(user.id, &path).await.map_err(meta)?;
+            return Ok(S3Response::new(PutObjectOutput {
+                e_tag: parse_etag("\"d41d8cd98f00b204e9800998ecf8427e\""),
+                ..Default::default()
+            }));
+        }
+        let base = self.write_base(&user, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
+        let (node, etag) =
+            self.put_body(&user, &path, i.body, i.content_length, i.content_md5.as_deref(), base).await?;
+        let content_type = i.content_type.map(|c| c.to_string());
+        self.save_meta(&node, etag.clone(), content_type, user_meta_json(i.metadata.as_ref())).await?;
+        Ok(S3Response::new(PutObjectOutput { e_tag: parse_etag(&etag), size: Some(node.size), ..Default::default() }))
+    }
+
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let i = &req.input;
+        let CopySource::Bucket { bucket, key, version_id } = &i.copy_source else {
+            return Err(s3_error!(NotImplemented, "copies from access points are not supported"));
+        };
+        if version_id.is_some() {
+            return Err(s3_error!(NotImplemented, "copying a specific version is not supported"));
+        }
+        // The source must be the caller's own bucket too: no door reaches another space.
+        if **bucket != *user.bucket {
+            return Err(s3_error!(AccessDenied, "access denied: your bucket is `{}`", user.bucket));
+        }
+        let (src_m, src_etag, src_meta) = self.head(&user, key).await?;
+        check_conditions(
+            &src_etag,
+            src_m.version.created_at,
+            i.copy_source_if_match.as_ref(),
+            i.copy_source_if_none_match.as_ref(),
+            i.copy_source_if_modified_since.as_ref(),
+            i.copy_source_if_unmodified_since.as_ref(),
+        )
+        .map_err(|e| {
+            if *e.code() == s3s::S3ErrorCode::NotModified {
+                s3_error!(PreconditionFailed, "the copy source condition failed")
+            } else {
+                e
+            }
+        })?;
+        let (dst, folder) = key_path(&i.key)?;
+        if folder {
+            return Err(s3_error!(InvalidArgument, "the copy destination cannot be a folder key"));
+        }
+        let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let (src_path, _) = key_path(key)?;
+        let node = if src_path == dst {
+            // Copying an object onto itself only changes its metadata (how clients such as
+            // rclone update a modification time); S3 refuses it without REPLACE.
+            if !replace {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "copying an object onto itself needs x-amz-metadata-directive: REPLACE"
+                ));
+            }
+            src_m.node.clone()
+        } else {
+            let (node, _) =
+                self.state.meta.copy_node(user.id, &src_path, &dst, true, Some("S3")).await.map_err(meta)?;
+            node
+        };
+        let (content_type, user_meta) = if replace {
+            (i.content_type.clone().map(|c| c.to_string()), user_meta_json(i.metadata.as_ref()))
+        } else {
+            (
+                src_meta.as_ref().and_then(|m| m.content_type.clone()),
+                src_meta.as_ref().and_then(|m| m.user_meta.clone()),
+            )
+        };
+        // A copy is a new version with the same content, so the same ETag.
+        self.save_meta(&node, src_etag.clone(), content_type, user_meta).await?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: parse_etag(&src_etag),
+                last_modified: Some(timestamp(node.modified_at)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        if req.input.version_id.is_some() {
+            return Err(s3_error!(NotImplemented, "deleting a specific version is not supported"));
+        }
+        self.delete_key(&user, &req.input.key).await?;
+        Ok(S3Response::with_status(DeleteObjectOutput::default(), axum::http::StatusCode::NO_CONTENT))
+    }
+
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let user = owner(&req, &req.input.bucket)?;
+        let quiet = req.input.delete.quiet.unwrap_or(false);
+        if req.input.delete.objects.len() > 1000 {
+            return Err(s3_error!(MalformedXML, "at most 1000 keys per DeleteObjects request"));
+        }
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for o in &req.input.delete.objects {
+            if o.version_id.is_some() {
+                errors.push(Error {
+                    key: Some(o.key.clone()),
+                    code: Some("NotImplemented".into()),
+                    message: Some("deleting a specific version is not supported".into()),
+                    ..Default::default()
+                });
+                continue;
+            }
+            match self.delete_key(&user, &o.key).await {
+                Ok(()) => {
+                    if !quiet {
+                        deleted.push(DeletedObject { key: Some(o.key.clone()), ..Default::default() });
+                    }
+                }
+                Err(e) => errors.push(Error {
+                    key: Some(o.key.clone()),
+                    code: Some(e.code().as_str().to_string()),
+                    message: e.message().map(str::to_string),
+                    ..Default::default()
+                }),
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        multipart::create(self, req).await
+    }
+
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        multipart::upload_part(self, req).await
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        multipart::list_parts(self, req).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        multipart::list_uploads(self, req).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        multipart::complete(self, req).await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        multipart::abort(self, req).await
+    }
+}
+
+impl Door {
+    pub(super) fn state(&self) -> &crate::state::AppState {
+        &self.state
+    }
+
+    /// Deletes one key (to the trash, like every door). S3 deletes are idempotent: a key
+    /// that is not there is a success. A folder key deletes only an empty folder.
+    async fn delete_key(&self, user: &S3User, key: &str) -> S3Result<()> {
+        let (path, folder) = key_path(key)?;
+        match self.state.meta.stat(user.id, &path).await {
+            Ok((node, _)) => {
+                if node.is_dir() != folder {
+                    // `a` names a folder or `a/` names a file: no such object.
+                    return Ok(());
+                }
+                if folder {
+                    let (children, _) = self.state.meta.list_dir(user.id, &path, None, 1).await.map_err(meta)?;
+                    if !children.is_empty() {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(crate::meta::MetaError::NotFound) => return Ok(()),
+            Err(e) => return Err(meta(e)),
+        }
+        match self.state.meta.trash(user.id, &path).await {
+            Ok(_) | Err(crate::meta::MetaError::NotFound) => {}
+            Err(e) => return Err(meta(e)),
+        }
+        let audit = crate::meta::NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: "delete".into(),
+            target: Some(path.to_string()),
+            ..Default::default()
+        };
+        self.state.meta.audit(audit).await.map_err(meta)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,201 @@
+//! What the S3 door keeps beyond the namespace: recursive listings, the S3 ETag and metadata
+//! of versions written through it, and multipart uploads in progress (parts are ordinary blocks of the
+//! space whose lists wait here for CompleteMultipartUpload).
+
+use std::collections::HashMap;
+
+use nimbus_proto::RemotePath;
+
+use super::tree::resolve;
+use super::{BlockEntry, Meta, MetaError, MetaResult, now_ms, on_pool};
+
+/// Most entries a recursive listing walks; beyond it the caller must narrow the prefix or
+/// list folder by folder with a delimiter.
+pub const WALK_LIMIT: i64 = 200_000;
+
+/// One live node under a folder, with its path relative to that folder (`a/b.txt`).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WalkRow {
+    pub path: String,
+    pub kind: String,
+    pub size: i64,
+    pub version_id: Option<i64>,
+    pub modified_at: i64,
+    /// Whether a folder has no live children (shown as a `name/` marker object).
+    pub empty: bool,
+}
+
+/// What the S3 door keeps with a version it wrote.
+#[derive(Debug, Clone, Default, sqlx::FromRow)]
+pub struct S3ObjectMeta {
+    pub version_id: i64,
+    /// Quoted, as sent in the `ETag` header.
+    pub etag: String,
+    pub content_type: Option<String>,
+    /// `x-amz-meta-*` as a JSON object.
+    pub user_meta: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UploadRow {
+    pub id: i64,
+    pub upload_id: String,
+    pub user_id: i64,
+    pub object_key: String,
+    pub content_type: Option<String>,
+    pub user_meta: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PartRow {
+    pub part_number: i64,
+    pub etag: String,
+    pub size: i64,
+    pub created_at: i64,
+}
+
+const WALK_SQL: &str = "WITH RECURSIVE sub(id, path) AS (\
+        SELECT id, CAST('' AS TEXT) FROM nodes WHERE id = $1 \
+        UNION ALL SELECT n.id, CASE WHEN s.path = '' THEN n.name ELSE s.path || '/' || n.name END \
+        FROM nodes n JOIN sub s ON n.parent_id = s.id WHERE n.trashed_at IS NULL) \
+     SELECT s.path, n.kind, n.size, n.version_id, n.modified_at, \
+        (n.kind = 'dir' AND NOT EXISTS (SELECT 1 FROM nodes c WHERE c.parent_id = n.id AND c.trashed_at IS NULL)) AS empty \
+     FROM sub s JOIN nodes n ON n.id = s.id WHERE s.id <> $1 LIMIT $2";
+
+impl Meta {
+    /// Every live node under the folder `path` (not the folder itself), in no particular
+    /// order. `Ok(None)` if `path` is not an existing folder; `Invalid` past [`WALK_LIMIT`].
+    pub async fn walk(&self, space: i64, path: &RemotePath) -> MetaResult<Option<Vec<WalkRow>>> {
+        let rows = on_pool!(self, p => {
+            let dir = match resolve!(p, space, path) {
+                Ok((n, _)) if n.is_dir() => n,
+                Ok(_) | Err(MetaError::NotFound) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            sqlx::query_as::<_, WalkRow>(WALK_SQL).bind(dir.id).bind(WALK_LIMIT + 1).fetch_all(p).await?
+        });
+        if rows.len() as i64 > WALK_LIMIT {
+            return Err(MetaError::Invalid(format!(
+                "more than {WALK_LIMIT} entries under `{path}`: list with a longer prefix or with delimiter `/`"
+            )));
+        }
+        Ok(Some(rows))
+    }
+
+    /// What the S3 door stored with these versions (versions written through other doors
+    /// have nothing).
+    pub async fn s3_object_meta(&self, version_ids: &[i64]) -> MetaResult<HashMap<i64, S3ObjectMeta>> {
+        let mut out = HashMap::new();
+        for chunk in version_ids.chunks(500) {
+            let list = (0..chunk.len()).map(|i| format!("${}", i + 1)).collect::<Vec<_>>().join(", ");
+            let sql = format!(
+                "SELECT version_id, etag, content_type, user_meta FROM s3_object_meta WHERE version_id IN ({list})"
+            );
+            let rows: Vec<S3ObjectMeta> = on_pool!(self, p => {
+                let mut q = sqlx::query_as::<_, S3ObjectMeta>(sqlx::AssertSqlSafe(sql));
+                for v in chunk {
+                    q = q.bind(v);
+                }
+                q.fetch_all(p).await?
+            });
+            out.extend(rows.into_iter().map(|r| (r.version_id, r)));
+        }
+        Ok(out)
+    }
+
+    pub async fn set_s3_object_meta(&self, m: &S3ObjectMeta) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO s3_object_meta (version_id, etag, content_type, user_meta) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (version_id) DO UPDATE SET etag = $2, content_type = $3, user_meta = $4",
+            )
+            .bind(m.version_id).bind(&m.etag).bind(&m.content_type).bind(&m.user_meta).execute(p).await?;
+        });
+        Ok(())
+    }
+
+    pub async fn create_upload(&self, u: &UploadRow) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO s3_uploads (upload_id, user_id, object_key, content_type, user_meta, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&u.upload_id).bind(u.user_id).bind(&u.object_key).bind(&u.content_type).bind(&u.user_meta)
+            .bind(now_ms()).execute(p).await?;
+        });
+        Ok(())
+    }
+
+    /// The user's upload with this id: another user's upload id is the same as a missing one.
+    pub async fn upload(&self, user_id: i64, upload_id: &str) -> MetaResult<Option<UploadRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, UploadRow>(
+            "SELECT id, upload_id, user_id, object_key, content_type, user_meta, created_at FROM s3_uploads WHERE upload_id = $1 AND user_id = $2",
+        )
+        .bind(upload_id).bind(user_id).fetch_optional(p).await?))
+    }
+
+    /// The user's uploads in progress, by key then age.
+    pub async fn list_uploads(&self, user_id: i64, limit: i64) -> MetaResult<Vec<UploadRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, UploadRow>(
+            "SELECT id, upload_id, user_id, object_key, content_type, user_meta, created_at FROM s3_uploads WHERE user_id = $1 \
+             ORDER BY object_key, created_at LIMIT $2",
+        )
+        .bind(user_id).bind(limit).fetch_all(p).await?))
+    }
+
+    /// Records (or replaces) a part and its blocks, which must already be registered.
+    pub async fn put_part(&self, upload: i64, part: i64, etag: &str, blocks: &[BlockEntry]) -> MetaResult<()> {
+        let size: i64 = blocks.iter().map(|b| b.size).sum();
+        on_pool!(self, p => {
+            let mut tx = super::WriteTx::begin_write(p).await?;
+            sqlx::query("DELETE FROM s3_upload_parts WHERE upload_id = $1 AND part_number = $2")
+                .bind(upload).bind(part).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO s3_upload_parts (upload_id, part_number, etag, size, created_at) VALUES ($1, $2, $3, $4, $5)")
+                .bind(upload).bind(part).bind(etag).bind(size).bind(now_ms()).execute(&mut *tx).await?;
+            for (i, b) in blocks.iter().enumerate() {
+                sqlx::query("INSERT INTO s3_upload_blocks (upload_id, part_number, idx, hash, size) VALUES ($1, $2, $3, $4, $5)")
+                    .bind(upload).bind(part).bind(i as i64).bind(&b.hash).bind(b.size).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    pub async fn list_parts(&self, upload: i64) -> MetaResult<Vec<PartRow>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, PartRow>(
+            "SELECT part_number, etag, size, created_at FROM s3_upload_parts WHERE upload_id = $1 ORDER BY part_number",
+        )
+        .bind(upload).fetch_all(p).await?))
+    }
+
+    /// The blocks of one part, in order.
+    pub async fn part_blocks(&self, upload: i64, part: i64) -> MetaResult<Vec<BlockEntry>> {
+        Ok(on_pool!(self, p => sqlx::query_as::<_, BlockEntry>(
+            "SELECT hash, size FROM s3_upload_blocks WHERE upload_id = $1 AND part_number = $2 ORDER BY idx",
+        )
+        .bind(upload).bind(part).fetch_all(p).await?))
+    }
+
+    /// Bytes held by the user's unfinished uploads (they count against the quota's room).
+    pub async fn open_upload_bytes(&self, user_id: i64) -> MetaResult<i64> {
+        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>(
+            "SELECT CAST(COALESCE(SUM(pp.size), 0) AS BIGINT) FROM s3_upload_parts pp \
+             JOIN s3_uploads u ON u.id = pp.upload_id WHERE u.user_id = $1",
+        )
+        .bind(user_id).fetch_one(p).await?))
+    }
+
+    pub async fn delete_upload(&self, upload: i64) -> MetaResult<()> {
+        on_pool!(self, p => {
+            sqlx::query("DELETE FROM s3_uploads WHERE id = $1").bind(upload).execute(p).await?;
+        });
+        Ok(())
+    }
+
+    /// Aborts every upload started before `cutoff_ms`; their blocks become garbage.
+    pub async fn expire_uploads(&self, cutoff_ms: i64) -> MetaResult<u64> {
+        Ok(on_pool!(self, p => sqlx::query("DELETE FROM s3_uploads WHERE created_at < $1")
+            .bind(cutoff_ms).execute(p).await?.rows_affected()))
+    }
+}
