@@ -171,3 +171,94 @@ backend_test!(s3_door_is_off_by_default, only = sqlite_local, opts = GatewayOpti
     ensure!(gw.s3_endpoint().is_err(), "the S3 door listens without --s3-listen");
     Ok(())
 });
+
+/// Runs `code` in python3 with `c` a boto3 client for `key` and `ClientError` imported;
+/// returns stdout.
+async fn boto(endpoint: &str, key: &CreatedS3Key, code: &str) -> anyhow::Result<String> {
+    let prelude = format!(
+        "import boto3, hashlib, base64\nfrom botocore.client import Config\nfrom botocore.exceptions import ClientError\n\
+         c = boto3.client('s3', endpoint_url='{endpoint}', aws_access_key_id='{}', aws_secret_access_key='{}', \
+         region_name='us-east-1', config=Config(s3={{'addressing_style': 'path'}}, retries={{'max_attempts': 1}}))\n\
+         def code(fn):\n    try:\n        fn()\n        return 'OK'\n    except ClientError as e:\n        \
+         return e.response['Error']['Code'] + ' ' + str(e.response['ResponseMetadata']['HTTPStatusCode'])\n",
+        key.access_key_id, key.secret_access_key
+    );
+    let out = Command::new("python3")
+        .args(["-c", &format!("{prelude}{code}")])
+        .env_remove("AWS_CA_BUNDLE")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("cannot run python3")?;
+    ensure!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+backend_test!(quota_and_bad_input, only = sqlite_local, opts = s3_opts(), |gw| async move {
+    let (carol_id, carol) = gw.user("carol", Some(1_000_000)).await?;
+    let key = new_key(&carol).await?;
+    let ep = gw.s3_endpoint()?;
+
+    // The quota counts S3 writes like any other: over it, nothing is stored.
+    let r =
+        boto(&ep, &key, "print(code(lambda: c.put_object(Bucket='carol', Key='small.bin', Body=b'a'*400000)))").await?;
+    ensure!(r == "OK", "check 1: {r}");
+    let r =
+        boto(&ep, &key, "print(code(lambda: c.put_object(Bucket='carol', Key='big.bin', Body=b'b'*700000)))").await?;
+    ensure!(r == "QuotaExceeded 403", "check 2: {r}");
+    carol.get("/api/v1/files/big.bin").await?.check(404)?;
+    // Multipart parts cannot outgrow the room either.
+    let r = boto(
+        &ep,
+        &key,
+        "u = c.create_multipart_upload(Bucket='carol', Key='mp.bin')['UploadId']\n\
+         print(code(lambda: c.upload_part(Bucket='carol', Key='mp.bin', UploadId=u, PartNumber=1, Body=b'c'*700000)))",
+    )
+    .await?;
+    ensure!(r == "QuotaExceeded 403", "check 3: {r}");
+
+    // A failed overwrite (wrong Content-MD5) leaves the old version, whole.
+    let wrong_md5 = "base64.b64encode(hashlib.md5(b'other').digest()).decode()";
+    let r = boto(
+        &ep,
+        &key,
+        &format!(
+            "print(code(lambda: c.put_object(Bucket='carol', Key='small.bin', Body=b'z'*10, ContentMD5={wrong_md5})))"
+        ),
+    )
+    .await?;
+    ensure!(r.starts_with("BadDigest 400") || r.starts_with("InvalidArgument 400"), "check 4: {r}");
+    let r = carol.get("/api/v1/files/small.bin").await?;
+    ensure!(r.status == 200 && r.body.len() == 400_000 && r.body.iter().all(|b| *b == b'a'), "old version gone: {r}");
+
+    // Operations the door does not implement say so instead of succeeding wrongly.
+    let r = boto(
+        &ep,
+        &key,
+        "print(code(lambda: c.put_bucket_versioning(Bucket='carol', VersioningConfiguration={'Status': 'Enabled'})))",
+    )
+    .await?;
+    ensure!(r == "NotImplemented 501", "check 5: {r}");
+    let r =
+        boto(&ep, &key, "print(code(lambda: c.get_object(Bucket='carol', Key='small.bin', VersionId='3')))").await?;
+    ensure!(r == "NotImplemented 501", "check 6: {r}");
+    // The bucket is the space: it always exists and cannot be deleted.
+    let r = boto(&ep, &key, "print(code(lambda: c.create_bucket(Bucket='carol')))").await?;
+    ensure!(r == "BucketAlreadyOwnedByYou 409", "check 7: {r}");
+    let r = boto(&ep, &key, "print(code(lambda: c.delete_bucket(Bucket='carol')))").await?;
+    ensure!(r == "AccessDenied 403", "check 8: {r}");
+    // A key naming a folder: folders are prefixes, not objects.
+    carol.mkdir("/folder").await?.check(201)?;
+    let r = boto(&ep, &key, "print(code(lambda: c.put_object(Bucket='carol', Key='folder', Body=b'x')))").await?;
+    ensure!(r == "Conflict 409", "check 9: {r}");
+
+    // A disabled user's keys stop at once.
+    let admin = gw.admin().await?;
+    admin
+        .patch_json(&format!("/api/v1/admin/users/{carol_id}"), &serde_json::json!({"disabled": true}))
+        .await?
+        .check(200)?;
+    let r = boto(&ep, &key, "print(code(lambda: c.list_buckets()))").await?;
+    ensure!(r == "InvalidAccessKeyId 403", "check 10: {r}");
+    Ok(())
+});

@@ -29,11 +29,7 @@ pub fn s3(e: ApiError) -> S3Error {
         ApiError::PreconditionFailed(_) => with(S3ErrorCode::PreconditionFailed),
         // A name taken by a folder (or a file where a folder is needed): S3 has no folders,
         // so the closest is a refused write.
-        ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotADirectory(_) => {
-            let mut err = with(S3ErrorCode::Custom("Conflict".into()));
-            err.set_status_code(StatusCode::CONFLICT);
-            err
-        }
+        ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotADirectory(_) => conflict(msg),
         ApiError::QuotaExceeded(_) => {
             let mut err = with(S3ErrorCode::Custom("QuotaExceeded".into()));
             err.set_status_code(StatusCode::FORBIDDEN);
@@ -47,6 +43,21 @@ pub fn s3(e: ApiError) -> S3Error {
             with(S3ErrorCode::ServiceUnavailable)
         }
         ApiError::Internal(e) => internal(format!("{e:#}")),
+    }
+}
+
+/// A write refused because a folder (or a file where a folder is needed) holds the name.
+pub fn conflict(msg: String) -> S3Error {
+    let mut err = S3Error::with_message(S3ErrorCode::Custom("Conflict".into()), msg);
+    err.set_status_code(StatusCode::CONFLICT);
+    err
+}
+
+/// For writes: a folder in the way is a conflict, not a missing key.
+pub fn write(e: ApiError) -> S3Error {
+    match e {
+        ApiError::IsADirectory(m) => conflict(m),
+        other => s3(other),
     }
 }
 

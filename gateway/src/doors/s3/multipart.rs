@@ -225,7 +225,7 @@ pub async fn complete(
     let block_size = st.settings.block_size as i64;
     let node = if uniform(&blocks, block_size) {
         let spec = CommitSpec { base: Base::Any, blocks: &blocks, block_size, device: Some("S3") };
-        st.meta.commit(user.id, &path, &spec).await.map_err(meta)?.0
+        st.meta.commit(user.id, &path, &spec).await.map_err(|e| super::error::write(e.into()))?.0
     } else {
         // Parts that are not multiples of the block size leave short blocks in the middle;
         // re-split the content so the version has the layout the drive and sync rely on.
@@ -233,10 +233,10 @@ pub async fn complete(
         let opts = PutOptions { base: Base::Any, device: Some("S3"), content_length: Some(total), verify: None };
         if total == 0 {
             let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
-            space::put_stream(st, user.id, &path, empty, opts).await.map_err(s3)?.0
+            space::put_stream(st, user.id, &path, empty, opts).await.map_err(super::error::write)?.0
         } else {
             let stream = space::open_range(st, user.id, blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
-            space::put_stream(st, user.id, &path, Box::pin(stream), opts).await.map_err(s3)?.0
+            space::put_stream(st, user.id, &path, Box::pin(stream), opts).await.map_err(super::error::write)?.0
         }
     };
     door.save_meta(&node, etag.clone(), upload.content_type.clone(), upload.user_meta.clone()).await?;

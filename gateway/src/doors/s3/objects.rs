@@ -224,8 +224,15 @@ impl Door {
                     }
                     rows.push((key, n));
                 }
-                if !full || rows.len() as i64 > crate::meta::WALK_LIMIT {
+                if !full {
                     break;
+                }
+                if rows.len() as i64 > crate::meta::WALK_LIMIT {
+                    return Err(s3_error!(
+                        InvalidArgument,
+                        "more than {} entries in this folder: list with a longer prefix",
+                        crate::meta::WALK_LIMIT
+                    ));
                 }
             }
             for (key, n) in rows {
@@ -347,7 +354,7 @@ impl Door {
             Err(crate::error::ApiError::Conflict(m)) if base != Base::Any => {
                 return Err(s3_error!(PreconditionFailed, "{m}"));
             }
-            other => other.map_err(s3)?,
+            other => other.map_err(super::error::write)?,
         };
         Ok((node, format!("\"{}\"", hex::encode(finish_md5(&hasher)))))
     }
@@ -656,8 +663,12 @@ impl S3 for Door {
             }
             src_m.node.clone()
         } else {
-            let (node, _) =
-                self.state.meta.copy_node(user.id, &src_path, &dst, true, Some("S3")).await.map_err(meta)?;
+            let (node, _) = self
+                .state
+                .meta
+                .copy_node(user.id, &src_path, &dst, true, Some("S3"))
+                .await
+                .map_err(|e| super::error::write(e.into()))?;
             node
         };
         let (content_type, user_meta) = if replace {
