@@ -165,6 +165,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     let state = build_state(&args).await?;
     bootstrap_admin(&state.meta).await?;
     let meta = state.meta.clone();
+    meta.listen_for_other_gateways();
 
     let listener =
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;

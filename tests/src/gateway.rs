@@ -61,6 +61,25 @@ impl GatewayOptions {
 }
 
 /// The gateway's captured output; outlives the gateway so a failed test can still print it.
+/// A second gateway on the same database and store (see [`Gateway::start_sibling`]).
+pub struct Sibling {
+    pub url: String,
+    pub api: Api,
+    pub child: Child,
+    pub logs: GatewayLogs,
+}
+
+impl Sibling {
+    /// The S3 door's endpoint, if started with `--s3-listen`.
+    pub fn s3_endpoint(&self) -> anyhow::Result<String> {
+        let out = std::fs::read_to_string(self.logs.stdout_path())?;
+        out.lines()
+            .find_map(|l| l.split_once("S3-compatible API on ").and_then(|(_, r)| r.split_whitespace().next()))
+            .map(str::to_string)
+            .context("the second gateway printed no S3 endpoint")
+    }
+}
+
 #[derive(Clone)]
 pub struct GatewayLogs {
     dir: Arc<tempfile::TempDir>,
@@ -303,6 +322,41 @@ impl Gateway {
         let args: Vec<String> = self.cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         let i = args.iter().position(|a| a == name)?;
         args.get(i + 1).cloned()
+    }
+
+    /// Starts a second gateway process on the same database and block store (PostgreSQL
+    /// backends), with its own data and cache dir and port, and the same S3 server key: a
+    /// two-node deployment behind a load balancer.
+    pub async fn start_sibling(&self) -> anyhow::Result<Sibling> {
+        ensure!(self.pg.is_some(), "a second gateway needs the shared PostgreSQL database");
+        let dir = Arc::new(tempfile::Builder::new().prefix("nimbus-e2e-gw2-").tempdir()?);
+        let logs = GatewayLogs { dir };
+        let mut args: Vec<std::ffi::OsString> =
+            self.cmd.as_std().get_args().map(std::ffi::OsStr::to_os_string).collect();
+        for (flag, value) in [("--listen", "127.0.0.1:0".into()), ("--data-dir", logs.dir().join("data").into_os_string())] {
+            if let Some(i) = args.iter().position(|a| a == flag)
+                && let Some(v) = args.get_mut(i + 1)
+            {
+                *v = value;
+            }
+        }
+        args.push("--s3-key-file".into());
+        args.push(self.data_dir().join("s3-secrets.key").into_os_string());
+        let mut cmd = command_with_args(&self.cmd, args);
+        cmd.stdin(Stdio::null())
+            .stdout(std::fs::File::create(logs.stdout_path())?)
+            .stderr(std::fs::File::create(logs.stderr_path())?)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().context("cannot start a second gateway")?;
+        let url = match wait_listening(&mut child, &logs).await {
+            Ok(u) => u,
+            Err(e) => {
+                logs.print_tail("the second gateway did not start");
+                return Err(e);
+            }
+        };
+        let api = Api::new(&url)?;
+        Ok(Sibling { url, api, child, logs })
     }
 
     /// The S3 door's endpoint (`--s3-listen`), as the gateway printed it at its last start.

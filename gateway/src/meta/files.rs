@@ -209,7 +209,7 @@ impl Meta {
             let op = if existing.is_some() { "update" } else { "create" };
             journal!(&mut *tx, space, node_id, op, "file", canon.to_string(), None::<&str>, now)?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((node, existing.is_none(), canon))
         })
     }
@@ -301,7 +301,7 @@ impl Meta {
             journal!(&mut *tx, space, node.id, "update", "file", canon.to_string(), None::<&str>, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((node, canon))
         })
     }

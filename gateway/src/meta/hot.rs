@@ -27,8 +27,10 @@ const MAX_MANIFEST_BLOCKS: usize = 256;
 
 type ManifestKey = (i64, String, Option<i64>);
 
-#[derive(Default)]
 pub(crate) struct HotCache {
+    /// False while cross-node invalidations may be missed (see `notify.rs`): lookups then
+    /// bypass the cache.
+    trusted: std::sync::atomic::AtomicBool,
     tokens: Mutex<HashMap<String, (TokenAuthRow, Instant)>>,
     generations: Mutex<HashMap<i64, u64>>,
     manifests: Mutex<HashMap<ManifestKey, (u64, Manifest)>>,
@@ -36,12 +38,42 @@ pub(crate) struct HotCache {
     signals: Mutex<HashMap<i64, watch::Sender<()>>>,
 }
 
+impl Default for HotCache {
+    fn default() -> Self {
+        HotCache {
+            trusted: std::sync::atomic::AtomicBool::new(true),
+            tokens: Default::default(),
+            generations: Default::default(),
+            manifests: Default::default(),
+            signals: Default::default(),
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl HotCache {
+    fn trusted(&self) -> bool {
+        self.trusted.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn set_trusted(&self, on: bool) {
+        self.trusted.store(on, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Drops every cached token and manifest (generations only grow, so no entry of an older
+    /// generation can come back).
+    pub fn clear(&self) {
+        lock(&self.tokens).clear();
+        lock(&self.manifests).clear();
+    }
+
     pub fn token(&self, hash: &str) -> Option<TokenAuthRow> {
+        if !self.trusted() {
+            return None;
+        }
         let tokens = lock(&self.tokens);
         let (row, at) = tokens.get(hash)?;
         (at.elapsed() < TOKEN_TTL).then(|| row.clone())
@@ -95,6 +127,9 @@ impl HotCache {
     }
 
     pub fn manifest(&self, key: &ManifestKey) -> Option<Manifest> {
+        if !self.trusted() {
+            return None;
+        }
         let current = self.generation(key.0);
         let manifests = lock(&self.manifests);
         let (generation, m) = manifests.get(key)?;
@@ -118,8 +153,8 @@ impl HotCache {
 }
 
 /// A change-feed reader's registration for wake-ups of one space (see [`HotCache::watch_space`]).
-/// Only changes committed through this process wake it; readers also poll the database for the
-/// others (another gateway on the same PostgreSQL).
+/// Changes committed through this process wake it, and on PostgreSQL those of other gateways
+/// too (their invalidations arrive through `notify.rs`); readers also poll the database.
 pub struct ChangeWatch {
     space: i64,
     rx: Option<watch::Receiver<()>>,

@@ -18,6 +18,7 @@ mod changes;
 mod files;
 mod gc;
 mod hot;
+mod notify;
 mod s3keys;
 mod s3objects;
 mod tree;

@@ -230,7 +230,7 @@ impl Meta {
             let mut tx = begin_space!(p, space)?;
             let (dir, _, created, canon) = ensure_dir!(&mut *tx, space, path, now)?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((dir, created, canon))
         })
     }
@@ -253,7 +253,7 @@ impl Meta {
             .fetch_one(&mut *tx).await?;
             journal!(&mut *tx, space, node.id, "delete", &node.kind, &shown, None::<&str>, now)?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok(trash_id)
         })
     }
@@ -301,7 +301,7 @@ impl Meta {
             journal!(&mut *tx, space, src.id, "move", &src.kind, &to_shown, Some(from_canon.to_string()), now)?;
             let moved: NodeRow = sqlx::query_as(NODE_SQL).bind(src.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((moved, to_canon))
         })
     }
@@ -389,7 +389,7 @@ impl Meta {
             journal!(&mut *tx, space, top, "create", &kind, &to_shown, None::<&str>, now)?;
             let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((copied, to_canon))
         })
     }
@@ -447,7 +447,7 @@ impl Meta {
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
             journal!(&mut *tx, space, node_id, "restore", &node.kind, target.to_string(), None::<&str>, now)?;
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((node, target))
         })
     }
@@ -479,7 +479,7 @@ impl Meta {
                 }
             }
             tx.commit().await?;
-            self.hot.space_changed(space);
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok(purged)
         })
     }

@@ -133,7 +133,7 @@ impl Meta {
             }
             tx.commit().await?;
             // Role and disabled state are part of every cached token row.
-            self.hot.forget_user(id);
+            self.invalidate(super::notify::Invalidate::User(id)).await;
         });
         self.user(id).await?.ok_or(MetaError::NotFound)
     }
@@ -153,8 +153,8 @@ impl Meta {
             sqlx::query("DELETE FROM s3_keys WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
             let n = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
             tx.commit().await?;
-            self.hot.forget_user(id);
-            self.hot.space_changed(id);
+            self.invalidate(super::notify::Invalidate::User(id)).await;
+            self.invalidate(super::notify::Invalidate::Space(id)).await;
             Ok(n > 0)
         })
     }
@@ -222,14 +222,14 @@ impl Meta {
         )
         .bind(token_id).bind(user_id).bind(now_ms())
         .execute(p).await?.rows_affected());
-        self.hot.forget_token(token_id);
+        self.invalidate(super::notify::Invalidate::Token(token_id)).await;
         Ok(n > 0)
     }
 
     pub async fn revoke_all_tokens(&self, user_id: i64) -> MetaResult<u64> {
         let n = on_pool!(self, p => sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
             .bind(user_id).bind(now_ms()).execute(p).await?.rows_affected());
-        self.hot.forget_user(user_id);
+        self.invalidate(super::notify::Invalidate::User(user_id)).await;
         Ok(n)
     }
 
