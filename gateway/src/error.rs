@@ -38,6 +38,8 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     PreconditionFailed(String),
+    #[error("{0}")]
+    Locked(String),
     #[error("the requested range is not satisfiable for a file of {size} bytes")]
     RangeNotSatisfiable { size: u64 },
     #[error("{0}")]
@@ -64,6 +66,7 @@ impl ApiError {
             ApiError::NotADirectory(_) | ApiError::IsADirectory(_) => StatusCode::CONFLICT,
             ApiError::QuotaExceeded(_) | ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+            ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -88,6 +91,7 @@ impl ApiError {
             ApiError::QuotaExceeded(_) => "quota_exceeded",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::PreconditionFailed(_) => "precondition_failed",
+            ApiError::Locked(_) => "locked",
             ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             ApiError::HashMismatch(_) => "hash_mismatch",
             ApiError::MissingBlocks(_) => "missing_blocks",
@@ -117,6 +121,7 @@ impl From<MetaError> for ApiError {
             MetaError::QuotaExceeded(m) => ApiError::QuotaExceeded(m),
             MetaError::MissingBlocks(m) => ApiError::MissingBlocks(m),
             MetaError::Invalid(m) => ApiError::BadRequest(m),
+            MetaError::Locked(m) => ApiError::Locked(m),
             MetaError::Db(e) => ApiError::Internal(e.into()),
             MetaError::Migrate(e) => ApiError::Internal(e.into()),
         }

@@ -18,6 +18,7 @@ mod changes;
 mod files;
 mod gc;
 mod hot;
+pub(crate) mod locks;
 mod s3keys;
 mod tree;
 mod usage;
@@ -27,6 +28,7 @@ pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
+pub use locks::{LockRow, PropRow, lock_key};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};
@@ -49,6 +51,9 @@ pub enum MetaError {
     MissingBlocks(String),
     #[error("{0}")]
     Invalid(String),
+    /// A live WebDAV lock guards the path and the caller did not send its token.
+    #[error("{0}")]
+    Locked(String),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]

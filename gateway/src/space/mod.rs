@@ -69,7 +69,28 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
     E: std::fmt::Display,
 {
+    put_stream_held(state, space, path, body, opts, &[]).await
+}
+
+/// [`put_stream`] for a caller holding the lock tokens `held` (see [`crate::meta::Meta::commit_held`]).
+/// A locked path is refused before the body is read, and again at the commit.
+pub async fn put_stream_held<S, E>(
+    state: &AppState,
+    space: i64,
+    path: &RemotePath,
+    body: S,
+    opts: PutOptions<'_>,
+    held: &[String],
+) -> ApiResult<(NodeRow, bool, RemotePath)>
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
+    E: std::fmt::Display,
+{
     let bs = state.settings.block_size as usize;
+    let locks = state.meta.live_locks(space).await?;
+    if let Some(l) = crate::meta::locks::conflict(&locks, &crate::meta::lock_key(path), false, held) {
+        return Err(crate::meta::locks::locked_error(&path.to_string(), l).into());
+    }
     let room = quota_room(state, space, path).await?;
     if let (Some(room), Some(len)) = (room, opts.content_length)
         && len > room
@@ -124,7 +145,7 @@ where
         .collect::<Option<_>>()
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("a block upload did not finish")))?;
     let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size: bs as i64, device: opts.device };
-    Ok(state.meta.commit(space, path, &spec).await?)
+    Ok(state.meta.commit_held(space, path, &spec, held).await?)
 }
 
 /// Bytes the space may still grow by when `path` is replaced, or None without a quota.
