@@ -20,6 +20,9 @@ pub enum ApiError {
     InvalidName(#[from] NameError),
     #[error("missing or invalid credentials")]
     Unauthorized,
+    /// 401 for a door that signs in with HTTP Basic (WebDAV): the message says what to send.
+    #[error("{0}")]
+    BasicAuthRequired(String),
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
@@ -59,7 +62,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) | ApiError::InvalidName(_) => StatusCode::BAD_REQUEST,
             ApiError::HashMismatch(_) | ApiError::MissingBlocks(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::AlreadyExists(_) => StatusCode::CONFLICT,
@@ -81,7 +84,7 @@ impl ApiError {
                 NameError::PathTooLong | NameError::EmptyComponent | NameError::InvalidUtf8 | NameError::BadEncoding,
             ) => "invalid_path",
             ApiError::InvalidName(_) => "invalid_name",
-            ApiError::Unauthorized => "unauthorized",
+            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
@@ -169,6 +172,10 @@ impl IntoResponse for ApiError {
             }
             ApiError::Unauthorized => {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::BasicAuthRequired(_) => {
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"Nimbus\", charset=\"UTF-8\""));
             }
             _ => {}
         }

@@ -98,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/", get(console::serve))
         .route("/admin/{*path}", get(console::serve))
         .merge(api)
+        .merge(crate::doors::dav::router())
         .fallback(not_found)
         .with_state(state)
 }

@@ -87,16 +87,7 @@ where
     E: std::fmt::Display,
 {
     let bs = state.settings.block_size as usize;
-    let locks = state.meta.live_locks(space).await?;
-    if let Some(l) = crate::meta::locks::conflict(&locks, &crate::meta::lock_key(path), false, held) {
-        return Err(crate::meta::locks::locked_error(&path.to_string(), l).into());
-    }
-    let room = quota_room(state, space, path).await?;
-    if let (Some(room), Some(len)) = (room, opts.content_length)
-        && len > room
-    {
-        return Err(quota_error(len, room));
-    }
+    let room = check_put(state, space, path, opts.content_length, held).await?;
     let mut body = body;
     let mut buf = BytesMut::with_capacity(bs);
     let mut blocks: Vec<Option<BlockEntry>> = Vec::new();
@@ -146,6 +137,28 @@ where
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("a block upload did not finish")))?;
     let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size: bs as i64, device: opts.device };
     Ok(state.meta.commit_held(space, path, &spec, held).await?)
+}
+
+/// What can be known before an upload's first byte is read: the path is not locked by a lock
+/// not in `held`, and a known length fits the quota. Returns the room left (None: no quota).
+pub async fn check_put(
+    state: &AppState,
+    space: i64,
+    path: &RemotePath,
+    content_length: Option<u64>,
+    held: &[String],
+) -> ApiResult<Option<u64>> {
+    let locks = state.meta.live_locks(space).await?;
+    if let Some(l) = crate::meta::locks::conflict(&locks, &crate::meta::lock_key(path), false, held) {
+        return Err(crate::meta::locks::locked_error(&path.to_string(), l).into());
+    }
+    let room = quota_room(state, space, path).await?;
+    if let (Some(room), Some(len)) = (room, content_length)
+        && len > room
+    {
+        return Err(quota_error(len, room));
+    }
+    Ok(room)
 }
 
 /// Bytes the space may still grow by when `path` is replaced, or None without a quota.
