@@ -135,6 +135,13 @@ pub struct PropRow {
     pub xml: String,
 }
 
+/// One step of a PROPPATCH.
+#[derive(Debug, Clone)]
+pub enum PropPatch {
+    Set(PropRow),
+    Remove { ns: String, name: String },
+}
+
 impl Meta {
     /// The live locks of a space.
     pub async fn live_locks(&self, space: i64) -> MetaResult<Vec<LockRow>> {
@@ -205,30 +212,28 @@ impl Meta {
             .bind(node.id).fetch_all(p).await?))
     }
 
-    /// Sets (`Some(row)`) or removes (`None` with the ns and name) dead properties of the node
-    /// at `path`, all or nothing.
-    pub async fn patch_dav_props(
-        &self,
-        space: i64,
-        path: &RemotePath,
-        set: &[PropRow],
-        remove: &[(String, String)],
-    ) -> MetaResult<()> {
+    /// Applies set and remove operations to the dead properties of the node at `path`, in
+    /// order (RFC 4918 §9.2: a set then a remove of one property removes it), all or nothing.
+    pub async fn patch_dav_props(&self, space: i64, path: &RemotePath, ops: &[PropPatch]) -> MetaResult<()> {
         let (node, _) = self.stat(space, path).await?;
         on_pool!(self, p => {
             let mut tx = p.begin().await?;
-            for (ns, name) in remove {
-                sqlx::query("DELETE FROM dav_props WHERE node_id = $1 AND ns = $2 AND name = $3")
-                    .bind(node.id).bind(ns).bind(name)
-                    .execute(&mut *tx).await?;
-            }
-            for r in set {
-                sqlx::query(
-                    "INSERT INTO dav_props (node_id, ns, name, prefix, xml) VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT (node_id, ns, name) DO UPDATE SET prefix = EXCLUDED.prefix, xml = EXCLUDED.xml",
-                )
-                .bind(node.id).bind(&r.ns).bind(&r.name).bind(&r.prefix).bind(&r.xml)
-                .execute(&mut *tx).await?;
+            for op in ops {
+                match op {
+                    PropPatch::Remove { ns, name } => {
+                        sqlx::query("DELETE FROM dav_props WHERE node_id = $1 AND ns = $2 AND name = $3")
+                            .bind(node.id).bind(ns).bind(name)
+                            .execute(&mut *tx).await?;
+                    }
+                    PropPatch::Set(r) => {
+                        sqlx::query(
+                            "INSERT INTO dav_props (node_id, ns, name, prefix, xml) VALUES ($1, $2, $3, $4, $5) \
+                             ON CONFLICT (node_id, ns, name) DO UPDATE SET prefix = EXCLUDED.prefix, xml = EXCLUDED.xml",
+                        )
+                        .bind(node.id).bind(&r.ns).bind(&r.name).bind(&r.prefix).bind(&r.xml)
+                        .execute(&mut *tx).await?;
+                    }
+                }
             }
             tx.commit().await?;
         });

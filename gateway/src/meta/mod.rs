@@ -28,7 +28,7 @@ pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
-pub use locks::{LockRow, PropRow, lock_key};
+pub use locks::{LockRow, PropPatch, PropRow, lock_key};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use tree::TrashItem;
 pub use users::{AuditFilter, NewAudit, UserUpdate};

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::cache::CacheMode;
 use crate::error::ApiError;
-use crate::meta::{Base, CommitSpec, MetaError, NodeRow, PropRow};
+use crate::meta::{Base, CommitSpec, MetaError, NodeRow, PropPatch, PropRow};
 use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
@@ -289,18 +289,18 @@ impl DavFileSystem for SpaceFs {
     ) -> FsFuture<'a, Vec<(axum::http::StatusCode, DavProp)>> {
         async move {
             let p = remote(path)?;
-            let mut set = Vec::new();
-            let mut remove = Vec::new();
+            let mut ops = Vec::new();
             for (is_set, prop) in &patch {
                 let ns = prop.namespace.clone().unwrap_or_default();
                 if *is_set {
                     let xml = prop.xml.as_deref().and_then(|x| std::str::from_utf8(x).ok()).ok_or(FsError::Forbidden)?;
-                    set.push(PropRow { ns, name: prop.name.clone(), prefix: prop.prefix.clone(), xml: xml.to_string() });
+                    let row = PropRow { ns, name: prop.name.clone(), prefix: prop.prefix.clone(), xml: xml.to_string() };
+                    ops.push(PropPatch::Set(row));
                 } else {
-                    remove.push((ns, prop.name.clone()));
+                    ops.push(PropPatch::Remove { ns, name: prop.name.clone() });
                 }
             }
-            self.st.meta.patch_dav_props(self.space, &p, &set, &remove).await.map_err(meta_error)?;
+            self.st.meta.patch_dav_props(self.space, &p, &ops).await.map_err(meta_error)?;
             Ok(patch
                 .into_iter()
                 .map(|(_, mut prop)| {

@@ -89,6 +89,23 @@ impl SpaceLocks {
     }
 }
 
+/// The lock owner as XML text. dav-server hands the element over re-prefixed `D:` without a
+/// binding for it, so the binding is added before writing.
+fn owner_to_xml(owner: &Element) -> Option<String> {
+    let mut o = owner.clone();
+    let mut ns = o.namespaces.clone().unwrap_or_else(xmltree::Namespace::empty);
+    if let Some(p) = &o.prefix {
+        ns.put(p.clone(), o.namespace.clone().unwrap_or_else(|| "DAV:".into()));
+    }
+    o.namespaces = Some(ns);
+    let mut buf = Vec::new();
+    if let Err(e) = o.write(&mut buf) {
+        tracing::debug!(error = %e, "lock owner not stored");
+        return None;
+    }
+    String::from_utf8(buf).ok()
+}
+
 impl DavLockSystem for SpaceLocks {
     fn lock(
         &self,
@@ -101,11 +118,7 @@ impl DavLockSystem for SpaceLocks {
     ) -> LsFuture<'_, Result<DavLock, DavLock>> {
         let path = path.clone();
         let principal = principal.map(str::to_string);
-        let owner_xml = owner.and_then(|o| {
-            let mut buf = Vec::new();
-            o.write(&mut buf).ok()?;
-            String::from_utf8(buf).ok()
-        });
+        let owner_xml = owner.and_then(owner_to_xml);
         async move {
             let p = remote(&path).map_err(|_| self.unavailable(&path))?;
             let timeout = timeout.filter(|t| !t.is_zero()).unwrap_or(DEFAULT_TIMEOUT).min(DEFAULT_TIMEOUT * 24);
@@ -229,5 +242,22 @@ impl DavLockSystem for SpaceLocks {
             })
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_round_trips() {
+        let mut o = Element::parse(&b"<owner xmlns=\"DAV:\">litmus test suite</owner>"[..]).expect("parse");
+        o.prefix = Some("D".into());
+        let xml = owner_to_xml(&o).expect("written");
+        let back = Element::parse(xml.as_bytes()).expect("parsed back");
+        assert_eq!(back.name, "owner");
+        assert_eq!(back.get_text().as_deref(), Some("litmus test suite"));
+        assert!(at_or_below("/a/b", "/a") && at_or_below("/a", "/a") && at_or_below("/x", "/"));
+        assert!(!at_or_below("/ab", "/a"));
     }
 }
