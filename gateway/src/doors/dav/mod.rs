@@ -202,15 +202,17 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     if let Some(retry_after) = st.throttle.check(&key, ip) {
         return Err(ApiError::TooManyRequests { retry_after });
     }
-    if secret.starts_with(TOKEN_PREFIX)
-        && let Ok(u) = AuthUser::from_token(st, secret).await
-    {
+    let looks_like_token = secret.starts_with(TOKEN_PREFIX);
+    if looks_like_token && let Ok(u) = AuthUser::from_token(st, secret).await {
         // A token of another user with this username is refused like a wrong password.
         if name_key(&u.username) == key {
             st.throttle.success(&key);
             return Ok(DavUser { id: u.id, username: u.username, device: u.device });
         }
         return Err(failed(st, name, &key, ip, "WebDAV: token of another user").await);
+    }
+    if looks_like_token && !st.settings.tls {
+        return Err(failed(st, name, &key, ip, "WebDAV: unknown, expired or revoked token").await);
     }
     if !st.settings.tls {
         // Never verify (or cache) an account password that crossed the network in clear.
