@@ -686,3 +686,70 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     );
     Ok(())
 });
+
+/// With the gateway's own TLS (`--tls self-signed`), Basic with the account password is
+/// accepted (what Windows' "Map network drive" sends); a wrong one is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webdav_password_over_tls() -> anyhow::Result<()> {
+    use nimbus_e2e::{ADMIN_PASSWORD, bins};
+    let tmp = tempfile::Builder::new().prefix("nimbus-dav-tls-").tempdir()?;
+    let data_dir = tmp.path().join("data");
+    let stdout_path = tmp.path().join("gateway.stdout");
+    let mut cmd = tokio::process::Command::new(bins::gateway_bin()?);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--tls", "self-signed", "--data-dir"]).arg(&data_dir);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("NIMBUS_") || k.starts_with("AWS_") {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.env("NIMBUS_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path)?)
+        .stderr(std::fs::File::create(tmp.path().join("gateway.stderr"))?)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().context("start the gateway")?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let url = loop {
+        let out = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+        if let Some(rest) = out.lines().find_map(|l| l.split_once("listening on ").map(|(_, r)| r.to_string())) {
+            break rest.split_whitespace().next().unwrap_or_default().to_string();
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("the gateway exited during start-up ({status}): {}", std::fs::read_to_string(tmp.path().join("gateway.stderr"))?);
+        }
+        ensure!(std::time::Instant::now() < deadline, "no `listening on` line within 90 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    ensure!(url.starts_with("https://"), "{url}");
+    let cert = reqwest::Certificate::from_pem(&std::fs::read(data_dir.join("tls/cert.pem"))?)?;
+    let client = reqwest::Client::builder().no_proxy().tls_certs_only([cert]).timeout(Duration::from_secs(30)).build()?;
+    let send = |m: &str, path: &str, auth: String, body: Vec<u8>| {
+        let req = client
+            .request(Method::from_bytes(m.as_bytes()).unwrap_or(Method::GET), format!("{url}{path}"))
+            .header("authorization", auth)
+            .header("depth", "1")
+            .body(body);
+        async move {
+            let r = req.send().await?;
+            let status = r.status().as_u16();
+            let text = r.text().await?;
+            Ok::<_, anyhow::Error>((status, text))
+        }
+    };
+    let good = basic("admin", ADMIN_PASSWORD);
+    let (s, t) = send("PROPFIND", "/dav/", good.clone(), vec![]).await?;
+    ensure!(s == 207, "{s} {t}");
+    let (s, t) = send("PUT", "/dav/over-tls.txt", good.clone(), b"tls".to_vec()).await?;
+    ensure!(s == 201, "{s} {t}");
+    let (s, t) = send("GET", "/dav/over-tls.txt", good.clone(), vec![]).await?;
+    ensure!(s == 200 && t == "tls", "{s} {t}");
+    // Verified passwords are remembered briefly: the second request is the cached path.
+    let (s, _) = send("PROPFIND", "/dav/", good, vec![]).await?;
+    ensure!(s == 207);
+    let (s, t) = send("PROPFIND", "/dav/", basic("admin", "not-the-password"), vec![]).await?;
+    ensure!(s == 401, "{s} {t}");
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    Ok(())
+}
