@@ -174,8 +174,10 @@ impl IntoResponse for ApiError {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             ApiError::BasicAuthRequired(_) => {
-                resp.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"Nimbus\", charset=\"UTF-8\""));
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"Nimbus\", charset=\"UTF-8\""),
+                );
             }
             _ => {}
         }

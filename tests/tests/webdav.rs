@@ -49,7 +49,8 @@ async fn dav(api: &Api, m: &str, path: &str, headers: &[(&str, &str)], body: Vec
     r.body(body).send().await
 }
 
-const PROPFIND_ALL: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>"#;
+const PROPFIND_ALL: &str =
+    r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>"#;
 
 /// Hrefs of a PROPFIND answer (a light scan: the XML is dav-server's, element names are `D:`).
 fn hrefs(body: &str) -> Vec<String> {
@@ -337,8 +338,12 @@ backend_test!(webdav_davfs2, only = sqlite_local, opts = nimbus_e2e::GatewayOpti
     })
     .await??;
     match listing {
-        Some(names) => ensure!(names.contains(&"big.bin".to_string()) && names.contains(&"sub".to_string()), "{names:?}"),
-        None => println!("note: davfs2 could not list the mount (davfs2 1.6.1 readdir on this kernel); checked by name"),
+        Some(names) => {
+            ensure!(names.contains(&"big.bin".to_string()) && names.contains(&"sub".to_string()), "{names:?}")
+        }
+        None => {
+            println!("note: davfs2 could not list the mount (davfs2 1.6.1 readdir on this kernel); checked by name")
+        }
     }
     // Unmounting flushes davfs2's cache to the gateway.
     let status = tokio::process::Command::new("umount").arg(&mnt).status().await?;
@@ -394,7 +399,10 @@ backend_test!(webdav_auth_and_isolation, |gw| async move {
     propfind(&anon, Some(basic("carol", &token_of(&second)?))).await?.check(401)?;
     propfind(&carol, None).await?.check(207)?;
     let admin = gw.admin().await?;
-    admin.patch_json(&format!("/api/v1/admin/users/{carol_id}"), &serde_json::json!({"disabled": true})).await?.check(200)?;
+    admin
+        .patch_json(&format!("/api/v1/admin/users/{carol_id}"), &serde_json::json!({"disabled": true}))
+        .await?
+        .check(200)?;
     propfind(&carol, None).await?.check(401)?;
     propfind(&anon, Some(basic("carol", &token_of(&carol)?))).await?.check(401)?;
 
@@ -435,7 +443,18 @@ backend_test!(webdav_auth_and_isolation, |gw| async move {
     // The shared path rules: the same spellings get the same 4xx from REST and WebDAV, and
     // nothing is created.
     let before = alice.list_all("/", None).await?;
-    for bad in ["%2e%2e/x.txt", "a/..%2fx.txt", "x/%2E%2E/%2E%2E/y", "a:b.txt", "CON", "con.txt", "x%5cy", "nul%00.txt", "trailing.", "a%2f..%2fb"] {
+    for bad in [
+        "%2e%2e/x.txt",
+        "a/..%2fx.txt",
+        "x/%2E%2E/%2E%2E/y",
+        "a:b.txt",
+        "CON",
+        "con.txt",
+        "x%5cy",
+        "nul%00.txt",
+        "trailing.",
+        "a%2f..%2fb",
+    ] {
         let rest = alice.req(Method::PUT, &format!("/api/v1/files/{bad}")).body("x").send().await?;
         let webdav = dav(&alice, "PUT", &format!("/dav/{bad}"), &[], b"x".to_vec()).await?;
         ensure!((400..500).contains(&rest.status), "REST accepted {bad}: {rest}");
@@ -444,7 +463,8 @@ backend_test!(webdav_auth_and_isolation, |gw| async move {
         ensure!(mk.status == rest.status, "MKCOL {bad}: {mk}");
     }
     // Raw `..` (no client normalisation) is refused too.
-    let raw = raw_request(&gw.url, "GET", "/dav/private/../../x", &[("authorization", &format!("Bearer {atok}"))], b"").await?;
+    let raw = raw_request(&gw.url, "GET", "/dav/private/../../x", &[("authorization", &format!("Bearer {atok}"))], b"")
+        .await?;
     ensure!(raw.status == 400, "{raw}");
     // Destinations outside the door or with bad names: 4xx, nothing moves or appears.
     dav(&alice, "PUT", "/dav/a.txt", &[], b"stay".to_vec()).await?.check(201)?;
@@ -514,7 +534,8 @@ backend_test!(webdav_locks_across_doors, |gw| async move {
     alice.stat("/moved.txt").await?.check(404)?;
 
     // With the token, REST (X-Nimbus-Lock-Token) and WebDAV (If) may write.
-    let r = alice.req(Method::PUT, "/api/v1/files/doc.txt").header("x-nimbus-lock-token", &token).body("v2").send().await?;
+    let r =
+        alice.req(Method::PUT, "/api/v1/files/doc.txt").header("x-nimbus-lock-token", &token).body("v2").send().await?;
     r.check(200)?;
     ensure!(rest_bytes(&alice, "/doc.txt").await? == b"v2");
     let iff = format!("(<{token}>)");
@@ -549,7 +570,10 @@ backend_test!(webdav_locks_across_doors, |gw| async move {
     alice.put_file("/folder/in.txt", "changed").await?.check_error(423, "locked")?;
     alice.put_file("/folder/new.txt", "new").await?.check_error(423, "locked")?;
     alice.delete("/api/v1/files/folder").await?.check_error(423, "locked")?;
-    alice.post_json("/api/v1/move", &serde_json::json!({"from": "/folder", "to": "/f2"})).await?.check_error(423, "locked")?;
+    alice
+        .post_json("/api/v1/move", &serde_json::json!({"from": "/folder", "to": "/f2"}))
+        .await?
+        .check_error(423, "locked")?;
     // Deleting an ancestor of a locked path is refused too.
     alice.put_file("/top/inner.txt", "x").await?.check(201)?;
     let itoken = lock(&alice, "/dav/top/inner.txt", &[]).await?;
@@ -567,7 +591,12 @@ backend_test!(webdav_locks_across_doors, |gw| async move {
     let e = alice.stat("/new-locked.txt").await?.entry(200)?;
     ensure!(e.size == 0, "{e:?}");
     alice.put_file("/new-locked.txt", "x").await?.check_error(423, "locked")?;
-    let r = alice.req(Method::PUT, "/api/v1/files/new-locked.txt").header("x-nimbus-lock-token", &format!("<{ntoken}>")).body("x").send().await?;
+    let r = alice
+        .req(Method::PUT, "/api/v1/files/new-locked.txt")
+        .header("x-nimbus-lock-token", &format!("<{ntoken}>"))
+        .body("x")
+        .send()
+        .await?;
     r.check(200)?;
     Ok(())
 });
@@ -587,7 +616,10 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
 
     // Quota properties follow the quota an administrator sets.
     alice.put_file("/seed.bin", data::bytes("seed", 100_000)).await?.check(201)?;
-    admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &serde_json::json!({"quota_bytes": 1_000_000})).await?.check(200)?;
+    admin
+        .patch_json(&format!("/api/v1/admin/users/{alice_id}"), &serde_json::json!({"quota_bytes": 1_000_000}))
+        .await?
+        .check(200)?;
     let body = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop><D:quota-available-bytes/><D:quota-used-bytes/></D:prop></D:propfind>"#;
     let r = dav(&alice, "PROPFIND", "/dav/", &[("depth", "0")], body.as_bytes().to_vec()).await?;
     r.check(207)?;
@@ -623,7 +655,10 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     ensure!(r.status == 206 && r.body.as_ref() == &data::slice("seed", 99_990, 10)[..], "{r}");
 
     // An upload that dies half-way leaves the old version (and creates nothing new).
-    admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &serde_json::json!({"quota_bytes": null})).await?.check(200)?;
+    admin
+        .patch_json(&format!("/api/v1/admin/users/{alice_id}"), &serde_json::json!({"quota_bytes": null}))
+        .await?
+        .check(200)?;
     let versions_before = alice.get("/api/v1/versions/seed.bin").await?.value()?;
     for target in ["/dav/seed.bin", "/dav/half.bin"] {
         let host = gw.url.strip_prefix("http://").context("http")?;
@@ -651,7 +686,8 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     let dget = dav(&alice, "GET", "/dav/rt.bin", &[], vec![]).await?;
     ensure!(dget.body.as_ref() == &body[..], "WebDAV read differs");
     ensure!(
-        dget.header("etag").map(|e| e.trim_matches('"').to_string()) == rest.header("etag").map(|e| e.trim_matches('"').to_string()),
+        dget.header("etag").map(|e| e.trim_matches('"').to_string())
+            == rest.header("etag").map(|e| e.trim_matches('"').to_string()),
         "ETags differ: {:?} vs {:?}",
         dget.header("etag"),
         rest.header("etag")
@@ -716,14 +752,18 @@ async fn webdav_password_over_tls() -> anyhow::Result<()> {
             break rest.split_whitespace().next().unwrap_or_default().to_string();
         }
         if let Some(status) = child.try_wait()? {
-            bail!("the gateway exited during start-up ({status}): {}", std::fs::read_to_string(tmp.path().join("gateway.stderr"))?);
+            bail!(
+                "the gateway exited during start-up ({status}): {}",
+                std::fs::read_to_string(tmp.path().join("gateway.stderr"))?
+            );
         }
         ensure!(std::time::Instant::now() < deadline, "no `listening on` line within 90 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     ensure!(url.starts_with("https://"), "{url}");
     let cert = reqwest::Certificate::from_pem(&std::fs::read(data_dir.join("tls/cert.pem"))?)?;
-    let client = reqwest::Client::builder().no_proxy().tls_certs_only([cert]).timeout(Duration::from_secs(30)).build()?;
+    let client =
+        reqwest::Client::builder().no_proxy().tls_certs_only([cert]).timeout(Duration::from_secs(30)).build()?;
     let send = |m: &str, path: &str, auth: String, body: Vec<u8>| {
         let req = client
             .request(Method::from_bytes(m.as_bytes()).unwrap_or(Method::GET), format!("{url}{path}"))

@@ -105,13 +105,16 @@ macro_rules! drop_locks_under {
     ($ex:expr, $space:expr, $path:expr) => {
         async {
             let key = $crate::meta::locks::lock_key($path);
-            let like = if key == "/" { "/%".to_string() } else { format!("{}/%", $crate::meta::locks::like_escape(&key)) };
-            sqlx::query("DELETE FROM dav_locks WHERE space_id = $1 AND (path_key = $2 OR path_key LIKE $3 ESCAPE '\\')")
-                .bind($space)
-                .bind(&key)
-                .bind(&like)
-                .execute($ex)
-                .await?;
+            let like =
+                if key == "/" { "/%".to_string() } else { format!("{}/%", $crate::meta::locks::like_escape(&key)) };
+            sqlx::query(
+                "DELETE FROM dav_locks WHERE space_id = $1 AND (path_key = $2 OR path_key LIKE $3 ESCAPE '\\')",
+            )
+            .bind($space)
+            .bind(&key)
+            .bind(&like)
+            .execute($ex)
+            .await?;
             Ok::<(), sqlx::Error>(())
         }
         .await

@@ -205,9 +205,10 @@ impl DavFileSystem for SpaceFs {
                     .map_err(meta_error)?;
                 let n = rows.len();
                 after = rows.last().map(|r| nimbus_proto::names::name_key(&r.name));
-                entries.extend(rows.into_iter().map(|r| {
-                    Ok(Box::new(Entry { meta: NodeMeta::of(&r), name: r.name }) as Box<dyn DavDirEntry>)
-                }));
+                entries.extend(
+                    rows.into_iter()
+                        .map(|r| Ok(Box::new(Entry { meta: NodeMeta::of(&r), name: r.name }) as Box<dyn DavDirEntry>)),
+                );
                 if (n as i64) < crate::api::MAX_PAGE {
                     break;
                 }
@@ -293,8 +294,10 @@ impl DavFileSystem for SpaceFs {
             for (is_set, prop) in &patch {
                 let ns = prop.namespace.clone().unwrap_or_default();
                 if *is_set {
-                    let xml = prop.xml.as_deref().and_then(|x| std::str::from_utf8(x).ok()).ok_or(FsError::Forbidden)?;
-                    let row = PropRow { ns, name: prop.name.clone(), prefix: prop.prefix.clone(), xml: xml.to_string() };
+                    let xml =
+                        prop.xml.as_deref().and_then(|x| std::str::from_utf8(x).ok()).ok_or(FsError::Forbidden)?;
+                    let row =
+                        PropRow { ns, name: prop.name.clone(), prefix: prop.prefix.clone(), xml: xml.to_string() };
                     ops.push(PropPatch::Set(row));
                 } else {
                     ops.push(PropPatch::Remove { ns, name: prop.name.clone() });
@@ -460,7 +463,8 @@ impl ReadFile {
         let pieces = space::open_range(&self.st, self.space, self.blocks.clone(), (self.pos, end), CacheMode::Normal)
             .await
             .map_err(fs_error)?;
-        self.stream = Some(ReadWindow { pieces: Mutex::new(Box::pin(pieces)), next: self.pos, end, leftover: Bytes::new() });
+        self.stream =
+            Some(ReadWindow { pieces: Mutex::new(Box::pin(pieces)), next: self.pos, end, leftover: Bytes::new() });
         Ok(())
     }
 }
@@ -614,15 +618,7 @@ impl WriteFile {
             }
             r
         });
-        WriteFile {
-            tx: Some(tx),
-            complete,
-            task: Some(task),
-            written: 0,
-            expected,
-            result: None,
-            failed: None,
-        }
+        WriteFile { tx: Some(tx), complete, task: Some(task), written: 0, expected, result: None, failed: None }
     }
 
     /// Waits for the upload task and keeps its outcome.

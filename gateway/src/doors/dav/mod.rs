@@ -225,7 +225,8 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     }
     let user = st.meta.user_by_name(name).await?;
     let stored = user.as_ref().map(|u| u.password_hash.clone());
-    let cache_key = *blake3::hash(format!("{key}\0{secret}\0{}", stored.as_deref().unwrap_or("")).as_bytes()).as_bytes();
+    let cache_key =
+        *blake3::hash(format!("{key}\0{secret}\0{}", stored.as_deref().unwrap_or("")).as_bytes()).as_bytes();
     let cached = stored.is_some() && password_cached(&cache_key);
     let ok = cached || {
         let (password, stored) = (secret.to_string(), stored.clone());
