@@ -647,6 +647,17 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     alice.stat("/new.bin").await?.check(404)?;
     ensure!(rest_bytes(&alice, "/seed.bin").await? == data::bytes("seed", 100_000));
 
+    // Partial updates are refused and create nothing; OPTIONS advertises classes 1, 2 (and 3).
+    let r = dav(&alice, "PUT", "/dav/part.txt", &[("content-range", "bytes 0-3/10")], b"abcd".to_vec()).await?;
+    r.check(501)?;
+    alice.stat("/part.txt").await?.check(404)?;
+    let r = dav(&alice, "PUT", "/dav/seed.bin", &[("content-range", "bytes 0-3/100000")], b"abcd".to_vec()).await?;
+    r.check(501)?;
+    let h = [("content-type", "application/x-sabredav-partialupdate"), ("x-update-range", "append")];
+    dav(&alice, "PATCH", "/dav/seed.bin", &h, b"abcd".to_vec()).await?.check(405)?;
+    let r = dav(&alice, "OPTIONS", "/dav/", &[], vec![]).await?;
+    ensure!(r.status == 200 && r.header("dav").is_some_and(|d| d.contains('2') && !d.contains("partial")), "{r}");
+
     // Ranged GET through WebDAV.
     let r = dav(&alice, "GET", "/dav/seed.bin", &[("range", "bytes=1000-1999")], vec![]).await?;
     r.check(206)?;

@@ -53,6 +53,8 @@ pub struct SpaceFs {
     /// MOVE/COPY source: a destination that is the source itself in another case is never
     /// deleted first (that would trash the source of a case-only rename).
     pub source: Option<RemotePath>,
+    /// A LOCK request: the only one whose non-truncating open may create an empty file.
+    pub lock_request: bool,
 }
 
 /// The space path of a dav-server path (already decoded and checked once by the door; the
@@ -396,8 +398,12 @@ impl SpaceFs {
         }
         let held = self.held();
         if !o.truncate {
-            // Not a whole-file PUT: LOCK on an unmapped URL creates an empty file (RFC 4918
-            // §7.3), and partial updates (Content-Range, PATCH) are not supported.
+            // Not a whole-file PUT: partial updates (Content-Range, PATCH) are not supported
+            // and must not create anything; LOCK on an unmapped URL creates an empty file
+            // (RFC 4918 §7.3).
+            if !self.lock_request {
+                return Err(FsError::NotImplemented);
+            }
             let node = match existing {
                 Some(n) => n,
                 None => {

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use base64::Engine;
-use dav_server::{DavConfig, DavHandler};
+use dav_server::{DavConfig, DavHandler, DavMethod, DavMethodSet};
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
@@ -42,7 +42,12 @@ const PASSWORD_CACHE_TTL: Duration = Duration::from_secs(300);
 const PASSWORD_CACHE_MAX: usize = 10_000;
 
 static HANDLER: LazyLock<DavHandler> = LazyLock::new(|| {
-    DavHandler::builder().strip_prefix(PREFIX).read_buf_size(READ_BUF).autoindex(false).build_handler()
+    // Partial updates (SabreDAV PATCH) and the CalDAV/CardDAV methods are not offered: 405.
+    let mut methods = DavMethodSet::all();
+    for m in [DavMethod::Patch, DavMethod::Report, DavMethod::MkCalendar, DavMethod::MkAddressbook] {
+        methods.remove(m);
+    }
+    DavHandler::builder().strip_prefix(PREFIX).read_buf_size(READ_BUF).autoindex(false).methods(methods).build_handler()
 });
 
 /// Verified (user, password, stored hash) triples, as BLAKE3 digests: a changed password
@@ -105,10 +110,15 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         held: held.clone(),
         delete_root,
         source,
+        lock_request: method.as_str() == "LOCK",
     };
     let ls = locks::SpaceLocks { meta: st.meta.clone(), space: user.id, prefix: PREFIX, held };
     let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
-    let resp = HANDLER.handle_with(cfg, req).await;
+    let mut resp = HANDLER.handle_with(cfg, req).await;
+    if resp.headers().contains_key("dav") {
+        // dav-server always advertises `sabredav-partialupdate`, which this door refuses.
+        resp.headers_mut().insert("dav", axum::http::HeaderValue::from_static("1, 2, 3"));
+    }
     if resp.status().is_server_error() {
         tracing::warn!(method = %method, path = %path, status = %resp.status(), "WebDAV request failed");
     }
