@@ -3,6 +3,7 @@
 //! and S3 alike. One `SpaceLocks` is built per request, for the caller's own space: no path
 //! or token can reach another user's locks.
 
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 use dav_server::davpath::DavPath;
@@ -24,6 +25,9 @@ pub struct SpaceLocks {
     pub space: i64,
     pub prefix: &'static str,
     pub held: Held,
+    /// The space's live locks as first read by `discover` in this request: a PROPFIND of a
+    /// folder asks for every entry's lockdiscovery, one query is enough.
+    pub discovered: Arc<OnceLock<Vec<LockRow>>>,
 }
 
 impl std::fmt::Debug for SpaceLocks {
@@ -223,8 +227,14 @@ impl DavLockSystem for SpaceLocks {
         async move {
             let Ok(p) = remote(&path) else { return Vec::new() };
             let key = lock_key(&p);
-            self.live()
-                .await
+            let locks = match self.discovered.get() {
+                Some(l) => l,
+                None => {
+                    let l = self.live().await;
+                    self.discovered.get_or_init(|| l)
+                }
+            };
+            locks
                 .iter()
                 .filter(|l| l.path_key == key || (l.deep && at_or_below(&key, &l.path_key)))
                 .map(|l| self.dav_lock(l, &path))

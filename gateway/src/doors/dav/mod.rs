@@ -112,7 +112,13 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         source,
         lock_request: method.as_str() == "LOCK",
     };
-    let ls = locks::SpaceLocks { meta: st.meta.clone(), space: user.id, prefix: PREFIX, held };
+    let ls = locks::SpaceLocks {
+        meta: st.meta.clone(),
+        space: user.id,
+        prefix: PREFIX,
+        held,
+        discovered: Default::default(),
+    };
     let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
     let mut resp = HANDLER.handle_with(cfg, req).await;
     if resp.headers().contains_key("dav") {
