@@ -634,6 +634,17 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     let r = dav(&alice, "PROPPATCH", "/dav/seed.bin", &[], patch.as_bytes().to_vec()).await?;
     r.check(207)?;
     ensure!(r.text().contains("200 OK") && !r.text().contains("403") && !r.text().contains("409"), "{r}");
+    // The Win32 times are applied to the file (Explorer keeps a copied file's dates).
+    let e = alice.stat("/seed.bin").await?.entry(200)?;
+    ensure!(e.modified.starts_with("2026-11-23T10:00:00"), "{e:?}");
+    let r = dav(&alice, "PROPFIND", "/dav/seed.bin", &[("depth", "0")], vec![]).await?;
+    ensure!(prop(&r.text(), "getlastmodified").as_deref() == Some("Mon, 23 Nov 2026 10:00:00 GMT"), "{r}");
+    ensure!(prop(&r.text(), "creationdate").is_some_and(|c| c.starts_with("2026-11-23T10:00:00")), "{r}");
+    // A PROPPATCH that fails as a whole (a protected property) applies nothing.
+    let bad = r#"<?xml version="1.0" encoding="utf-8"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop><Z:Win32LastModifiedTime>Tue, 02 Jan 2001 03:04:05 GMT</Z:Win32LastModifiedTime><D:getcontentlength>5</D:getcontentlength></D:prop></D:set></D:propertyupdate>"#;
+    let r = dav(&alice, "PROPPATCH", "/dav/seed.bin", &[], bad.as_bytes().to_vec()).await?;
+    ensure!(r.status == 207 && r.text().contains("424"), "{r}");
+    ensure!(alice.stat("/seed.bin").await?.entry(200)?.modified.starts_with("2026-11-23T10:00:00"));
     let get = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:X="urn:x-test:"><D:prop><X:colour/></D:prop></D:propfind>"#;
     let r = dav(&alice, "PROPFIND", "/dav/seed.bin", &[("depth", "0")], get.as_bytes().to_vec()).await?;
     ensure!(r.text().contains("blue"), "{r}");

@@ -98,6 +98,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     let mut held = lock_tokens_in_if(req.headers());
     held.extend(crate::api::lock_tokens(req.headers()));
     let held: fs::Held = Arc::new(Mutex::new(held));
+    let fs_held = held.clone();
     let (delete_root, source) = match method.as_str() {
         "DELETE" => (Some(path.clone()), None),
         "COPY" | "MOVE" => (dest.clone(), Some(path.clone())),
@@ -112,6 +113,19 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         source,
         lock_request: method.as_str() == "LOCK",
     };
+    // PROPPATCH: dav-server accepts Windows' time properties without handing them to the file
+    // system; read them here (the body is small: dav-server itself caps it at 64 KiB) and
+    // apply them once dav-server has accepted the whole PROPPATCH.
+    let (req, times) = if method.as_str() == "PROPPATCH" {
+        let (parts, body) = req.into_parts();
+        let bytes = axum::body::to_bytes(body, PROPPATCH_MAX)
+            .await
+            .map_err(|_| ApiError::PayloadTooLarge(format!("a PROPPATCH body holds at most {PROPPATCH_MAX} bytes")))?;
+        let times = win32_times(&bytes);
+        (Request::from_parts(parts, axum::body::Body::from(bytes)), times)
+    } else {
+        (req, (None, None))
+    };
     let ls = locks::SpaceLocks {
         meta: st.meta.clone(),
         space: user.id,
@@ -120,7 +134,11 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         discovered: Default::default(),
     };
     let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
+    let held_after = fs_held.clone();
     let mut resp = HANDLER.handle_with(cfg, req).await;
+    if times != (None, None) && resp.status() == StatusCode::MULTI_STATUS {
+        resp = apply_times(st, user.id, &path, times, &fs::held_tokens(&held_after), resp).await?;
+    }
     if resp.headers().contains_key("dav") {
         // dav-server always advertises `sabredav-partialupdate`, which this door refuses.
         resp.headers_mut().insert("dav", axum::http::HeaderValue::from_static("1, 2, 3"));
@@ -129,6 +147,59 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         tracing::warn!(method = %method, path = %path, status = %resp.status(), "WebDAV request failed");
     }
     Ok(resp.map(axum::body::Body::new))
+}
+
+/// Largest PROPPATCH body read (dav-server's own limit for bodies it parses).
+const PROPPATCH_MAX: usize = 65_536;
+
+const MS_NS: &str = "urn:schemas-microsoft-com:";
+
+/// `Win32CreationTime` and `Win32LastModifiedTime` (Unix ms) set by a PROPPATCH body, if any.
+fn win32_times(body: &[u8]) -> (Option<i64>, Option<i64>) {
+    let Ok(root) = xmltree::Element::parse(body) else { return (None, None) };
+    let (mut created, mut modified) = (None, None);
+    for set in root.children.iter().filter_map(|c| c.as_element()).filter(|e| e.name == "set") {
+        for prop in set.children.iter().filter_map(|c| c.as_element()).filter(|e| e.name == "prop") {
+            for p in prop.children.iter().filter_map(|c| c.as_element()) {
+                if p.namespace.as_deref() != Some(MS_NS) {
+                    continue;
+                }
+                let ms = p
+                    .get_text()
+                    .and_then(|t| httpdate::parse_http_date(t.trim()).ok())
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as i64);
+                match p.name.as_str() {
+                    "Win32CreationTime" => created = ms.or(created),
+                    "Win32LastModifiedTime" => modified = ms.or(modified),
+                    _ => {}
+                }
+            }
+        }
+    }
+    (created, modified)
+}
+
+/// Applies the Win32 times of a PROPPATCH that dav-server accepted as a whole (a 207 whose
+/// every property succeeded; any failure makes dav-server fail them all with 424).
+async fn apply_times(
+    st: &AppState,
+    space: i64,
+    path: &RemotePath,
+    (created, modified): (Option<i64>, Option<i64>),
+    held: &[String],
+    resp: axum::http::Response<dav_server::body::Body>,
+) -> Result<axum::http::Response<dav_server::body::Body>, ApiError> {
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(axum::body::Body::new(body), PROPPATCH_MAX * 4)
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("reading the PROPPATCH answer: {e}")))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let all_ok = text.matches("<D:status>").count() == text.matches("<D:status>HTTP/1.1 200 OK</D:status>").count();
+    if all_ok {
+        st.meta.set_times(space, path, created, modified, held).await?;
+    }
+    Ok(axum::http::Response::from_parts(parts, dav_server::body::Body::from(bytes)))
 }
 
 /// The space path of a request URL path under [`PREFIX`].
@@ -331,6 +402,15 @@ mod tests {
             assert!(matches!(d(bad), Err(ApiError::InvalidName(_))), "{bad} must be refused");
         }
         assert!(destination(&HeaderMap::new()).is_ok_and(|d| d.is_none()));
+    }
+
+    #[test]
+    fn win32_times_from_proppatch() {
+        let body = br#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop><Z:Win32CreationTime>Tue, 02 Jan 2001 03:04:05 GMT</Z:Win32CreationTime><Z:Win32LastModifiedTime>Wed, 03 Jan 2001 03:04:05 GMT</Z:Win32LastModifiedTime><Z:Win32FileAttributes>00000020</Z:Win32FileAttributes></D:prop></D:set></D:propertyupdate>"#;
+        assert_eq!(win32_times(body), (Some(978_404_645_000), Some(978_491_045_000)));
+        assert_eq!(win32_times(b"<nope"), (None, None));
+        let garbage = br#"<D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop><Z:Win32LastModifiedTime>yesterday</Z:Win32LastModifiedTime></D:prop></D:set></D:propertyupdate>"#;
+        assert_eq!(win32_times(garbage), (None, None));
     }
 
     #[test]
