@@ -628,6 +628,11 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     ensure!(used >= 100_000, "{me}");
     ensure!(prop(&r.text(), "quota-used-bytes") == Some(used.to_string()), "{r}");
     ensure!(prop(&r.text(), "quota-available-bytes") == Some((1_000_000 - used).to_string()), "{r}");
+    // A subfolder shares the space's quota: the same figures (what Explorer shows there).
+    dav(&alice, "MKCOL", "/dav/qdir", &[], vec![]).await?.check(201)?;
+    let r = dav(&alice, "PROPFIND", "/dav/qdir/", &[("depth", "0")], body.as_bytes().to_vec()).await?;
+    ensure!(prop(&r.text(), "quota-used-bytes") == Some(used.to_string()), "{r}");
+    ensure!(prop(&r.text(), "quota-available-bytes") == Some((1_000_000 - used).to_string()), "{r}");
 
     // Windows' properties are accepted; dead properties are stored.
     let patch = r#"<?xml version="1.0" encoding="utf-8"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:schemas-microsoft-com:" xmlns:X="urn:x-test:"><D:set><D:prop><Z:Win32CreationTime>Mon, 23 Nov 2026 10:00:00 GMT</Z:Win32CreationTime><Z:Win32LastModifiedTime>Mon, 23 Nov 2026 10:00:00 GMT</Z:Win32LastModifiedTime><Z:Win32LastAccessTime>Mon, 23 Nov 2026 10:00:00 GMT</Z:Win32LastAccessTime><Z:Win32FileAttributes>00000020</Z:Win32FileAttributes><X:colour>blue</X:colour></D:prop></D:set></D:propertyupdate>"#;

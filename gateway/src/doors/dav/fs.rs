@@ -8,7 +8,7 @@
 use std::io::SeekFrom;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, Bytes};
@@ -55,6 +55,8 @@ pub struct SpaceFs {
     pub source: Option<RemotePath>,
     /// A LOCK request: the only one whose non-truncating open may create an empty file.
     pub lock_request: bool,
+    /// The space's used bytes, read once per request (see [`NodeMeta::len`]).
+    pub space_used: Arc<OnceLock<u64>>,
 }
 
 /// The space path of a dav-server path (already decoded and checked once by the door; the
@@ -101,10 +103,11 @@ pub struct NodeMeta {
 }
 
 impl NodeMeta {
-    fn of(n: &NodeRow) -> NodeMeta {
+    /// `space_used` stands in for a folder's size: see [`NodeMeta::len`].
+    fn of(n: &NodeRow, space_used: u64) -> NodeMeta {
         NodeMeta {
             is_dir: n.is_dir(),
-            size: n.size.max(0) as u64,
+            size: if n.is_dir() { space_used } else { n.size.max(0) as u64 },
             modified: n.modified_at,
             created: n.created_at,
             version: n.version_id,
@@ -113,6 +116,10 @@ impl NodeMeta {
 }
 
 impl DavMetaData for NodeMeta {
+    /// A file's size. For a folder, the space's used bytes: dav-server reports a folder's
+    /// `quota-used-bytes` as its length and `quota-available-bytes` as quota minus that, and
+    /// every folder of a space shares one quota (RFC 4331 allows "used" to count the whole set
+    /// of resources that share the quota). dav-server shows no length for folders otherwise.
     fn len(&self) -> u64 {
         self.size
     }
@@ -154,6 +161,14 @@ impl DavDirEntry for Entry {
 }
 
 impl SpaceFs {
+    async fn space_used(&self) -> Result<u64, FsError> {
+        if let Some(u) = self.space_used.get() {
+            return Ok(*u);
+        }
+        let user = self.st.meta.user(self.space).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
+        Ok(*self.space_used.get_or_init(|| user.used_bytes.max(0) as u64))
+    }
+
     fn held(&self) -> Vec<String> {
         held_tokens(&self.held)
     }
@@ -196,6 +211,7 @@ impl DavFileSystem for SpaceFs {
     fn read_dir<'a>(&'a self, path: &'a DavPath, _meta: ReadDirMeta) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
         async move {
             let p = remote(path)?;
+            let used = self.space_used().await?;
             let mut entries: Vec<Result<Box<dyn DavDirEntry>, FsError>> = Vec::new();
             let mut after: Option<String> = None;
             loop {
@@ -207,10 +223,9 @@ impl DavFileSystem for SpaceFs {
                     .map_err(meta_error)?;
                 let n = rows.len();
                 after = rows.last().map(|r| nimbus_proto::names::name_key(&r.name));
-                entries.extend(
-                    rows.into_iter()
-                        .map(|r| Ok(Box::new(Entry { meta: NodeMeta::of(&r), name: r.name }) as Box<dyn DavDirEntry>)),
-                );
+                entries.extend(rows.into_iter().map(|r| {
+                    Ok(Box::new(Entry { meta: NodeMeta::of(&r, used), name: r.name }) as Box<dyn DavDirEntry>)
+                }));
                 if (n as i64) < crate::api::MAX_PAGE {
                     break;
                 }
@@ -225,7 +240,8 @@ impl DavFileSystem for SpaceFs {
         async move {
             let p = remote(path)?;
             let (node, _) = self.st.meta.stat(self.space, &p).await.map_err(meta_error)?;
-            Ok(Box::new(NodeMeta::of(&node)) as Box<dyn DavMetaData>)
+            let used = if node.is_dir() { self.space_used().await? } else { 0 };
+            Ok(Box::new(NodeMeta::of(&node, used)) as Box<dyn DavMetaData>)
         }
         .boxed()
     }
@@ -351,6 +367,7 @@ impl DavFileSystem for SpaceFs {
         async move {
             let user = self.st.meta.user(self.space).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
             let used = user.used_bytes.max(0) as u64;
+            let used = *self.space_used.get_or_init(|| used);
             Ok((used, user.quota_bytes.map(|q| q.max(0) as u64)))
         }
         .boxed()
@@ -363,7 +380,7 @@ impl SpaceFs {
         Ok(Box::new(ReadFile {
             st: self.st.clone(),
             space: self.space,
-            meta: NodeMeta::of(&m.node),
+            meta: NodeMeta::of(&m.node, 0),
             blocks: m.blocks,
             size: m.version.size.max(0) as u64,
             pos: 0,
@@ -416,7 +433,7 @@ impl SpaceFs {
                     self.st.meta.commit_held(self.space, &p, &spec, &held).await.map_err(meta_error)?.0
                 }
             };
-            return Ok(Box::new(NoWriteFile { meta: NodeMeta::of(&node) }));
+            return Ok(Box::new(NoWriteFile { meta: NodeMeta::of(&node, 0) }));
         }
         // Refuse before the body is read: a lock not held, a known length over quota.
         space::check_put(&self.st, self.space, &p, o.size, &held).await.map_err(fs_error)?;
@@ -635,7 +652,7 @@ impl WriteFile {
         let Some(task) = self.task.take() else { return Ok(()) };
         let r = match task.await {
             Ok(Ok((node, _, _))) => {
-                self.result = Some(NodeMeta::of(&node));
+                self.result = Some(NodeMeta::of(&node, 0));
                 Ok(())
             }
             Ok(Err(e)) => Err(fs_error(e)),
