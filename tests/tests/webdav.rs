@@ -739,6 +739,13 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     let e = alice.stat("/d3").await?.entry(200)?;
     ensure!(e.name == "d3", "{e:?}");
     ensure!(rest_bytes(&alice, "/d3/f.txt").await? == b"f");
+    // Overwriting the folder that holds the source is refused; nothing moves.
+    let d = format!("{}/dav/d3", gw.url);
+    for m in ["MOVE", "COPY"] {
+        let r = dav(&alice, m, "/dav/d3/f.txt", &[("destination", &d), ("overwrite", "T")], vec![]).await?;
+        ensure!(r.status == 207 && r.text().contains("403 Forbidden"), "{m}: {r}");
+        ensure!(rest_bytes(&alice, "/d3/f.txt").await? == b"f", "{m} onto its own folder lost the file");
+    }
     dav(&alice, "DELETE", "/dav/d3", &[], vec![]).await?.check(204)?;
     alice.stat("/d3").await?.check(404)?;
     let trash = alice.get("/api/v1/trash").await?.value()?;

@@ -186,10 +186,14 @@ impl SpaceFs {
         if let (Some(src), Some(root)) = (&self.source, &self.delete_root)
             && root == &p
             && src.starts_with(&p)
-            && p.starts_with(src)
         {
-            // The "existing destination" is the source itself (case-only rename): keep it.
-            return Ok(());
+            if p.starts_with(src) {
+                // The "existing destination" is the source itself (case-only rename): keep it.
+                return Ok(());
+            }
+            // Replacing a folder that holds the source would put the source in the trash
+            // before it is moved or copied.
+            return Err(FsError::Forbidden);
         }
         self.st.meta.trash_held(self.space, &p, &self.held()).await.map(|_| ()).map_err(meta_error)
     }
