@@ -98,7 +98,6 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     let mut held = lock_tokens_in_if(req.headers());
     held.extend(crate::api::lock_tokens(req.headers()));
     let held: fs::Held = Arc::new(Mutex::new(held));
-    let fs_held = held.clone();
     let (delete_root, source) = match method.as_str() {
         "DELETE" => (Some(path.clone()), None),
         "COPY" | "MOVE" => (dest.clone(), Some(path.clone())),
@@ -127,6 +126,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     } else {
         (req, (None, None))
     };
+    let held_after = held.clone();
     let ls = locks::SpaceLocks {
         meta: st.meta.clone(),
         space: user.id,
@@ -135,7 +135,6 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         discovered: Default::default(),
     };
     let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
-    let held_after = fs_held.clone();
     let mut resp = HANDLER.handle_with(cfg, req).await;
     if times != (None, None) && resp.status() == StatusCode::MULTI_STATUS {
         resp = apply_times(st, user.id, &path, times, &fs::held_tokens(&held_after), resp).await?;
