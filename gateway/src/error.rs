@@ -20,6 +20,9 @@ pub enum ApiError {
     InvalidName(#[from] NameError),
     #[error("missing or invalid credentials")]
     Unauthorized,
+    /// 401 for a door that signs in with HTTP Basic (WebDAV): the message says what to send.
+    #[error("{0}")]
+    BasicAuthRequired(String),
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
@@ -38,6 +41,8 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     PreconditionFailed(String),
+    #[error("{0}")]
+    Locked(String),
     #[error("the requested range is not satisfiable for a file of {size} bytes")]
     RangeNotSatisfiable { size: u64 },
     #[error("{0}")]
@@ -57,13 +62,14 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) | ApiError::InvalidName(_) => StatusCode::BAD_REQUEST,
             ApiError::HashMismatch(_) | ApiError::MissingBlocks(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::AlreadyExists(_) => StatusCode::CONFLICT,
             ApiError::NotADirectory(_) | ApiError::IsADirectory(_) => StatusCode::CONFLICT,
             ApiError::QuotaExceeded(_) | ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+            ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -78,7 +84,7 @@ impl ApiError {
                 NameError::PathTooLong | NameError::EmptyComponent | NameError::InvalidUtf8 | NameError::BadEncoding,
             ) => "invalid_path",
             ApiError::InvalidName(_) => "invalid_name",
-            ApiError::Unauthorized => "unauthorized",
+            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
@@ -88,6 +94,7 @@ impl ApiError {
             ApiError::QuotaExceeded(_) => "quota_exceeded",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::PreconditionFailed(_) => "precondition_failed",
+            ApiError::Locked(_) => "locked",
             ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             ApiError::HashMismatch(_) => "hash_mismatch",
             ApiError::MissingBlocks(_) => "missing_blocks",
@@ -117,6 +124,7 @@ impl From<MetaError> for ApiError {
             MetaError::QuotaExceeded(m) => ApiError::QuotaExceeded(m),
             MetaError::MissingBlocks(m) => ApiError::MissingBlocks(m),
             MetaError::Invalid(m) => ApiError::BadRequest(m),
+            MetaError::Locked(m) => ApiError::Locked(m),
             MetaError::Db(e) => ApiError::Internal(e.into()),
             MetaError::Migrate(e) => ApiError::Internal(e.into()),
         }
@@ -164,6 +172,12 @@ impl IntoResponse for ApiError {
             }
             ApiError::Unauthorized => {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::BasicAuthRequired(_) => {
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"Nimbus\", charset=\"UTF-8\""),
+                );
             }
             _ => {}
         }

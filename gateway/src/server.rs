@@ -40,6 +40,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         default_quota: args.default_quota(),
         upload_parallelism: 4,
         admin_ui_dir: args.admin_ui_dir.clone(),
+        tls: serves_tls(args),
     };
     let cache_cfg = CacheConfig {
         dir: (args.cache_size > 0).then(|| args.cache_dir()),
@@ -242,6 +243,11 @@ fn tune(b: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExe
         .header_read_timeout(Duration::from_secs(30))
         .max_buf_size(64 * 1024);
     b.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(64 * 1024);
+}
+
+/// Whether [`tls_config`] will serve TLS for these arguments.
+fn serves_tls(args: &ServeArgs) -> bool {
+    (args.tls_cert.is_some() && args.tls_key.is_some()) || args.tls.as_deref() == Some("self-signed")
 }
 
 async fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<RustlsConfig>> {

@@ -33,4 +33,6 @@ pub struct Settings {
     pub upload_parallelism: usize,
     /// Where the admin console's built files are (`--admin-ui-dir`); None: the default.
     pub admin_ui_dir: Option<std::path::PathBuf>,
+    /// The gateway itself serves TLS: the WebDAV door accepts account passwords only then.
+    pub tls: bool,
 }

@@ -93,6 +93,7 @@ pub async fn commit(
     State(st): State<AppState>,
     user: AuthUser,
     uri: Uri,
+    headers: axum::http::HeaderMap,
     Json(req): Json<CommitRequest>,
 ) -> ApiResult<Response> {
     let path = space_path(&uri, "/api/v1/manifests/")?;
@@ -112,7 +113,8 @@ pub async fn commit(
         req.blocks.iter().map(|b| BlockEntry { hash: b.hash.clone(), size: b.size as i64 }).collect();
     let base = if req.force { Base::Any } else { Base::Expect(req.base_version) };
     let spec = CommitSpec { base, blocks: &blocks, block_size: bs as i64, device: Some(&user.device) };
-    let (node, created, path) = st.meta.commit(user.id, &path, &spec).await?;
+    let held = super::lock_tokens(&headers);
+    let (node, created, path) = st.meta.commit_held(user.id, &path, &spec, &held).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }

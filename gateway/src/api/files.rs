@@ -14,7 +14,7 @@ use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{DirListing, Entry, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
 use serde::Deserialize;
 
-use super::{Json, MAX_PAGE, Query, cache_mode, entry, page, page_limit, parse_path, rfc3339, space_path};
+use super::{Json, MAX_PAGE, Query, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, NewAudit};
@@ -139,7 +139,8 @@ pub async fn put_file(
     };
     let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None };
-    let result = space::put_stream(&st, user.id, &path, body.into_data_stream(), opts).await;
+    let held = lock_tokens(&headers);
+    let result = space::put_stream_held(&st, user.id, &path, body.into_data_stream(), opts, &held).await;
     let (node, created, path) = match result {
         // For PUT, a failed base check is a failed precondition (the headers set it).
         Err(ApiError::Conflict(m)) if base != Base::Any => return Err(ApiError::PreconditionFailed(m)),
@@ -153,9 +154,9 @@ pub async fn put_file(
     Ok(resp)
 }
 
-pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Response> {
+pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
-    let trash_id = st.meta.trash(user.id, &path).await?;
+    let trash_id = st.meta.trash_held(user.id, &path, &lock_tokens(&headers)).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -216,20 +217,23 @@ pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiR
 pub async fn move_entry(
     State(st): State<AppState>,
     user: AuthUser,
+    headers: HeaderMap,
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let (node, to) = st.meta.move_node(user.id, &from, &to, req.overwrite).await?;
+    let (node, to) = st.meta.move_node_held(user.id, &from, &to, req.overwrite, &lock_tokens(&headers)).await?;
     Ok(Json(entry(&node, &to)))
 }
 
 pub async fn copy_entry(
     State(st): State<AppState>,
     user: AuthUser,
+    headers: HeaderMap,
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Response> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let (node, to) = st.meta.copy_node(user.id, &from, &to, req.overwrite, Some(&user.device)).await?;
+    let held = lock_tokens(&headers);
+    let (node, to) = st.meta.copy_node_held(user.id, &from, &to, req.overwrite, Some(&user.device), &held).await?;
     Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
 }
 

@@ -98,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/", get(console::serve))
         .route("/admin/{*path}", get(console::serve))
         .merge(api)
+        .merge(crate::doors::dav::router())
         .fallback(not_found)
         .with_state(state)
 }
@@ -222,6 +223,23 @@ pub fn cache_mode(
         Some(v) if v == "normal" || v.is_empty() => Ok(crate::cache::CacheMode::Normal),
         Some(_) => Err(ApiError::BadRequest(format!("{CACHE_HEADER} accepts `bypass` or `normal`"))),
     }
+}
+
+/// The header with which a REST client that holds a WebDAV lock sends its token(s).
+pub const LOCK_TOKEN_HEADER: &str = "x-nimbus-lock-token";
+
+/// The lock tokens a request holds: every `X-Nimbus-Lock-Token` value, comma-separated lists
+/// allowed, with or without the `<...>` of WebDAV's Coded-URL form.
+pub fn lock_tokens(headers: &axum::http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(LOCK_TOKEN_HEADER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches('<').trim_end_matches('>').trim().to_string())
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .take(16)
+        .collect()
 }
 
 /// Parses a client-supplied JSON path field with the shared rules.

@@ -42,6 +42,17 @@ impl FromRequestParts<AppState> for AuthUser {
             .map(str::trim)
             .filter(|t| !t.is_empty() && t.len() <= 256)
             .ok_or(ApiError::Unauthorized)?;
+        AuthUser::from_token(state, token).await
+    }
+}
+
+impl AuthUser {
+    /// The user a bearer token stands for: refused if it is unknown, expired, revoked, or its
+    /// user is disabled. Shared by every door that takes tokens (REST, WebDAV).
+    pub async fn from_token(state: &AppState, token: &str) -> Result<AuthUser, ApiError> {
+        if token.is_empty() || token.len() > 256 {
+            return Err(ApiError::Unauthorized);
+        }
         // Found by the hash of the secret; the secret itself is never compared or logged.
         let row = state.meta.token_auth(&token_hash(token)).await?.ok_or(ApiError::Unauthorized)?;
         let now = now_ms();

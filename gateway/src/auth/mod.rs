@@ -13,4 +13,4 @@ pub use password::{
     MIN_PASSWORD_LEN, PasswordError, generate_password, hash_password, verify_password, verify_password_or_dummy,
 };
 pub use throttle::Throttle;
-pub use token::{new_token, token_hash};
+pub use token::{TOKEN_PREFIX, new_token, token_hash};

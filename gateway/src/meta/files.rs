@@ -4,6 +4,7 @@
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
+use super::locks::check_locks;
 use super::tree::{CHILD_SQL, NODE_SQL, charge, ensure_dir, journal, resolve};
 use super::{BlockEntry, Meta, MetaError, MetaResult, NodeRow, VersionRow, begin_space, now_ms, on_pool};
 
@@ -93,6 +94,18 @@ impl Meta {
         path: &RemotePath,
         spec: &CommitSpec<'_>,
     ) -> MetaResult<(NodeRow, bool, RemotePath)> {
+        self.commit_held(space, path, spec, &[]).await
+    }
+
+    /// [`Meta::commit`] for a caller holding the lock tokens `lock_tokens`: refused with
+    /// [`MetaError::Locked`] while the path is locked by a lock not held.
+    pub async fn commit_held(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        spec: &CommitSpec<'_>,
+        lock_tokens: &[String],
+    ) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let (parent_path, name) = match (path.parent(), path.name()) {
             (Some(pp), Some(n)) => (pp, n),
             _ => return Err(MetaError::IsADirectory("the root is a folder".into())),
@@ -138,6 +151,7 @@ impl Meta {
                     ));
                 }
             }
+            check_locks!(&mut *tx, space, path, false, lock_tokens)?;
             let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
             let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
             if let Some(ex) = &existing
@@ -280,6 +294,7 @@ impl Meta {
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
             }
+            check_locks!(&mut *tx, space, &canon, false, &[])?;
             let old: VersionRow = sqlx::query_as(
                 "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE id = $1 AND node_id = $2",
             )

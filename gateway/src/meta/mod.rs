@@ -18,6 +18,7 @@ mod changes;
 mod files;
 mod gc;
 mod hot;
+pub(crate) mod locks;
 mod notify;
 mod s3keys;
 mod s3objects;
@@ -29,6 +30,7 @@ pub use changes::ChangeRow;
 pub use files::{Base, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
+pub use locks::{LockRow, PropPatch, PropRow, lock_key};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use s3objects::{PartRow, S3ObjectMeta, UploadRow, WALK_LIMIT, WalkRow};
 pub use tree::TrashItem;
@@ -52,6 +54,9 @@ pub enum MetaError {
     MissingBlocks(String),
     #[error("{0}")]
     Invalid(String),
+    /// A live WebDAV lock guards the path and the caller did not send its token.
+    #[error("{0}")]
+    Locked(String),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]

@@ -7,6 +7,7 @@
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
+use super::locks::{check_locks, drop_locks_under};
 use super::{Meta, MetaError, MetaResult, NodeRow, begin_space, node_cols, now_ms, on_pool};
 
 pub(crate) const ROOT_SQL: &str =
@@ -237,6 +238,12 @@ impl Meta {
 
     /// Moves a file or directory to the trash; returns the trash item's id.
     pub async fn trash(&self, space: i64, path: &RemotePath) -> MetaResult<i64> {
+        self.trash_held(space, path, &[]).await
+    }
+
+    /// [`Meta::trash`] for a caller holding the lock tokens `held`: refused with
+    /// [`MetaError::Locked`] while a lock on the path or below is not held. The path's locks go.
+    pub async fn trash_held(&self, space: i64, path: &RemotePath, held: &[String]) -> MetaResult<i64> {
         if path.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be deleted".into()));
         }
@@ -244,6 +251,8 @@ impl Meta {
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let (node, canon) = resolve!(&mut *tx, space, path)?;
+            check_locks!(&mut *tx, space, &canon, true, held)?;
+            drop_locks_under!(&mut *tx, space, &canon)?;
             let shown = canon.to_string();
             sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(&mut *tx).await?;
             let trash_id: i64 = sqlx::query_scalar(
@@ -267,6 +276,20 @@ impl Meta {
         to: &RemotePath,
         overwrite: bool,
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        self.move_node_held(space, from, to, overwrite, &[]).await
+    }
+
+    /// [`Meta::move_node`] for a caller holding the lock tokens `held`: the source (and what
+    /// is below it) and the target must not be locked by a lock not held. Locks on the source
+    /// are released (a lock guards a path, it does not follow the node).
+    pub async fn move_node_held(
+        &self,
+        space: i64,
+        from: &RemotePath,
+        to: &RemotePath,
+        overwrite: bool,
+        held: &[String],
+    ) -> MetaResult<(NodeRow, RemotePath)> {
         let (to_parent, to_name) = split(to)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be moved".into()));
@@ -276,11 +299,16 @@ impl Meta {
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let (src, from_canon) = resolve!(&mut *tx, space, from)?;
+            check_locks!(&mut *tx, space, &from_canon, true, held)?;
+            check_locks!(&mut *tx, space, to, true, held)?;
             let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
             let to_canon = parent_canon.join(to_name)?;
             let to_shown = to_canon.to_string();
             if ancestors.contains(&src.id) {
                 return Err(MetaError::Invalid(format!("cannot move `{from_s}` into itself")));
+            }
+            if from_canon != to_canon {
+                drop_locks_under!(&mut *tx, space, &from_canon)?;
             }
             let key = name_key(to_name);
             let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
@@ -315,6 +343,20 @@ impl Meta {
         overwrite: bool,
         device: Option<&str>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        self.copy_node_held(space, from, to, overwrite, device, &[]).await
+    }
+
+    /// [`Meta::copy_node`] for a caller holding the lock tokens `held`: the target must not be
+    /// locked by a lock not held (the source is only read).
+    pub async fn copy_node_held(
+        &self,
+        space: i64,
+        from: &RemotePath,
+        to: &RemotePath,
+        overwrite: bool,
+        device: Option<&str>,
+        held: &[String],
+    ) -> MetaResult<(NodeRow, RemotePath)> {
         let (to_parent, to_name) = split(to)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be copied".into()));
@@ -324,6 +366,7 @@ impl Meta {
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let (src, _) = resolve!(&mut *tx, space, from)?;
+            check_locks!(&mut *tx, space, to, true, held)?;
             let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
             let to_canon = parent_canon.join(to_name)?;
             let to_shown = to_canon.to_string();

@@ -72,19 +72,31 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
     E: std::fmt::Display,
 {
-    let room = quota_room(state, space, path).await?;
-    if let (Some(room), Some(len)) = (room, opts.content_length)
-        && len > room
-    {
-        return Err(quota_error(len, room));
-    }
+    put_stream_held(state, space, path, body, opts, &[]).await
+}
+
+/// [`put_stream`] for a caller holding the lock tokens `held` (see [`crate::meta::Meta::commit_held`]).
+/// A locked path is refused before the body is read, and again at the commit.
+pub async fn put_stream_held<S, E>(
+    state: &AppState,
+    space: i64,
+    path: &RemotePath,
+    body: S,
+    opts: PutOptions<'_>,
+    held: &[String],
+) -> ApiResult<(NodeRow, bool, RemotePath)>
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
+    E: std::fmt::Display,
+{
+    let room = check_put(state, space, path, opts.content_length, held).await?;
     let (blocks, _) = store_stream(state, space, body, room).await?;
     if let Some(verify) = opts.verify {
         verify()?;
     }
     let block_size = state.settings.block_size as i64;
     let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
-    Ok(state.meta.commit(space, path, &spec).await?)
+    Ok(state.meta.commit_held(space, path, &spec, held).await?)
 }
 
 /// Splits a body into blocks and stores the ones the space lacks, a few at a time; returns
@@ -148,6 +160,28 @@ where
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("a block upload did not finish")))?;
     Ok((blocks, total))
+}
+
+/// What can be known before an upload's first byte is read: the path is not locked by a lock
+/// not in `held`, and a known length fits the quota. Returns the room left (None: no quota).
+pub async fn check_put(
+    state: &AppState,
+    space: i64,
+    path: &RemotePath,
+    content_length: Option<u64>,
+    held: &[String],
+) -> ApiResult<Option<u64>> {
+    let locks = state.meta.live_locks(space).await?;
+    if let Some(l) = crate::meta::locks::conflict(&locks, &crate::meta::lock_key(path), false, held) {
+        return Err(crate::meta::locks::locked_error(&path.to_string(), l).into());
+    }
+    let room = quota_room(state, space, path).await?;
+    if let (Some(room), Some(len)) = (room, content_length)
+        && len > room
+    {
+        return Err(quota_error(len, room));
+    }
+    Ok(room)
 }
 
 /// Bytes the space may still grow by when `path` is replaced, or None without a quota.

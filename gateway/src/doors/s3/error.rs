@@ -24,7 +24,13 @@ pub fn s3(e: ApiError) -> S3Error {
             with(S3ErrorCode::InvalidArgument)
         }
         ApiError::MissingBlocks(_) => with(S3ErrorCode::InvalidArgument),
-        ApiError::Unauthorized => with(S3ErrorCode::AccessDenied),
+        ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => with(S3ErrorCode::AccessDenied),
+        // Locked through WebDAV (an Office document being edited): the same 423 as REST.
+        ApiError::Locked(_) => {
+            let mut err = with(S3ErrorCode::Custom("Locked".into()));
+            err.set_status_code(StatusCode::LOCKED);
+            err
+        }
         ApiError::Forbidden(_) => with(S3ErrorCode::AccessDenied),
         ApiError::PreconditionFailed(_) => with(S3ErrorCode::PreconditionFailed),
         // A name taken by a folder (or a file where a folder is needed): S3 has no folders,

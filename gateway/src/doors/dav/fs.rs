@@ -1,0 +1,740 @@
+//! dav-server's `DavFileSystem` over one user's space: metadata and listings from the
+//! metadata database, reads through the block cache (`space::open_range`), writes streamed
+//! into `space::put_stream_held` and committed only when the whole body has arrived.
+//!
+//! One `SpaceFs` is built per request: it carries the space, the lock tokens the request holds
+//! (checked again by the metadata layer on every change) and what the request deletes.
+
+use std::io::SeekFrom;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, Bytes};
+use dav_server::davpath::DavPath;
+use dav_server::fs::{
+    DavDirEntry, DavFile, DavFileSystem, DavMetaData, DavProp, FsError, FsFuture, FsStream, OpenOptions, ReadDirMeta,
+};
+use futures::{FutureExt, Stream, StreamExt};
+use nimbus_proto::RemotePath;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::cache::CacheMode;
+use crate::error::ApiError;
+use crate::meta::{Base, CommitSpec, MetaError, NodeRow, PropPatch, PropRow};
+use crate::space::{self, PutOptions};
+use crate::state::AppState;
+
+/// Chunks of a PUT body queued between the request and the upload task.
+const PUT_QUEUE: usize = 8;
+/// Largest window one read stream covers; reads open the next window when one is used up, so
+/// a ranged GET fetches only the blocks its range touches.
+const MAX_READ_WINDOW: u64 = 64 * 1024 * 1024;
+
+/// Lock tokens a request holds: those it sent (If header) and any lock it just took.
+pub type Held = Arc<Mutex<Vec<String>>>;
+
+pub fn held_tokens(held: &Held) -> Vec<String> {
+    held.lock().map(|v| v.clone()).unwrap_or_else(|p| p.into_inner().clone())
+}
+
+#[derive(Clone)]
+pub struct SpaceFs {
+    pub st: AppState,
+    pub space: i64,
+    pub device: String,
+    pub held: Held,
+    /// The top of what this request deletes (DELETE: its path; COPY/MOVE: the destination it
+    /// replaces). dav-server deletes a tree leaf by leaf; we put the whole tree in the trash
+    /// as one item when it reaches the top, so a folder can be restored as it was.
+    pub delete_root: Option<RemotePath>,
+    /// MOVE/COPY source: a destination that is the source itself in another case is never
+    /// deleted first (that would trash the source of a case-only rename).
+    pub source: Option<RemotePath>,
+    /// A LOCK request: the only one whose non-truncating open may create an empty file.
+    pub lock_request: bool,
+    /// The space's used bytes, read once per request (see [`NodeMeta::len`]).
+    pub space_used: Arc<OnceLock<u64>>,
+}
+
+/// The space path of a dav-server path (already decoded and checked once by the door; the
+/// shared name rules decide again here, so no other spelling can reach the namespace).
+pub fn remote(path: &DavPath) -> Result<RemotePath, FsError> {
+    let s = std::str::from_utf8(path.as_bytes()).map_err(|_| FsError::NotFound)?;
+    RemotePath::parse(s).map_err(|_| FsError::Forbidden)
+}
+
+pub fn fs_error(e: ApiError) -> FsError {
+    match e {
+        ApiError::NotFound(_) => FsError::NotFound,
+        ApiError::AlreadyExists(_) => FsError::Exists,
+        ApiError::QuotaExceeded(_) => FsError::InsufficientStorage,
+        ApiError::PayloadTooLarge(_) => FsError::TooLarge,
+        ApiError::InvalidName(_) | ApiError::BadRequest(_) => FsError::Forbidden,
+        ApiError::NotADirectory(_) | ApiError::IsADirectory(_) | ApiError::Conflict(_) => FsError::Forbidden,
+        // dav-server has no "locked" file-system error; its own lock check (the same table)
+        // answers 423 before we get here, so this only happens in a race.
+        ApiError::Locked(_) | ApiError::Forbidden(_) => FsError::Forbidden,
+        ApiError::PreconditionFailed(_) => FsError::Exists,
+        other => {
+            tracing::error!(error = %other, "WebDAV file-system operation failed");
+            FsError::GeneralFailure
+        }
+    }
+}
+
+fn meta_error(e: MetaError) -> FsError {
+    fs_error(e.into())
+}
+
+fn ms_time(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeMeta {
+    is_dir: bool,
+    size: u64,
+    modified: i64,
+    created: i64,
+    version: Option<i64>,
+}
+
+impl NodeMeta {
+    /// `space_used` stands in for a folder's size: see [`NodeMeta::len`].
+    fn of(n: &NodeRow, space_used: u64) -> NodeMeta {
+        NodeMeta {
+            is_dir: n.is_dir(),
+            size: if n.is_dir() { space_used } else { n.size.max(0) as u64 },
+            modified: n.modified_at,
+            created: n.created_at,
+            version: n.version_id,
+        }
+    }
+}
+
+impl DavMetaData for NodeMeta {
+    /// A file's size. For a folder, the space's used bytes: dav-server reports a folder's
+    /// `quota-used-bytes` as its length and `quota-available-bytes` as quota minus that, and
+    /// every folder of a space shares one quota (RFC 4331 allows "used" to count the whole set
+    /// of resources that share the quota). dav-server shows no length for folders otherwise.
+    fn len(&self) -> u64 {
+        self.size
+    }
+    fn modified(&self) -> Result<SystemTime, FsError> {
+        Ok(ms_time(self.modified))
+    }
+    fn created(&self) -> Result<SystemTime, FsError> {
+        Ok(ms_time(self.created))
+    }
+    fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+    /// Files: the version, as the REST API's ETag, so If-Match means the same on both doors.
+    fn etag(&self) -> Option<String> {
+        match (self.is_dir, self.version) {
+            (false, Some(v)) => Some(v.to_string()),
+            _ => Some(format!("d{:x}", self.modified)),
+        }
+    }
+}
+
+struct Entry {
+    name: String,
+    meta: NodeMeta,
+}
+
+impl DavDirEntry for Entry {
+    fn name(&self) -> Vec<u8> {
+        self.name.as_bytes().to_vec()
+    }
+    fn metadata(&self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let m: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        async move { Ok(m) }.boxed()
+    }
+    fn is_dir(&self) -> FsFuture<'_, bool> {
+        let d = self.meta.is_dir;
+        async move { Ok(d) }.boxed()
+    }
+}
+
+impl SpaceFs {
+    async fn space_used(&self) -> Result<u64, FsError> {
+        if let Some(u) = self.space_used.get() {
+            return Ok(*u);
+        }
+        let user = self.st.meta.user(self.space).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
+        Ok(*self.space_used.get_or_init(|| user.used_bytes.max(0) as u64))
+    }
+
+    fn held(&self) -> Vec<String> {
+        held_tokens(&self.held)
+    }
+
+    /// True if removing `path` is part of removing `delete_root` as one trash item.
+    fn inside_delete(&self, path: &RemotePath) -> bool {
+        matches!(&self.delete_root, Some(root) if path != root && path.starts_with(root))
+    }
+
+    async fn remove(&self, path: &DavPath) -> Result<(), FsError> {
+        let p = remote(path)?;
+        if self.inside_delete(&p) {
+            return Ok(());
+        }
+        if let (Some(src), Some(root)) = (&self.source, &self.delete_root)
+            && root == &p
+            && src.starts_with(&p)
+        {
+            if p.starts_with(src) {
+                // The "existing destination" is the source itself (case-only rename): keep it.
+                return Ok(());
+            }
+            // Replacing a folder that holds the source would put the source in the trash
+            // before it is moved or copied.
+            return Err(FsError::Forbidden);
+        }
+        self.st.meta.trash_held(self.space, &p, &self.held()).await.map(|_| ()).map_err(meta_error)
+    }
+}
+
+impl DavFileSystem for SpaceFs {
+    fn open<'a>(&'a self, path: &'a DavPath, options: OpenOptions) -> FsFuture<'a, Box<dyn DavFile>> {
+        async move {
+            let p = remote(path)?;
+            if options.write || options.append || options.create || options.create_new || options.truncate {
+                self.open_write(p, options).await
+            } else {
+                self.open_read(p).await
+            }
+        }
+        .boxed()
+    }
+
+    fn read_dir<'a>(&'a self, path: &'a DavPath, _meta: ReadDirMeta) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
+        async move {
+            let p = remote(path)?;
+            let used = self.space_used().await?;
+            let mut entries: Vec<Result<Box<dyn DavDirEntry>, FsError>> = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let (rows, _) = self
+                    .st
+                    .meta
+                    .list_dir(self.space, &p, after.as_deref(), crate::api::MAX_PAGE)
+                    .await
+                    .map_err(meta_error)?;
+                let n = rows.len();
+                after = rows.last().map(|r| nimbus_proto::names::name_key(&r.name));
+                entries.extend(rows.into_iter().map(|r| {
+                    Ok(Box::new(Entry { meta: NodeMeta::of(&r, used), name: r.name }) as Box<dyn DavDirEntry>)
+                }));
+                if (n as i64) < crate::api::MAX_PAGE {
+                    break;
+                }
+            }
+            let s: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures::stream::iter(entries));
+            Ok(s)
+        }
+        .boxed()
+    }
+
+    fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        async move {
+            let p = remote(path)?;
+            let (node, _) = self.st.meta.stat(self.space, &p).await.map_err(meta_error)?;
+            let used = if node.is_dir() { self.space_used().await? } else { 0 };
+            Ok(Box::new(NodeMeta::of(&node, used)) as Box<dyn DavMetaData>)
+        }
+        .boxed()
+    }
+
+    fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let p = remote(path)?;
+            let parent = p.parent().ok_or(FsError::Exists)?;
+            // MKCOL creates one level: a missing parent is 409, unlike the REST API's mkdir -p.
+            match self.st.meta.stat(self.space, &parent).await {
+                Ok((n, _)) if n.is_dir() => {}
+                Ok(_) | Err(MetaError::NotFound) => return Err(FsError::NotFound),
+                Err(e) => return Err(meta_error(e)),
+            }
+            match self.st.meta.mkdir(self.space, &p).await {
+                Ok((_, true, _)) => Ok(()),
+                Ok((_, false, _)) | Err(MetaError::NotADirectory(_)) => Err(FsError::Exists),
+                Err(e) => Err(meta_error(e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn remove_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        self.remove(path).boxed()
+    }
+
+    fn remove_file<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        self.remove(path).boxed()
+    }
+
+    fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (f, t) = (remote(from)?, remote(to)?);
+            // dav-server has removed an existing destination already (Overwrite: T).
+            self.st.meta.move_node_held(self.space, &f, &t, false, &self.held()).await.map_err(meta_error)?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (f, t) = (remote(from)?, remote(to)?);
+            let held = self.held();
+            self.st
+                .meta
+                .copy_node_held(self.space, &f, &t, true, Some(&self.device), &held)
+                .await
+                .map_err(meta_error)?;
+            self.st.meta.copy_dav_props(self.space, &f, &t).await.map_err(meta_error)
+        }
+        .boxed()
+    }
+
+    fn have_props<'a>(&'a self, _path: &'a DavPath) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        async { true }.boxed()
+    }
+
+    fn patch_props<'a>(
+        &'a self,
+        path: &'a DavPath,
+        patch: Vec<(bool, DavProp)>,
+    ) -> FsFuture<'a, Vec<(axum::http::StatusCode, DavProp)>> {
+        async move {
+            let p = remote(path)?;
+            let mut ops = Vec::new();
+            for (is_set, prop) in &patch {
+                let ns = prop.namespace.clone().unwrap_or_default();
+                if *is_set {
+                    let xml =
+                        prop.xml.as_deref().and_then(|x| std::str::from_utf8(x).ok()).ok_or(FsError::Forbidden)?;
+                    let row =
+                        PropRow { ns, name: prop.name.clone(), prefix: prop.prefix.clone(), xml: xml.to_string() };
+                    ops.push(PropPatch::Set(row));
+                } else {
+                    ops.push(PropPatch::Remove { ns, name: prop.name.clone() });
+                }
+            }
+            self.st.meta.patch_dav_props(self.space, &p, &ops).await.map_err(meta_error)?;
+            Ok(patch
+                .into_iter()
+                .map(|(_, mut prop)| {
+                    prop.xml = None;
+                    (axum::http::StatusCode::OK, prop)
+                })
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
+        async move {
+            let p = remote(path)?;
+            let rows = self.st.meta.dav_props(self.space, &p).await.map_err(meta_error)?;
+            Ok(rows
+                .into_iter()
+                .map(|r| DavProp {
+                    name: r.name,
+                    prefix: r.prefix,
+                    namespace: Some(r.ns).filter(|n| !n.is_empty()),
+                    xml: do_content.then(|| r.xml.into_bytes()),
+                })
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn get_prop<'a>(&'a self, path: &'a DavPath, prop: DavProp) -> FsFuture<'a, Vec<u8>> {
+        async move {
+            let p = remote(path)?;
+            let ns = prop.namespace.unwrap_or_default();
+            let rows = self.st.meta.dav_props(self.space, &p).await.map_err(meta_error)?;
+            rows.into_iter()
+                .find(|r| r.ns == ns && r.name == prop.name)
+                .map(|r| r.xml.into_bytes())
+                .ok_or(FsError::NotFound)
+        }
+        .boxed()
+    }
+
+    fn get_quota(&self) -> FsFuture<'_, (u64, Option<u64>)> {
+        async move {
+            let user = self.st.meta.user(self.space).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
+            let used = user.used_bytes.max(0) as u64;
+            let used = *self.space_used.get_or_init(|| used);
+            Ok((used, user.quota_bytes.map(|q| q.max(0) as u64)))
+        }
+        .boxed()
+    }
+}
+
+impl SpaceFs {
+    async fn open_read(&self, p: RemotePath) -> Result<Box<dyn DavFile>, FsError> {
+        let m = self.st.meta.manifest(self.space, &p, None).await.map_err(meta_error)?;
+        Ok(Box::new(ReadFile {
+            st: self.st.clone(),
+            space: self.space,
+            meta: NodeMeta::of(&m.node, 0),
+            blocks: m.blocks,
+            size: m.version.size.max(0) as u64,
+            pos: 0,
+            stream: None,
+            window: 0,
+        }))
+    }
+
+    async fn open_write(&self, p: RemotePath, o: OpenOptions) -> Result<Box<dyn DavFile>, FsError> {
+        let existing = match self.st.meta.stat(self.space, &p).await {
+            Ok((n, _)) => Some(n),
+            Err(MetaError::NotFound) => None,
+            Err(e) => return Err(meta_error(e)),
+        };
+        if existing.as_ref().is_some_and(|n| n.is_dir()) {
+            return Err(FsError::Forbidden);
+        }
+        if existing.is_some() && o.create_new {
+            return Err(FsError::Exists);
+        }
+        if existing.is_none() && !o.create && !o.create_new {
+            return Err(FsError::NotFound);
+        }
+        if existing.is_none() {
+            // Like a local file system, a file is created only inside an existing folder.
+            let parent = p.parent().ok_or(FsError::Forbidden)?;
+            match self.st.meta.stat(self.space, &parent).await {
+                Ok((n, _)) if n.is_dir() => {}
+                Ok(_) | Err(MetaError::NotFound) => return Err(FsError::NotFound),
+                Err(e) => return Err(meta_error(e)),
+            }
+        }
+        let held = self.held();
+        if !o.truncate {
+            // Not a whole-file PUT: partial updates (Content-Range, PATCH) are not supported
+            // and must not create anything; LOCK on an unmapped URL creates an empty file
+            // (RFC 4918 §7.3).
+            if !self.lock_request {
+                return Err(FsError::NotImplemented);
+            }
+            let node = match existing {
+                Some(n) => n,
+                None => {
+                    let spec = CommitSpec {
+                        base: Base::Expect(None),
+                        blocks: &[],
+                        block_size: self.st.settings.block_size as i64,
+                        device: Some(&self.device),
+                    };
+                    self.st.meta.commit_held(self.space, &p, &spec, &held).await.map_err(meta_error)?.0
+                }
+            };
+            return Ok(Box::new(NoWriteFile { meta: NodeMeta::of(&node, 0) }));
+        }
+        // Refuse before the body is read: a lock not held, a known length over quota.
+        space::check_put(&self.st, self.space, &p, o.size, &held).await.map_err(fs_error)?;
+        Ok(Box::new(WriteFile::start(self, p, o.size, held)))
+    }
+}
+
+/// A file opened for reading: a stream over a window of the byte range, reopened after a seek
+/// or when the window is used up.
+struct ReadFile {
+    st: AppState,
+    space: i64,
+    meta: NodeMeta,
+    blocks: Vec<crate::meta::BlockEntry>,
+    size: u64,
+    pos: u64,
+    stream: Option<ReadWindow>,
+    window: u64,
+}
+
+type Pieces = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
+struct ReadWindow {
+    /// In a mutex only because dav-server wants files `Sync`; it is reached through `&mut`
+    /// (`get_mut`), never locked.
+    pieces: Mutex<Pieces>,
+    /// The next byte the window yields (after `leftover`).
+    next: u64,
+    /// Last byte of the window (inclusive).
+    end: u64,
+    leftover: Bytes,
+}
+
+impl std::fmt::Debug for ReadFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadFile").field("size", &self.size).field("pos", &self.pos).finish()
+    }
+}
+
+impl ReadFile {
+    async fn open_window(&mut self, want: u64) -> Result<(), FsError> {
+        // Grow windows while reading on (fewer reopens for whole files), start small after a
+        // seek (a small range reads only its own blocks).
+        self.window = if self.window == 0 {
+            want.max(1)
+        } else {
+            (self.window * 2).max(self.st.settings.block_size).min(MAX_READ_WINDOW)
+        };
+        let end = (self.pos + self.window - 1).min(self.size - 1);
+        let pieces = space::open_range(&self.st, self.space, self.blocks.clone(), (self.pos, end), CacheMode::Normal)
+            .await
+            .map_err(fs_error)?;
+        self.stream =
+            Some(ReadWindow { pieces: Mutex::new(Box::pin(pieces)), next: self.pos, end, leftover: Bytes::new() });
+        Ok(())
+    }
+}
+
+impl DavFile for ReadFile {
+    fn metadata(&mut self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let m: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        async move { Ok(m) }.boxed()
+    }
+
+    fn write_buf(&mut self, _buf: Box<dyn Buf + Send>) -> FsFuture<'_, ()> {
+        async { Err(FsError::Forbidden) }.boxed()
+    }
+
+    fn write_bytes(&mut self, _buf: Bytes) -> FsFuture<'_, ()> {
+        async { Err(FsError::Forbidden) }.boxed()
+    }
+
+    fn read_bytes(&mut self, count: usize) -> FsFuture<'_, Bytes> {
+        async move {
+            if count == 0 || self.pos >= self.size {
+                return Ok(Bytes::new());
+            }
+            let usable = self.stream.as_ref().is_some_and(|w| w.next - w.leftover.len() as u64 == self.pos);
+            if !usable {
+                self.window = 0;
+                self.open_window(count as u64).await?;
+            }
+            loop {
+                let Some(w) = self.stream.as_mut() else { return Err(FsError::GeneralFailure) };
+                if !w.leftover.is_empty() {
+                    let n = count.min(w.leftover.len());
+                    let out = w.leftover.split_to(n);
+                    self.pos += n as u64;
+                    return Ok(out);
+                }
+                if w.next > w.end {
+                    self.open_window(count as u64).await?;
+                    continue;
+                }
+                let pieces = w.pieces.get_mut().unwrap_or_else(|p| p.into_inner());
+                match pieces.next().await {
+                    Some(Ok(b)) => {
+                        w.next += b.len() as u64;
+                        w.leftover = b;
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "WebDAV read failed");
+                        return Err(FsError::GeneralFailure);
+                    }
+                    // A window that ends short would make dav-server pad with zeros: fail instead.
+                    None => return Err(FsError::GeneralFailure),
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn seek(&mut self, pos: SeekFrom) -> FsFuture<'_, u64> {
+        async move {
+            let new = match pos {
+                SeekFrom::Start(n) => Some(n),
+                SeekFrom::End(d) => self.size.checked_add_signed(d),
+                SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            };
+            self.pos = new.ok_or(FsError::GeneralFailure)?;
+            Ok(self.pos)
+        }
+        .boxed()
+    }
+
+    fn flush(&mut self) -> FsFuture<'_, ()> {
+        async { Ok(()) }.boxed()
+    }
+}
+
+/// What `open` returns for a write that is not a whole-file PUT: the file exists, it does not
+/// take bytes.
+#[derive(Debug)]
+struct NoWriteFile {
+    meta: NodeMeta,
+}
+
+impl DavFile for NoWriteFile {
+    fn metadata(&mut self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let m: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        async move { Ok(m) }.boxed()
+    }
+    fn write_buf(&mut self, _buf: Box<dyn Buf + Send>) -> FsFuture<'_, ()> {
+        async { Err(FsError::NotImplemented) }.boxed()
+    }
+    fn write_bytes(&mut self, _buf: Bytes) -> FsFuture<'_, ()> {
+        async { Err(FsError::NotImplemented) }.boxed()
+    }
+    fn read_bytes(&mut self, _count: usize) -> FsFuture<'_, Bytes> {
+        async { Err(FsError::NotImplemented) }.boxed()
+    }
+    fn seek(&mut self, _pos: SeekFrom) -> FsFuture<'_, u64> {
+        // Partial PUTs seek first: refused (dav-server answers 416), nothing written.
+        async { Err(FsError::NotImplemented) }.boxed()
+    }
+    fn flush(&mut self) -> FsFuture<'_, ()> {
+        async { Ok(()) }.boxed()
+    }
+}
+
+type PutResult = Result<(NodeRow, bool, RemotePath), ApiError>;
+
+/// A whole-file PUT in flight. dav-server writes the body chunk by chunk and then flushes;
+/// the chunks feed a task running `space::put_stream_held` through a bounded queue
+/// (backpressure: the body is read no faster than blocks are stored). Only `flush` marks the
+/// body complete: if the request dies first, the queue closes unmarked, the upload fails and
+/// nothing is committed, so the old version stays.
+struct WriteFile {
+    tx: Option<mpsc::Sender<Bytes>>,
+    complete: Arc<AtomicBool>,
+    task: Option<JoinHandle<PutResult>>,
+    written: u64,
+    expected: Option<u64>,
+    result: Option<NodeMeta>,
+    failed: Option<FsError>,
+}
+
+impl std::fmt::Debug for WriteFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteFile").field("written", &self.written).field("expected", &self.expected).finish()
+    }
+}
+
+impl WriteFile {
+    fn start(fs: &SpaceFs, path: RemotePath, expected: Option<u64>, held: Vec<String>) -> WriteFile {
+        let (tx, rx) = mpsc::channel::<Bytes>(PUT_QUEUE);
+        let complete = Arc::new(AtomicBool::new(false));
+        let flag = complete.clone();
+        let body = futures::stream::unfold((rx, flag, false), |(mut rx, flag, ended)| async move {
+            if ended {
+                return None;
+            }
+            match rx.recv().await {
+                Some(b) => Some((Ok(b), (rx, flag, false))),
+                None if flag.load(Ordering::Acquire) => None,
+                None => Some((Err("the request ended before the whole body arrived"), (rx, flag, true))),
+            }
+        });
+        let (st, space, device) = (fs.st.clone(), fs.space, fs.device.clone());
+        let task = tokio::spawn(async move {
+            let opts = PutOptions { base: Base::Any, device: Some(&device), content_length: expected, verify: None };
+            let r = space::put_stream_held(&st, space, &path, Box::pin(body), opts, &held).await;
+            if let Err(e) = &r {
+                tracing::info!(path = %path, error = %e, "WebDAV upload not committed");
+            }
+            r
+        });
+        WriteFile { tx: Some(tx), complete, task: Some(task), written: 0, expected, result: None, failed: None }
+    }
+
+    /// Waits for the upload task and keeps its outcome.
+    async fn finish(&mut self) -> Result<(), FsError> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let Some(task) = self.task.take() else { return Ok(()) };
+        let r = match task.await {
+            Ok(Ok((node, _, _))) => {
+                self.result = Some(NodeMeta::of(&node, 0));
+                Ok(())
+            }
+            Ok(Err(e)) => Err(fs_error(e)),
+            Err(e) => {
+                tracing::error!(error = %e, "WebDAV upload task failed");
+                Err(FsError::GeneralFailure)
+            }
+        };
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+        r
+    }
+
+    async fn write(&mut self, b: Bytes) -> Result<(), FsError> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        self.written += b.len() as u64;
+        let Some(tx) = self.tx.as_ref() else { return Err(FsError::GeneralFailure) };
+        if tx.send(b).await.is_err() {
+            // The upload stopped early (quota, store): its error is the answer.
+            self.tx = None;
+            self.finish().await?;
+            return Err(FsError::GeneralFailure);
+        }
+        Ok(())
+    }
+}
+
+impl DavFile for WriteFile {
+    fn metadata(&mut self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        async move {
+            let m = self.result.clone().ok_or(FsError::NotFound)?;
+            Ok(Box::new(m) as Box<dyn DavMetaData>)
+        }
+        .boxed()
+    }
+
+    fn write_buf(&mut self, mut buf: Box<dyn Buf + Send>) -> FsFuture<'_, ()> {
+        async move {
+            let b = buf.copy_to_bytes(buf.remaining());
+            self.write(b).await
+        }
+        .boxed()
+    }
+
+    fn write_bytes(&mut self, buf: Bytes) -> FsFuture<'_, ()> {
+        self.write(buf).boxed()
+    }
+
+    fn read_bytes(&mut self, _count: usize) -> FsFuture<'_, Bytes> {
+        async { Err(FsError::Forbidden) }.boxed()
+    }
+
+    fn seek(&mut self, _pos: SeekFrom) -> FsFuture<'_, u64> {
+        async { Err(FsError::NotImplemented) }.boxed()
+    }
+
+    fn flush(&mut self) -> FsFuture<'_, ()> {
+        async move {
+            if let Some(expected) = self.expected
+                && self.written != expected
+                && self.tx.is_some()
+            {
+                // Short or long against Content-Length: never commit it.
+                self.tx = None;
+                self.failed = Some(FsError::GeneralFailure);
+                return Err(FsError::GeneralFailure);
+            }
+            if let Some(tx) = self.tx.take() {
+                // Mark the body complete before closing the queue: the upload task reads the
+                // mark when it sees the queue closed.
+                self.complete.store(true, Ordering::Release);
+                drop(tx);
+            }
+            self.finish().await
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,424 @@
+//! The WebDAV door (`/dav/`): Windows Explorer's "Map network drive", macOS Finder, davfs2,
+//! rclone and friends reach the caller's own space without installing anything.
+//!
+//! dav-server speaks the protocol; this module signs the caller in (HTTP Basic with a device
+//! token, or the account password over TLS only; or a bearer token), judges the request path
+//! and any Destination with the shared name rules (the same decisions as the REST API), and
+//! hands dav-server a file system ([`fs::SpaceFs`]) and a lock system ([`locks::SpaceLocks`])
+//! bound to that user's space.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use base64::Engine;
+use dav_server::{DavConfig, DavHandler, DavMethod, DavMethodSet};
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::name_key;
+
+use crate::auth::{AuthUser, ClientIp, TOKEN_PREFIX, verify_password_or_dummy};
+use crate::error::ApiError;
+use crate::meta::NewAudit;
+use crate::state::AppState;
+
+pub mod fs;
+pub mod locks;
+
+/// Where the door is mounted.
+pub const PREFIX: &str = "/dav";
+
+/// Bytes dav-server asks a file for per read while sending a GET.
+const READ_BUF: usize = 256 * 1024;
+
+/// How long a verified account password is remembered (argon2 per request would make every
+/// WebDAV request cost tens of milliseconds of CPU; Windows sends Basic on each one).
+const PASSWORD_CACHE_TTL: Duration = Duration::from_secs(300);
+const PASSWORD_CACHE_MAX: usize = 10_000;
+
+static HANDLER: LazyLock<DavHandler> = LazyLock::new(|| {
+    // Partial updates (SabreDAV PATCH) and the CalDAV/CardDAV methods are not offered: 405.
+    let mut methods = DavMethodSet::all();
+    for m in [DavMethod::Patch, DavMethod::Report, DavMethod::MkCalendar, DavMethod::MkAddressbook] {
+        methods.remove(m);
+    }
+    DavHandler::builder().strip_prefix(PREFIX).read_buf_size(READ_BUF).autoindex(false).methods(methods).build_handler()
+});
+
+/// Verified (user, password, stored hash) triples, as BLAKE3 digests: a changed password
+/// changes the stored hash and so misses.
+static PASSWORD_CACHE: LazyLock<Mutex<HashMap<[u8; 32], Instant>>> = LazyLock::new(Default::default);
+
+/// The door's routes: every method, no body size limit (PUT streams; the server's idle
+/// timeout on request bodies still applies), no overall request timeout (large transfers).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(PREFIX, any(handle))
+        .route("/dav/", any(handle))
+        .route("/dav/{*path}", any(handle))
+        .layer(DefaultBodyLimit::disable())
+}
+
+/// Who a WebDAV request acts for.
+#[derive(Debug, Clone)]
+struct DavUser {
+    id: i64,
+    username: String,
+    device: String,
+}
+
+async fn handle(State(st): State<AppState>, ClientIp(ip): ClientIp, req: Request) -> Response {
+    let user = match authenticate(&st, req.headers(), ip).await {
+        Ok(u) => u,
+        Err(e) => return e.into_response(),
+    };
+    match prepare(&st, &user, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response, ApiError> {
+    // The same decision as the REST API for the same spelling: decoded once, judged by the
+    // shared rules (`..`, `%2e%2e`, `a:b`, `CON`, ... are 400 before dav-server sees them).
+    let path = request_path(req.uri().path())?;
+    let method = req.method().clone();
+    let dest = match method.as_str() {
+        "COPY" | "MOVE" => destination(req.headers())?,
+        _ => None,
+    };
+    if method.as_str() == "PROPFIND" && depth_is_infinity(req.headers()) {
+        return Ok(finite_depth_only());
+    }
+    let mut held = lock_tokens_in_if(req.headers());
+    held.extend(crate::api::lock_tokens(req.headers()));
+    let held: fs::Held = Arc::new(Mutex::new(held));
+    let (delete_root, source) = match method.as_str() {
+        "DELETE" => (Some(path.clone()), None),
+        "COPY" | "MOVE" => (dest.clone(), Some(path.clone())),
+        _ => (None, None),
+    };
+    let fs = fs::SpaceFs {
+        st: st.clone(),
+        space: user.id,
+        device: user.device.clone(),
+        held: held.clone(),
+        delete_root,
+        source,
+        lock_request: method.as_str() == "LOCK",
+        space_used: Default::default(),
+    };
+    // PROPPATCH: dav-server accepts Windows' time properties without handing them to the file
+    // system; read them here (the body is small: dav-server itself caps it at 64 KiB) and
+    // apply them once dav-server has accepted the whole PROPPATCH.
+    let (req, times) = if method.as_str() == "PROPPATCH" {
+        let (parts, body) = req.into_parts();
+        let bytes = axum::body::to_bytes(body, PROPPATCH_MAX)
+            .await
+            .map_err(|_| ApiError::PayloadTooLarge(format!("a PROPPATCH body holds at most {PROPPATCH_MAX} bytes")))?;
+        let times = win32_times(&bytes);
+        (Request::from_parts(parts, axum::body::Body::from(bytes)), times)
+    } else {
+        (req, (None, None))
+    };
+    let held_after = held.clone();
+    let ls = locks::SpaceLocks {
+        meta: st.meta.clone(),
+        space: user.id,
+        prefix: PREFIX,
+        held,
+        discovered: Default::default(),
+    };
+    let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
+    let mut resp = HANDLER.handle_with(cfg, req).await;
+    if times != (None, None) && resp.status() == StatusCode::MULTI_STATUS {
+        resp = apply_times(st, user.id, &path, times, &fs::held_tokens(&held_after), resp).await?;
+    }
+    if resp.headers().contains_key("dav") {
+        // dav-server always advertises `sabredav-partialupdate`, which this door refuses.
+        resp.headers_mut().insert("dav", axum::http::HeaderValue::from_static("1, 2, 3"));
+    }
+    if resp.status().is_server_error() {
+        tracing::warn!(method = %method, path = %path, status = %resp.status(), "WebDAV request failed");
+    }
+    Ok(resp.map(axum::body::Body::new))
+}
+
+/// Largest PROPPATCH body read (dav-server's own limit for bodies it parses).
+const PROPPATCH_MAX: usize = 65_536;
+
+const MS_NS: &str = "urn:schemas-microsoft-com:";
+
+/// `Win32CreationTime` and `Win32LastModifiedTime` (Unix ms) set by a PROPPATCH body, if any.
+fn win32_times(body: &[u8]) -> (Option<i64>, Option<i64>) {
+    let Ok(root) = xmltree::Element::parse(body) else { return (None, None) };
+    let (mut created, mut modified) = (None, None);
+    for set in root.children.iter().filter_map(|c| c.as_element()).filter(|e| e.name == "set") {
+        for prop in set.children.iter().filter_map(|c| c.as_element()).filter(|e| e.name == "prop") {
+            for p in prop.children.iter().filter_map(|c| c.as_element()) {
+                if p.namespace.as_deref() != Some(MS_NS) {
+                    continue;
+                }
+                let ms = p
+                    .get_text()
+                    .and_then(|t| httpdate::parse_http_date(t.trim()).ok())
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as i64);
+                match p.name.as_str() {
+                    "Win32CreationTime" => created = ms.or(created),
+                    "Win32LastModifiedTime" => modified = ms.or(modified),
+                    _ => {}
+                }
+            }
+        }
+    }
+    (created, modified)
+}
+
+/// Applies the Win32 times of a PROPPATCH that dav-server accepted as a whole (a 207 whose
+/// every property succeeded; any failure makes dav-server fail them all with 424).
+async fn apply_times(
+    st: &AppState,
+    space: i64,
+    path: &RemotePath,
+    (created, modified): (Option<i64>, Option<i64>),
+    held: &[String],
+    resp: axum::http::Response<dav_server::body::Body>,
+) -> Result<axum::http::Response<dav_server::body::Body>, ApiError> {
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(axum::body::Body::new(body), PROPPATCH_MAX * 4)
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("reading the PROPPATCH answer: {e}")))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let all_ok = text.matches("<D:status>").count() == text.matches("<D:status>HTTP/1.1 200 OK</D:status>").count();
+    if all_ok {
+        st.meta.set_times(space, path, created, modified, held).await?;
+    }
+    Ok(axum::http::Response::from_parts(parts, dav_server::body::Body::from(bytes)))
+}
+
+/// The space path of a request URL path under [`PREFIX`].
+fn request_path(raw: &str) -> Result<RemotePath, ApiError> {
+    let rest = raw.strip_prefix(PREFIX).unwrap_or("");
+    if !rest.is_empty() && !rest.starts_with('/') {
+        return Err(ApiError::NotFound("no such endpoint".into()));
+    }
+    Ok(RemotePath::parse_url_encoded(rest)?)
+}
+
+/// The Destination of a COPY or MOVE as a path of the caller's space. It must lie under
+/// [`PREFIX`] (any other place is not this user's space: 403), and its name is judged by the
+/// shared rules like any request path.
+fn destination(headers: &HeaderMap) -> Result<Option<RemotePath>, ApiError> {
+    let Some(v) = headers.get("destination") else { return Ok(None) };
+    let s = v.to_str().map_err(|_| ApiError::BadRequest("the Destination header is not valid ASCII".into()))?;
+    let path = match s.strip_prefix("http://").or_else(|| s.strip_prefix("https://")) {
+        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => s,
+    };
+    let outside = || ApiError::Forbidden(format!("the Destination must be inside {PREFIX}/ (your own space)"));
+    let rest = path.strip_prefix(PREFIX).ok_or_else(outside)?;
+    if !rest.is_empty() && !rest.starts_with('/') {
+        return Err(outside());
+    }
+    Ok(Some(RemotePath::parse_url_encoded(rest)?))
+}
+
+fn depth_is_infinity(headers: &HeaderMap) -> bool {
+    headers.get("depth").and_then(|v| v.to_str().ok()).is_some_and(|d| d.trim().eq_ignore_ascii_case("infinity"))
+}
+
+/// RFC 4918 §9.1: a server may refuse Depth: infinity PROPFIND with this precondition. A
+/// listing of a whole space in one response is unbounded work and memory.
+fn finite_depth_only() -> Response {
+    let body = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+                <D:error xmlns:D=\"DAV:\"><D:propfind-finite-depth/></D:error>\n";
+    (StatusCode::FORBIDDEN, [(header::CONTENT_TYPE, "application/xml; charset=utf-8")], body).into_response()
+}
+
+/// Every lock token named in an `If` header (RFC 4918 §10.4). dav-server evaluates the
+/// header itself; these are what the metadata layer is told the request holds.
+fn lock_tokens_in_if(headers: &HeaderMap) -> Vec<String> {
+    let Some(v) = headers.get("if").and_then(|v| v.to_str().ok()) else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut rest = v;
+    while let Some(start) = rest.find('<') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('>') else { break };
+        let t = &after[..end];
+        if (t.starts_with("opaquelocktoken:") || t.starts_with("urn:uuid:")) && t.len() <= 256 && out.len() < 16 {
+            out.push(t.to_string());
+        }
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+/// Signs the caller in: `Authorization: Bearer <token>`, or Basic with the username and a
+/// device token (an "app password"), or Basic with the account password when the gateway
+/// itself serves TLS. Failed Basic sign-ins feed the login throttle.
+async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) -> Result<DavUser, ApiError> {
+    const HOW: &str = "sign in with your username and an app password (a device token from `nimbus login` or \
+                       POST /api/v1/auth/login)";
+    let Some(h) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        return Err(ApiError::BasicAuthRequired(HOW.into()));
+    };
+    let (scheme, value) = h.trim().split_once(' ').unwrap_or((h, ""));
+    if scheme.eq_ignore_ascii_case("bearer") {
+        let u = AuthUser::from_token(st, value.trim()).await.map_err(|_| ApiError::BasicAuthRequired(HOW.into()))?;
+        return Ok(DavUser { id: u.id, username: u.username, device: u.device });
+    }
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(ApiError::BasicAuthRequired(HOW.into()));
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(value.trim())
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| ApiError::BasicAuthRequired(HOW.into()))?;
+    let (name, secret) = decoded.split_once(':').ok_or_else(|| ApiError::BasicAuthRequired(HOW.into()))?;
+    if name.is_empty() || name.len() > 64 || secret.is_empty() || secret.len() > 1024 {
+        return Err(ApiError::BasicAuthRequired(HOW.into()));
+    }
+    let key = name_key(name);
+    if let Some(retry_after) = st.throttle.check(&key, ip) {
+        return Err(ApiError::TooManyRequests { retry_after });
+    }
+    let looks_like_token = secret.starts_with(TOKEN_PREFIX);
+    if looks_like_token && let Ok(u) = AuthUser::from_token(st, secret).await {
+        // A token of another user with this username is refused like a wrong password.
+        if name_key(&u.username) == key {
+            st.throttle.success(&key);
+            return Ok(DavUser { id: u.id, username: u.username, device: u.device });
+        }
+        return Err(failed(st, name, &key, ip, "WebDAV: token of another user").await);
+    }
+    if looks_like_token && !st.settings.tls {
+        return Err(failed(st, name, &key, ip, "WebDAV: unknown, expired or revoked token").await);
+    }
+    if !st.settings.tls {
+        // Never verify (or cache) an account password that crossed the network in clear.
+        tracing::info!(user = name, "WebDAV Basic sign-in with a password over plain HTTP refused");
+        return Err(ApiError::BasicAuthRequired(
+            "account passwords are accepted only when the gateway serves HTTPS; over plain HTTP use an app \
+             password: a device token from `nimbus login` or POST /api/v1/auth/login"
+                .into(),
+        ));
+    }
+    let user = st.meta.user_by_name(name).await?;
+    let stored = user.as_ref().map(|u| u.password_hash.clone());
+    let cache_key =
+        *blake3::hash(format!("{key}\0{secret}\0{}", stored.as_deref().unwrap_or("")).as_bytes()).as_bytes();
+    let cached = stored.is_some() && password_cached(&cache_key);
+    let ok = cached || {
+        let (password, stored) = (secret.to_string(), stored.clone());
+        tokio::task::spawn_blocking(move || verify_password_or_dummy(&password, stored.as_deref()))
+            .await
+            .map_err(ApiError::internal)?
+    };
+    match user {
+        Some(u) if ok && !u.disabled => {
+            st.throttle.success(&key);
+            if !cached {
+                remember_password(cache_key);
+            }
+            Ok(DavUser { id: u.id, username: u.username, device: "WebDAV".into() })
+        }
+        _ => Err(failed(st, name, &key, ip, "WebDAV").await),
+    }
+}
+
+/// Records a failed sign-in (throttle, audit log) and returns the 401.
+async fn failed(st: &AppState, name: &str, key: &str, ip: Option<IpAddr>, detail: &str) -> ApiError {
+    st.throttle.failure(key, ip);
+    metrics::counter!("nimbus_logins_total", "result" => "failure").increment(1);
+    let _ = st
+        .meta
+        .audit(NewAudit {
+            actor: Some(name.chars().take(64).collect()),
+            action: "login_failed".into(),
+            ip: ip.map(|i| i.to_string()),
+            detail: Some(detail.to_string()),
+            ..Default::default()
+        })
+        .await;
+    ApiError::BasicAuthRequired("wrong username, app password or password".into())
+}
+
+fn password_cached(key: &[u8; 32]) -> bool {
+    let cache = PASSWORD_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    cache.get(key).is_some_and(|at| at.elapsed() < PASSWORD_CACHE_TTL)
+}
+
+fn remember_password(key: [u8; 32]) {
+    let mut cache = PASSWORD_CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.len() >= PASSWORD_CACHE_MAX {
+        cache.retain(|_, at| at.elapsed() < PASSWORD_CACHE_TTL);
+        if cache.len() >= PASSWORD_CACHE_MAX {
+            cache.clear();
+        }
+    }
+    cache.insert(key, Instant::now());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).expect("header"));
+        }
+        h
+    }
+
+    #[test]
+    fn request_paths_follow_the_shared_rules() {
+        assert!(request_path("/dav").is_ok_and(|p| p.is_root()));
+        assert!(request_path("/dav/").is_ok_and(|p| p.is_root()));
+        assert_eq!(request_path("/dav/a%20b/c.txt").map(|p| p.to_string()).ok(), Some("/a b/c.txt".into()));
+        for bad in ["/dav/%2e%2e/x", "/dav/..", "/dav/a/..%2fb", "/dav/a:b", "/dav/CON", "/dav//x", "/dav/a%zz"] {
+            assert!(request_path(bad).is_err(), "{bad} must be refused");
+        }
+        assert!(matches!(request_path("/davx/y"), Err(ApiError::NotFound(_))));
+    }
+
+    #[test]
+    fn destinations_stay_inside_the_door() {
+        let d = |v: &str| destination(&headers(&[("destination", v)]));
+        assert_eq!(d("http://h:1/dav/a/b").ok().flatten().map(|p| p.to_string()), Some("/a/b".into()));
+        assert_eq!(d("/dav/x%20y").ok().flatten().map(|p| p.to_string()), Some("/x y".into()));
+        assert!(matches!(d("http://h/api/v1/files/x"), Err(ApiError::Forbidden(_))));
+        assert!(matches!(d("http://h/davx/x"), Err(ApiError::Forbidden(_))));
+        assert!(matches!(d("http://h"), Err(ApiError::Forbidden(_))));
+        for bad in ["http://h/dav/%2e%2e/x", "http://h/dav/a/../../etc", "/dav/a%3ab", "/dav/con", "/dav/x..%2f"] {
+            assert!(matches!(d(bad), Err(ApiError::InvalidName(_))), "{bad} must be refused");
+        }
+        assert!(destination(&HeaderMap::new()).is_ok_and(|d| d.is_none()));
+    }
+
+    #[test]
+    fn win32_times_from_proppatch() {
+        let body = br#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop><Z:Win32CreationTime>Tue, 02 Jan 2001 03:04:05 GMT</Z:Win32CreationTime><Z:Win32LastModifiedTime>Wed, 03 Jan 2001 03:04:05 GMT</Z:Win32LastModifiedTime><Z:Win32FileAttributes>00000020</Z:Win32FileAttributes></D:prop></D:set></D:propertyupdate>"#;
+        assert_eq!(win32_times(body), (Some(978_404_645_000), Some(978_491_045_000)));
+        assert_eq!(win32_times(b"<nope"), (None, None));
+        let garbage = br#"<D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:schemas-microsoft-com:"><D:set><D:prop><Z:Win32LastModifiedTime>yesterday</Z:Win32LastModifiedTime></D:prop></D:set></D:propertyupdate>"#;
+        assert_eq!(win32_times(garbage), (None, None));
+    }
+
+    #[test]
+    fn if_header_tokens() {
+        let h = headers(&[("if", "</dav/a> (<opaquelocktoken:abc> [\"e\"]) (Not <urn:uuid:1>) (<DAV:no-lock>)")]);
+        assert_eq!(lock_tokens_in_if(&h), vec!["opaquelocktoken:abc".to_string(), "urn:uuid:1".to_string()]);
+        assert!(lock_tokens_in_if(&headers(&[("if", "(<broken")])).is_empty());
+        assert!(depth_is_infinity(&headers(&[("depth", "Infinity")])));
+        assert!(!depth_is_infinity(&headers(&[("depth", "1")])));
+    }
+}

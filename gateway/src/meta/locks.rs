@@ -1,0 +1,334 @@
+//! Locks (taken through WebDAV, honoured by every door) and WebDAV dead properties.
+//!
+//! A lock guards a path of one space until it expires. The check lives here, inside the
+//! transactions of `commit`, `trash`, `move_node` and `copy_node`, so no door can forget it:
+//! a change to a locked path needs one of the lock's tokens (`held`). Lock creation takes the
+//! same space lock as those transactions, so "check, then change" cannot interleave with a new
+//! lock. A space holds few locks, so the live ones are read and matched in Rust.
+
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::name_key;
+
+use super::{Meta, MetaError, MetaResult, begin_space, now_ms, on_pool};
+
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LockRow {
+    pub token: String,
+    pub space_id: i64,
+    /// The locked path as the client spelled it (URL-encoded, below the door's prefix).
+    pub path: String,
+    /// [`lock_key`] of the path: what matching compares.
+    pub path_key: String,
+    pub principal: Option<String>,
+    pub owner_xml: Option<String>,
+    pub shared: bool,
+    pub deep: bool,
+    pub timeout_ms: i64,
+    pub expires_at: i64,
+    pub created_at: i64,
+}
+
+const LOCK_COLS: &str =
+    "token, space_id, path, path_key, principal, owner_xml, shared, deep, timeout_ms, expires_at, created_at";
+
+/// The key locks are matched by: the path with each component name-keyed (case-insensitive,
+/// like names in a folder).
+pub fn lock_key(path: &RemotePath) -> String {
+    name_key(&path.to_string())
+}
+
+/// True if `key` lies strictly below `dir`.
+fn below(key: &str, dir: &str) -> bool {
+    if dir == "/" {
+        return key != "/";
+    }
+    key.len() > dir.len() && key.starts_with(dir) && key.as_bytes()[dir.len()] == b'/'
+}
+
+/// Does `lock` guard a change at `key` (and, with `subtree`, everything below `key`)?
+fn covers(lock: &LockRow, key: &str, subtree: bool) -> bool {
+    lock.path_key == key || (lock.deep && below(key, &lock.path_key)) || (subtree && below(&lock.path_key, key))
+}
+
+/// The lock that forbids changing `key` (with `subtree`: or anything below it) for a caller
+/// holding the tokens `held`, if any. An exclusive lock must be held itself; of shared locks,
+/// holding one is enough.
+pub fn conflict<'a>(locks: &'a [LockRow], key: &str, subtree: bool, held: &[String]) -> Option<&'a LockRow> {
+    let covering: Vec<&LockRow> = locks.iter().filter(|l| covers(l, key, subtree)).collect();
+    let holds = |l: &LockRow| held.iter().any(|t| t == &l.token);
+    if let Some(l) = covering.iter().find(|l| !l.shared && !holds(l)) {
+        return Some(l);
+    }
+    let any_held = covering.iter().any(|l| holds(l));
+    covering.into_iter().find(|l| l.shared && !any_held)
+}
+
+/// The lock that prevents taking `new`, if any: an exclusive lock conflicts with every lock it
+/// overlaps, a shared one only with exclusive ones.
+pub fn lock_conflict<'a>(locks: &'a [LockRow], new: &LockRow) -> Option<&'a LockRow> {
+    locks.iter().find(|l| covers(l, &new.path_key, new.deep) && (!new.shared || !l.shared))
+}
+
+pub(crate) fn locked_error(path: &str, lock: &LockRow) -> MetaError {
+    let what = if lock.path_key == name_key(path) { "it".to_string() } else { format!("`{}`", lock.path) };
+    MetaError::Locked(format!(
+        "`{path}` is locked ({what} is locked by a WebDAV client until the lock is released or expires); \
+         send the lock token to change it"
+    ))
+}
+
+/// Fails with [`MetaError::Locked`] if a live lock of `$space` forbids changing `$path`
+/// (with `$subtree`: or anything below it) for a caller holding `$held`.
+macro_rules! check_locks {
+    ($ex:expr, $space:expr, $path:expr, $subtree:expr, $held:expr) => {
+        async {
+            let locks: Vec<$crate::meta::LockRow> = sqlx::query_as($crate::meta::locks::LIVE_LOCKS_SQL)
+                .bind($space)
+                .bind($crate::meta::now_ms())
+                .fetch_all($ex)
+                .await?;
+            let path: &nimbus_proto::RemotePath = $path;
+            let key = $crate::meta::locks::lock_key(path);
+            if let Some(l) = $crate::meta::locks::conflict(&locks, &key, $subtree, $held) {
+                return Err($crate::meta::locks::locked_error(&path.to_string(), l));
+            }
+            Ok::<(), $crate::meta::MetaError>(())
+        }
+        .await
+    };
+}
+pub(crate) use check_locks;
+
+/// Removes the locks on `$path` and below (after it was moved away or deleted: a lock guards a
+/// path, and RFC 4918 does not let it follow the resource).
+macro_rules! drop_locks_under {
+    ($ex:expr, $space:expr, $path:expr) => {
+        async {
+            let key = $crate::meta::locks::lock_key($path);
+            let like =
+                if key == "/" { "/%".to_string() } else { format!("{}/%", $crate::meta::locks::like_escape(&key)) };
+            sqlx::query(
+                "DELETE FROM dav_locks WHERE space_id = $1 AND (path_key = $2 OR path_key LIKE $3 ESCAPE '\\')",
+            )
+            .bind($space)
+            .bind(&key)
+            .bind(&like)
+            .execute($ex)
+            .await?;
+            Ok::<(), sqlx::Error>(())
+        }
+        .await
+    };
+}
+pub(crate) use drop_locks_under;
+
+pub(crate) fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+pub(crate) const LIVE_LOCKS_SQL: &str = "SELECT token, space_id, path, path_key, principal, owner_xml, shared, deep, \
+     timeout_ms, expires_at, created_at FROM dav_locks WHERE space_id = $1 AND expires_at > $2";
+
+/// One WebDAV dead property as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct PropRow {
+    pub ns: String,
+    pub name: String,
+    pub prefix: Option<String>,
+    pub xml: String,
+}
+
+/// One step of a PROPPATCH.
+#[derive(Debug, Clone)]
+pub enum PropPatch {
+    Set(PropRow),
+    Remove { ns: String, name: String },
+}
+
+impl Meta {
+    /// The live locks of a space.
+    pub async fn live_locks(&self, space: i64) -> MetaResult<Vec<LockRow>> {
+        on_pool!(self, p => Ok(sqlx::query_as(LIVE_LOCKS_SQL).bind(space).bind(now_ms()).fetch_all(p).await?))
+    }
+
+    /// Takes a lock unless a live one conflicts (returned as `Err(Some(lock))`). Expired locks
+    /// of the space are cleared on the way.
+    pub async fn insert_lock(&self, lock: &LockRow) -> MetaResult<Result<(), LockRow>> {
+        let now = now_ms();
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, lock.space_id)?;
+            sqlx::query("DELETE FROM dav_locks WHERE space_id = $1 AND expires_at <= $2")
+                .bind(lock.space_id).bind(now)
+                .execute(&mut *tx).await?;
+            let live: Vec<LockRow> = sqlx::query_as(LIVE_LOCKS_SQL).bind(lock.space_id).bind(now).fetch_all(&mut *tx).await?;
+            if let Some(c) = lock_conflict(&live, lock) {
+                return Ok(Err(c.clone()));
+            }
+            let sql = format!("INSERT INTO dav_locks ({LOCK_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(&lock.token).bind(lock.space_id).bind(&lock.path).bind(&lock.path_key)
+                .bind(&lock.principal).bind(&lock.owner_xml).bind(lock.shared).bind(lock.deep)
+                .bind(lock.timeout_ms).bind(lock.expires_at).bind(lock.created_at)
+                .execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(Ok(()))
+        })
+    }
+
+    /// Extends a live lock of the space; None if there is no such lock.
+    pub async fn refresh_lock(&self, space: i64, token: &str, timeout_ms: i64) -> MetaResult<Option<LockRow>> {
+        let now = now_ms();
+        on_pool!(self, p => {
+            let n = sqlx::query("UPDATE dav_locks SET timeout_ms = $3, expires_at = $4 WHERE space_id = $1 AND token = $2 AND expires_at > $5")
+                .bind(space).bind(token).bind(timeout_ms).bind(now.saturating_add(timeout_ms)).bind(now)
+                .execute(p).await?.rows_affected();
+            if n == 0 {
+                return Ok(None);
+            }
+            let sql = format!("SELECT {LOCK_COLS} FROM dav_locks WHERE space_id = $1 AND token = $2");
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(space).bind(token).fetch_optional(p).await?)
+        })
+    }
+
+    /// Releases a lock of the space; false if the space has no such live lock.
+    pub async fn delete_lock(&self, space: i64, token: &str) -> MetaResult<bool> {
+        on_pool!(self, p => {
+            let n = sqlx::query("DELETE FROM dav_locks WHERE space_id = $1 AND token = $2 AND expires_at > $3")
+                .bind(space).bind(token).bind(now_ms())
+                .execute(p).await?.rows_affected();
+            Ok(n > 0)
+        })
+    }
+
+    /// Releases every lock on `path` and below.
+    pub async fn delete_locks_under(&self, space: i64, path: &RemotePath) -> MetaResult<()> {
+        on_pool!(self, p => {
+            drop_locks_under!(p, space, path)?;
+        });
+        Ok(())
+    }
+
+    /// Sets the creation and/or modification time (Unix ms) of the node at `path`: what a
+    /// WebDAV client sends as `Win32CreationTime` / `Win32LastModifiedTime` after copying a
+    /// file in, so the file keeps its own dates. Refused while locked by a lock not in `held`.
+    pub async fn set_times(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        created: Option<i64>,
+        modified: Option<i64>,
+        held: &[String],
+    ) -> MetaResult<()> {
+        if created.is_none() && modified.is_none() {
+            return Ok(());
+        }
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let (node, canon) = super::tree::resolve!(&mut *tx, space, path)?;
+            check_locks!(&mut *tx, space, &canon, false, held)?;
+            sqlx::query("UPDATE nodes SET created_at = COALESCE($2, created_at), modified_at = COALESCE($3, modified_at) WHERE id = $1")
+                .bind(node.id).bind(created).bind(modified)
+                .execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok(())
+    }
+
+    /// The dead properties of the node at `path`.
+    pub async fn dav_props(&self, space: i64, path: &RemotePath) -> MetaResult<Vec<PropRow>> {
+        let (node, _) = self.stat(space, path).await?;
+        on_pool!(self, p => Ok(sqlx::query_as("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1 ORDER BY ns, name")
+            .bind(node.id).fetch_all(p).await?))
+    }
+
+    /// Applies set and remove operations to the dead properties of the node at `path`, in
+    /// order (RFC 4918 §9.2: a set then a remove of one property removes it), all or nothing.
+    pub async fn patch_dav_props(&self, space: i64, path: &RemotePath, ops: &[PropPatch]) -> MetaResult<()> {
+        let (node, _) = self.stat(space, path).await?;
+        on_pool!(self, p => {
+            let mut tx = p.begin().await?;
+            for op in ops {
+                match op {
+                    PropPatch::Remove { ns, name } => {
+                        sqlx::query("DELETE FROM dav_props WHERE node_id = $1 AND ns = $2 AND name = $3")
+                            .bind(node.id).bind(ns).bind(name)
+                            .execute(&mut *tx).await?;
+                    }
+                    PropPatch::Set(r) => {
+                        sqlx::query(
+                            "INSERT INTO dav_props (node_id, ns, name, prefix, xml) VALUES ($1, $2, $3, $4, $5) \
+                             ON CONFLICT (node_id, ns, name) DO UPDATE SET prefix = EXCLUDED.prefix, xml = EXCLUDED.xml",
+                        )
+                        .bind(node.id).bind(&r.ns).bind(&r.name).bind(&r.prefix).bind(&r.xml)
+                        .execute(&mut *tx).await?;
+                    }
+                }
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Copies the dead properties of the node at `from` to the node at `to` (after a copy).
+    pub async fn copy_dav_props(&self, space: i64, from: &RemotePath, to: &RemotePath) -> MetaResult<()> {
+        let (src, _) = self.stat(space, from).await?;
+        let (dst, _) = self.stat(space, to).await?;
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO dav_props (node_id, ns, name, prefix, xml) SELECT $2, ns, name, prefix, xml FROM dav_props WHERE node_id = $1 \
+                 ON CONFLICT (node_id, ns, name) DO NOTHING",
+            )
+            .bind(src.id).bind(dst.id)
+            .execute(p).await?;
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(token: &str, path: &str, shared: bool, deep: bool) -> LockRow {
+        LockRow {
+            token: token.into(),
+            space_id: 1,
+            path: path.into(),
+            path_key: name_key(path),
+            principal: None,
+            owner_xml: None,
+            shared,
+            deep,
+            timeout_ms: 1000,
+            expires_at: i64::MAX,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn exclusive_lock_guards_its_path_and_depth() {
+        let locks = vec![lock("t1", "/Docs/A.txt", false, false), lock("t2", "/Tree", false, true)];
+        assert!(conflict(&locks, "/docs/a.txt", false, &[]).is_some(), "case-insensitive");
+        assert!(conflict(&locks, "/docs/a.txt", false, &["t1".into()]).is_none());
+        assert!(conflict(&locks, "/docs/a.txt2", false, &[]).is_none(), "whole components only");
+        assert!(conflict(&locks, "/docs", false, &[]).is_none(), "the folder itself is free");
+        assert!(conflict(&locks, "/docs", true, &[]).is_some(), "but not its subtree");
+        assert!(conflict(&locks, "/tree/x/y", false, &[]).is_some(), "deep lock covers descendants");
+        assert!(conflict(&locks, "/tree/x/y", false, &["t2".into()]).is_none());
+        assert!(conflict(&locks, "/", true, &["t1".into()]).is_some(), "deleting / touches t2 too");
+        assert!(conflict(&locks, "/", true, &["t1".into(), "t2".into()]).is_none());
+    }
+
+    #[test]
+    fn shared_locks_need_one_held_and_block_exclusive() {
+        let locks = vec![lock("s1", "/f", true, false), lock("s2", "/f", true, false)];
+        assert!(conflict(&locks, "/f", false, &[]).is_some());
+        assert!(conflict(&locks, "/f", false, &["s2".into()]).is_none());
+        assert!(lock_conflict(&locks, &lock("s3", "/f", true, false)).is_none());
+        assert!(lock_conflict(&locks, &lock("x", "/f", false, false)).is_some());
+        assert!(lock_conflict(&locks, &lock("x", "/", false, true)).is_some(), "deep lock above");
+        assert!(lock_conflict(&locks, &lock("x", "/", false, false)).is_none(), "depth 0 above");
+        assert!(like_escape("a_b%c") == "a\\_b\\%c");
+    }
+}
