@@ -43,6 +43,7 @@ APT_PACKAGES=(
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
     rclone sqlite3  # tests/tests/ops_*.rs: reach into the S3 store, edit and back up SQLite
+    iproute2     # tests/tests/cluster.rs: the MinIO cluster listens on an extra loopback address
     chromium fonts-liberation  # tests/tests/admin_ui.rs and bench.rs: the console and the bench report in a real browser
     litmus davfs2  # tests/tests/webdav.rs: the WebDAV compliance suite and a real WebDAV mount
     python3-boto3  # tests/tests/bench.rs: creates the direct-store target's bucket

@@ -35,11 +35,14 @@ pub struct GatewayOptions {
     pub extra_args: Vec<String>,
     /// The whole test body must finish within this.
     pub timeout: Duration,
+    /// PostgreSQL + S3 backend: use this S3 endpoint (a MinIO cluster the test started, with
+    /// the harness's credentials) instead of a private single MinIO.
+    pub s3_store: Option<String>,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        Self { token_ttl_secs: None, extra_args: Vec::new(), timeout: Duration::from_secs(300) }
+        Self { token_ttl_secs: None, extra_args: Vec::new(), timeout: Duration::from_secs(300), s3_store: None }
     }
 }
 
@@ -56,6 +59,11 @@ impl GatewayOptions {
 
     pub fn timeout(mut self, d: Duration) -> Self {
         self.timeout = d;
+        self
+    }
+
+    pub fn s3_store(mut self, endpoint: impl Into<String>) -> Self {
+        self.s3_store = Some(endpoint.into());
         self
     }
 }
@@ -165,18 +173,25 @@ impl Gateway {
         if backend == Backend::PostgresS3 {
             let admin_url = crate::postgres::configured_url().context("NIMBUS_TEST_PG_URL is not set")?;
             let db = PgDatabase::create(&admin_url).await?;
-            let minio_bin = crate::minio::configured_bin().context("NIMBUS_TEST_MINIO_BIN is not set")?;
-            let m = Minio::start(&minio_bin).await?;
+            let (m, endpoint) = match &opts.s3_store {
+                Some(ep) => (None, ep.clone()),
+                None => {
+                    let minio_bin = crate::minio::configured_bin().context("NIMBUS_TEST_MINIO_BIN is not set")?;
+                    let m = Minio::start(&minio_bin).await?;
+                    let ep = m.endpoint();
+                    (Some(m), ep)
+                }
+            };
             let bucket = format!("nimbus-e2e-{:016x}", rand::random::<u64>());
             cmd.arg("--database-url")
                 .arg(db.url())
                 .args(["--store", "s3", "--s3-endpoint"])
-                .arg(m.endpoint())
+                .arg(endpoint)
                 .args(["--s3-bucket", &bucket, "--s3-region", "us-east-1"])
                 .env("AWS_ACCESS_KEY_ID", crate::minio::ACCESS_KEY)
                 .env("AWS_SECRET_ACCESS_KEY", crate::minio::SECRET_KEY)
                 .env("AWS_EC2_METADATA_DISABLED", "true");
-            minio = Some(m);
+            minio = m;
             pg = Some(db);
         }
         if backend == Backend::SqliteGarage {

@@ -157,3 +157,155 @@ impl Drop for Minio {
         }
     }
 }
+
+/// The address the cluster's nodes listen on: an extra address on the loopback device. MinIO
+/// refuses 127.0.0.0/8 endpoints for a distributed setup when it detects a container
+/// (`/.dockerenv`), as here; an address outside 127/8 on `lo` satisfies it while the traffic
+/// still never leaves the machine.
+pub const CLUSTER_HOST: &str = "10.231.0.1";
+
+/// Puts [`CLUSTER_HOST`] on the loopback device if it is not there yet (needs root).
+fn ensure_cluster_host() -> anyhow::Result<()> {
+    let out = std::process::Command::new("ip")
+        .args(["-o", "addr", "show", "dev", "lo"])
+        .output()
+        .context("cannot run `ip` (apt-get install iproute2)")?;
+    if String::from_utf8_lossy(&out.stdout).contains(&format!("inet {CLUSTER_HOST}/")) {
+        return Ok(());
+    }
+    let st = std::process::Command::new("ip")
+        .args(["addr", "add", &format!("{CLUSTER_HOST}/32"), "dev", "lo"])
+        .status()
+        .context("cannot run `ip addr add`")?;
+    if !st.success() {
+        bail!("cannot add {CLUSTER_HOST} to the loopback device (needs root)");
+    }
+    Ok(())
+}
+
+/// A distributed MinIO on one machine: `n` server processes on the loopback device, one drive
+/// each, erasure-coded across them (4 nodes: parity 2, so one node down keeps reads and
+/// writes working). [`MinioCluster::kill_node`] and [`MinioCluster::restart_node`] inject
+/// node failures.
+pub struct MinioCluster {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    ports: Vec<u16>,
+    console_ports: Vec<u16>,
+    children: Mutex<Vec<Option<Child>>>,
+}
+
+impl MinioCluster {
+    pub async fn start(bin: &Path, n: usize) -> anyhow::Result<Self> {
+        if !bin.is_file() {
+            bail!("{ENV_BIN}={} does not exist (run ./infra/install-deps.sh)", bin.display());
+        }
+        ensure_cluster_host()?;
+        let dir = tempfile::Builder::new().prefix("nimbus-e2e-minio-cluster-").tempdir()?;
+        let mut ports = Vec::new();
+        let mut console_ports = Vec::new();
+        for i in 0..n {
+            std::fs::create_dir_all(dir.path().join(format!("drive{i}")))?;
+            ports.push(free_port()?);
+            console_ports.push(free_port()?);
+        }
+        let c = MinioCluster {
+            bin: bin.to_path_buf(),
+            dir,
+            ports,
+            console_ports,
+            children: Mutex::new((0..n).map(|_| None).collect()),
+        };
+        for i in 0..n {
+            c.spawn(i)?;
+        }
+        c.wait_healthy(Duration::from_secs(120)).await?;
+        Ok(c)
+    }
+
+    /// Node `i`'s S3 endpoint.
+    pub fn endpoint(&self, i: usize) -> String {
+        format!("http://{CLUSTER_HOST}:{}", self.ports[i])
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("node{i}.log"))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<Child>>> {
+        self.children.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spawn(&self, i: usize) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(i))?;
+        let drives: Vec<String> = (0..self.ports.len())
+            .map(|j| {
+                format!(
+                    "http://{CLUSTER_HOST}:{}{}",
+                    self.ports[j],
+                    self.dir.path().join(format!("drive{j}")).display()
+                )
+            })
+            .collect();
+        let child = Command::new(&self.bin)
+            .arg("server")
+            .args(&drives)
+            .arg("--quiet")
+            .arg("--address")
+            .arg(format!("{CLUSTER_HOST}:{}", self.ports[i]))
+            .arg("--console-address")
+            .arg(format!("{CLUSTER_HOST}:{}", self.console_ports[i]))
+            .env("MINIO_ROOT_USER", ACCESS_KEY)
+            .env("MINIO_ROOT_PASSWORD", SECRET_KEY)
+            .env("MINIO_UPDATE", "off")
+            .env("MINIO_BROWSER", "off")
+            // Drives on the root disk are fine for a test cluster.
+            .env("MINIO_CI_CD", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.bin.display()))?;
+        self.lock()[i] = Some(child);
+        Ok(())
+    }
+
+    /// Waits until node 0 says the cluster has write quorum.
+    pub async fn wait_healthy(&self, within: Duration) -> anyhow::Result<()> {
+        let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build()?;
+        let url = format!("{}/minio/health/cluster", self.endpoint(0));
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(r) = http.get(&url).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the MinIO cluster has no write quorum after {within:?}; node 0 log:\n{}", self.log_tail(0, 30));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// SIGKILL node `i` (its drive stays).
+    pub async fn kill_node(&self, i: usize) {
+        let child = self.lock()[i].take();
+        if let Some(mut c) = child {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+
+    /// Starts node `i` again on its drive and port and waits for the cluster to be healthy.
+    pub async fn restart_node(&self, i: usize) -> anyhow::Result<()> {
+        self.kill_node(i).await;
+        self.spawn(i)?;
+        self.wait_healthy(Duration::from_secs(120)).await
+    }
+
+    pub fn log_tail(&self, i: usize, lines: usize) -> String {
+        crate::gateway::tail_file(&self.log_path(i), lines)
+    }
+}
