@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
+	github.com/prometheus/common v0.72.1
 	github.com/prometheus/prometheus v0.316.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -32,7 +33,6 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1 // indirect
 	github.com/sirupsen/logrus v1.10.1 // indirect
