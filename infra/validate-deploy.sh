@@ -16,8 +16,8 @@
 # 3. nginx: `nginx -t` on a copy of the compose nginx.conf with a temp prefix, the compose host
 #    names swapped for 127.0.0.1 (nginx resolves upstream hosts at load time) and a throwaway
 #    self-signed certificate.
-# 4. Negative self-tests: deliberately broken copies (a misspelled `readinesProbe`, a wrong probe
-#    path, a misspelled compose key, an unknown metric, a misspelled unit key) must be rejected,
+# 4. Negative self-tests: deliberately broken copies (a misspelled `readinesProbe`, a string
+#    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, a misspelled unit key) must be rejected,
 #    each for the expected reason; a validator that accepts them fails this script.
 #
 # Environment: NIMBUS_CACHE_DIR (default /var/cache/nimbus), VALIDATE_VERBOSE=1 (list every check).
@@ -165,6 +165,11 @@ d=$(broken_copy misspelled-field)
 sed -i 's/^\( *\)readinessProbe:/\1readinesProbe:/' "$d/k8s/deployment.yaml"
 grep -q readinesProbe "$d/k8s/deployment.yaml" || die "could not plant readinesProbe"
 expect_reject "k8s: misspelled field readinesProbe" 'unknown field .*readinesProbe' validate "$d"
+
+d=$(broken_copy wrong-type)
+sed -i 's/^  replicas: 2$/  replicas: two/' "$d/k8s/deployment.yaml"
+grep -q 'replicas: two' "$d/k8s/deployment.yaml" || die "could not plant replicas: two"
+expect_reject "k8s: wrong type (replicas: two)" 'cannot unmarshal string .*replicas' validate "$d"
 
 d=$(broken_copy probe-path)
 sed -i 's#path: /healthz#path: /health#' "$d/k8s/deployment.yaml"
