@@ -17,8 +17,9 @@
 #    names swapped for 127.0.0.1 (nginx resolves upstream hosts at load time) and a throwaway
 #    self-signed certificate.
 # 4. Negative self-tests: deliberately broken copies (a misspelled `readinesProbe`, a string
-#    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, a misspelled unit key) must be rejected,
-#    each for the expected reason; a validator that accepts them fails this script.
+#    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, a
+#    misspelled unit key) must be rejected, each for the expected reason; a validator that
+#    accepts them fails this script.
 #
 # Environment: NIMBUS_CACHE_DIR (default /var/cache/nimbus), VALIDATE_VERBOSE=1 (list every check).
 set -euo pipefail
