@@ -13,6 +13,10 @@
 #     `cargo install garage@$GARAGE_VERSION --locked` into $NIMBUS_CACHE_DIR/garage/bin (≈ 12 min
 #     on 2 cores), only when the binary is missing or does not report the wanted version and
 #     features. Its build directory is $NIMBUS_CACHE_DIR/garage-target.
+#   * The deployment validator (infra/deploy/validate/, run by infra/validate-deploy.sh): built
+#     with `go build` (module versions pinned in its go.mod/go.sum) into
+#     $NIMBUS_CACHE_DIR/bin/nimbus-deploy-validate, only when the binary is missing or the hash of
+#     its sources recorded next to it differs (≈ 1.5 min on 2 cores the first time).
 #
 # Environment:
 #   NIMBUS_CACHE_DIR     cache root (default /var/cache/nimbus); MinIO ends up in $NIMBUS_CACHE_DIR/bin/minio,
@@ -135,6 +139,28 @@ fi
 
 "$MINIO_BIN" --version >/dev/null 2>&1 || die "$MINIO_BIN does not run (delete it and rerun)"
 log "minio: $("$MINIO_BIN" --version 2>/dev/null | head -n1)"
+
+# --- Deployment validator --------------------------------------------------------------------
+# infra/validate-deploy.sh computes the same hash and rebuilds the same way when it differs.
+VALIDATOR_BIN=$BIN_DIR/nimbus-deploy-validate
+VALIDATOR_MARKER=$VALIDATOR_BIN.sources
+validator_src=$(cd "$(dirname "${BASH_SOURCE[0]}")/deploy/validate" && pwd)
+want=$(cd "$validator_src" && sha256sum go.mod go.sum ./*.go | sha256sum | cut -c1-64)
+have=""
+[ -f "$VALIDATOR_MARKER" ] && have=$(cat "$VALIDATOR_MARKER")
+if [ -x "$VALIDATOR_BIN" ] && [ "$have" = "$want" ]; then
+    log "deploy validator: $VALIDATOR_BIN is up to date"
+else
+    command -v go >/dev/null 2>&1 || die "go not found (need Go >= 1.26 to build the deploy validator)"
+    log "deploy validator: building $VALIDATOR_BIN with $(go version)..."
+    rm -f "$VALIDATOR_MARKER"
+    start=$(date +%s)
+    (cd "$validator_src" && GOMODCACHE=$CACHE_DIR/go/pkg/mod GOCACHE=$CACHE_DIR/go/cache \
+        GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -o "$VALIDATOR_BIN.tmp" . )
+    mv "$VALIDATOR_BIN.tmp" "$VALIDATOR_BIN"
+    printf '%s\n' "$want" >"$VALIDATOR_MARKER"
+    log "deploy validator: built in $(( $(date +%s) - start ))s -> $VALIDATOR_BIN"
+fi
 
 # --- Garage ----------------------------------------------------------------------------------
 # `garage --version` prints e.g. `garage cargo:2.5.0 [features: bundled-libs, sqlite]`.

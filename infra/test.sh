@@ -10,6 +10,8 @@
 # The full suite:
 #   1. infra/install-deps.sh (Debian packages, MinIO built into /var/cache/nimbus/bin; cached)
 #   2. cargo build --workspace --all-targets   (so the nimbus-gateway and nimbus binaries exist)
+#      then the admin console's vitest, and infra/validate-deploy.sh (the deployment artefacts
+#      under infra/deploy/, validated not run; one test in the closing line)
 #   3. infra/postgres.sh start                 (stopped again on exit if this script started it)
 #   4. cargo test --workspace ARGS, with
 #        NIMBUS_TEST_PG_URL       postgres://postgres@127.0.0.1:PORT/postgres (tests create their own DBs)
@@ -35,6 +37,9 @@ status=0
 ui_passed=0
 ui_failed=0
 ui_status=0
+# infra/validate-deploy.sh (the deployment artefacts), one test in the closing line.
+deploy_passed=0
+deploy_failed=0
 run_tests() {
     local out
     out=$(mktemp)
@@ -42,7 +47,7 @@ run_tests() {
     cargo test "$@" 2>&1 | tee "$out"
     status=${PIPESTATUS[0]}
     set -e
-    awk -v p="$ui_passed" -v f="$ui_failed" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+    awk -v p="$((ui_passed + deploy_passed))" -v f="$((ui_failed + deploy_failed))" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
          END { printf "%d passed, %d failed\n", p, f }' "$out"
     rm -f "$out"
 }
@@ -86,6 +91,10 @@ if [ "$ui_status" -ne 0 ] && [ "$ui_failed" -eq 0 ]; then ui_failed=1; fi
 rm -f "$ui_out"
 log "admin-ui vitest: $ui_passed passed, $ui_failed failed (exit $ui_status)"
 
+# The deployment artefacts (infra/deploy/): validated, not run; counts as one test.
+if bash "$ROOT/infra/validate-deploy.sh"; then deploy_passed=1; else deploy_failed=1; fi
+log "deployment artefacts: $deploy_passed passed, $deploy_failed failed"
+
 started_pg=0
 # shellcheck disable=SC2317  # called through the EXIT trap
 stop_pg() {
@@ -115,5 +124,8 @@ run_tests --workspace "$@"
 log "cargo test exited with $status"
 if [ "$status" -eq 0 ] && [ "$ui_status" -ne 0 ]; then
     status=$ui_status
+fi
+if [ "$status" -eq 0 ] && [ "$deploy_failed" -ne 0 ]; then
+    status=1
 fi
 exit "$status"

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+var (
+	reEnvLine       = regexp.MustCompile(`^#?\s*([A-Z][A-Z0-9_]*)=`)
+	reUnitEnv       = regexp.MustCompile(`^Environment=(.*)$`)
+	reDockerEnvName = regexp.MustCompile(`\b(NIMBUS_[A-Z0-9_]+)=`)
+)
+
+// checkSystemd checks the variable names of the env example (also the commented-out ones: an
+// operator uncomments them) and of the units' Environment= lines. `systemd-analyze verify`
+// (infra/validate-deploy.sh) checks the units themselves.
+func checkSystemd(r *report, gw *gateway, dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	seen := 0
+	for _, f := range files {
+		base := filepath.Base(f)
+		isEnv := strings.HasSuffix(base, ".env.example")
+		isUnit := strings.HasSuffix(base, ".service")
+		if !isEnv && !isUnit {
+			continue
+		}
+		fh, err := os.Open(f)
+		if err != nil {
+			r.fail("%s: %v", base, err)
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if isEnv {
+				if m := reEnvLine.FindStringSubmatch(line); m != nil {
+					gw.checkEnvName(r, base, m[1])
+					seen++
+				}
+			} else if m := reUnitEnv.FindStringSubmatch(line); m != nil {
+				if k, _, ok := strings.Cut(strings.Trim(m[1], `"`), "="); ok {
+					gw.checkEnvName(r, base, k)
+					seen++
+				}
+			}
+		}
+		fh.Close()
+	}
+	r.check(seen > 0, "%s: found variables to check", dir)
+}
+
+func checkDockerfile(r *report, gw *gateway, file string) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		r.fail("%s: %v", file, err)
+		return
+	}
+	n := 0
+	for _, m := range reDockerEnvName.FindAllStringSubmatch(string(b), -1) {
+		gw.checkEnvName(r, filepath.Base(file), m[1])
+		n++
+	}
+	r.check(n > 0, "%s: found variables to check", file)
+	s := string(b)
+	r.check(strings.Contains(s, "FROM debian:12-slim"), "%s: runtime stage is debian:12-slim", file)
+	r.check(regexp.MustCompile(`(?m)^USER\s+[1-9]`).MatchString(s), "%s: runs as a non-root USER", file)
+	r.check(strings.Contains(s, gw.readyPath), "%s: HEALTHCHECK asks %s", file, gw.readyPath)
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# infra/validate-deploy.sh — validate the deployment artefacts under infra/deploy/ without
+# running them (no container engine or cluster runs here). Part of infra/test.sh (one test).
+#
+#   bash infra/validate-deploy.sh        # exit 0 when everything is valid
+#
+# 1. The Go validator (infra/deploy/validate/, built by infra/install-deps.sh into
+#    $NIMBUS_CACHE_DIR/bin/nimbus-deploy-validate; rebuilt here when its sources changed):
+#    Kubernetes manifests strictly decoded into the k8s.io/api types plus our own checks, the
+#    compose file loaded with compose-go (compose JSON schema), the Prometheus rules parsed with
+#    Prometheus's rule parser, NIMBUS_* names in every artefact checked against the gateway's
+#    source (gateway/src), probe paths against its health routes.
+# 2. systemd: `systemd-analyze verify` on copies of the units whose ExecStart points at a stub
+#    executable (verify checks that the binary exists), failing on any diagnostic (unknown keys
+#    are only warnings to systemd), and `systemd-analyze security --offline` with a threshold.
+# 3. nginx: `nginx -t` on a copy of the compose nginx.conf with a temp prefix, the compose host
+#    names swapped for 127.0.0.1 (nginx resolves upstream hosts at load time) and a throwaway
+#    self-signed certificate.
+# 4. Negative self-tests: deliberately broken copies (a misspelled `readinesProbe`, a string
+#    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, a
+#    misspelled unit key) must be rejected, each for the expected reason; a validator that
+#    accepts them fails this script.
+#
+# Environment: NIMBUS_CACHE_DIR (default /var/cache/nimbus), VALIDATE_VERBOSE=1 (list every check).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DEPLOY=$ROOT/infra/deploy
+CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}
+VALIDATOR=$CACHE_DIR/bin/nimbus-deploy-validate
+VALIDATOR_MARKER=$VALIDATOR.sources
+
+log() { printf '[validate-deploy] %s\n' "$*"; }
+die() { printf '[validate-deploy] ERROR: %s\n' "$*" >&2; exit 1; }
+
+failures=0
+pass() { log "PASS: $*"; }
+fail() { log "FAIL: $*"; failures=$((failures + 1)); }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# --- the validator binary (same build as infra/install-deps.sh) ------------------------------
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+    export PATH="/usr/local/go/bin:$PATH"
+fi
+sources=$(cd "$DEPLOY/validate" && sha256sum go.mod go.sum ./*.go | sha256sum | cut -c1-64)
+if [ -x "$VALIDATOR" ] && [ "$(cat "$VALIDATOR_MARKER" 2>/dev/null)" = "$sources" ]; then
+    log "validator: $VALIDATOR is up to date"
+else
+    command -v go >/dev/null 2>&1 || die "go not found (needed to build the validator; see infra/install-deps.sh)"
+    log "validator: building $VALIDATOR (sources changed or missing)..."
+    mkdir -p "$CACHE_DIR/bin"
+    (cd "$DEPLOY/validate" && GOMODCACHE=$CACHE_DIR/go/pkg/mod GOCACHE=$CACHE_DIR/go/cache \
+        GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -o "$VALIDATOR.tmp" . )
+    mv "$VALIDATOR.tmp" "$VALIDATOR"
+    printf '%s\n' "$sources" >"$VALIDATOR_MARKER"
+fi
+
+verbose=()
+[ "${VALIDATE_VERBOSE:-}" = 1 ] && verbose=(-v)
+
+# validate DIR-OF-DEPLOY [extra args]: runs the validator over a deploy tree (the real one or a
+# broken copy).
+validate() {
+    local d=$1
+    shift
+    "$VALIDATOR" "${verbose[@]}" -gateway-src "$ROOT/gateway/src" \
+        -k8s "$d/k8s" \
+        -compose "$d/compose/compose.yaml" -compose-env "$d/compose/.env.example" \
+        -alerts "$d/prometheus/alerts.yaml" \
+        -systemd "$d/systemd" \
+        -dockerfile "$d/Dockerfile" "$@"
+}
+
+# --- 1. the artefacts themselves -------------------------------------------------------------
+log "validator: $DEPLOY"
+if validate "$DEPLOY"; then
+    pass "validator accepts infra/deploy"
+else
+    fail "validator rejects infra/deploy (see FAIL lines above)"
+fi
+
+# --- 2. systemd ------------------------------------------------------------------------------
+# verify_units DIR: systemd-analyze verify on the units of DIR, ExecStart pointed at a stub
+# executable; any diagnostic counts as a failure. Prints the diagnostics.
+verify_units() {
+    local src=$1 dst
+    dst=$(mktemp -d "$tmp/units.XXXX")
+    cp "$src"/*.service "$src"/*.timer "$dst"/
+    printf '#!/bin/sh\nexit 0\n' >"$dst/nimbus-gateway"
+    chmod 0755 "$dst/nimbus-gateway"
+    sed -i "s#^ExecStart=/usr/local/bin/nimbus-gateway #ExecStart=$dst/nimbus-gateway #" "$dst"/*.service
+    local out rc=0
+    out=$(cd "$dst" && systemd-analyze verify --man=no ./*.service ./*.timer 2>&1) || rc=$?
+    printf '%s' "$out"
+    [ "$rc" -eq 0 ] && [ -z "$out" ]
+}
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    fail "systemd-analyze not found (apt: systemd)"
+else
+    if out=$(verify_units "$DEPLOY/systemd"); then
+        pass "systemd-analyze verify: nimbus-gateway.service nimbus-gc.service nimbus-gc.timer"
+    else
+        printf '%s\n' "$out"
+        fail "systemd-analyze verify"
+    fi
+    for unit in nimbus-gateway.service nimbus-gc.service; do
+        # Exposure 0.0 (locked down) .. 10.0 (unprotected); fail above 2.0.
+        if out=$(systemd-analyze security --offline=true --threshold=20 --no-pager "$DEPLOY/systemd/$unit" 2>&1); then
+            pass "systemd-analyze security: $(printf '%s\n' "$out" | grep -o 'Overall exposure level.*' | tail -n1)"
+        else
+            printf '%s\n' "$out" | tail -n 5
+            fail "systemd-analyze security $unit (exposure above 2.0)"
+        fi
+    done
+fi
+
+# --- 3. nginx --------------------------------------------------------------------------------
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+if [ ! -x "$nginx_bin" ]; then
+    fail "nginx not found (apt: nginx)"
+else
+    p=$tmp/nginx
+    mkdir -p "$p/tls" "$p/logs"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+        -keyout "$p/tls/key.pem" -out "$p/tls/cert.pem" >/dev/null 2>&1
+    sed -e 's#\(server \)gateway-[0-9]*:#\1127.0.0.1:#' \
+        -e "s#/etc/nginx/tls/#$p/tls/#" \
+        -e "s#^pid .*#pid $p/nginx.pid;#" \
+        "$DEPLOY/compose/nginx/nginx.conf" >"$p/nginx.conf"
+    if out=$("$nginx_bin" -t -q -p "$p/" -c "$p/nginx.conf" -e "$p/logs/error.log" 2>&1); then
+        pass "nginx -t: compose/nginx/nginx.conf ($("$nginx_bin" -v 2>&1 | sed 's/.*: //'))"
+    else
+        printf '%s\n' "$out"
+        fail "nginx -t: compose/nginx/nginx.conf"
+    fi
+fi
+
+# --- 4. negative self-tests ------------------------------------------------------------------
+# expect_reject NAME PATTERN CMD...: CMD must fail and its output must match PATTERN (so it
+# failed for the planted defect, not for another reason).
+expect_reject() {
+    local name=$1 pattern=$2 out rc=0
+    shift 2
+    out=$("$@" 2>&1) || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        printf '%s\n' "$out" | tail -n 3
+        fail "negative test '$name': accepted a broken artefact"
+    elif ! printf '%s\n' "$out" | grep -qE "$pattern"; then
+        printf '%s\n' "$out" | grep -E 'FAIL|rror' | head -n 5
+        fail "negative test '$name': rejected, but not for /$pattern/"
+    else
+        pass "negative test '$name': rejected ($(printf '%s\n' "$out" | grep -E "$pattern" | head -n1 | cut -c1-160))"
+    fi
+}
+# broken_copy NAME: a fresh copy of infra/deploy to plant one defect in.
+broken_copy() {
+    local d=$tmp/broken-$1
+    mkdir -p "$d"
+    cp -a "$DEPLOY/k8s" "$DEPLOY/compose" "$DEPLOY/prometheus" "$DEPLOY/systemd" "$DEPLOY/Dockerfile" "$d/"
+    printf '%s' "$d"
+}
+
+d=$(broken_copy misspelled-field)
+sed -i 's/^\( *\)readinessProbe:/\1readinesProbe:/' "$d/k8s/deployment.yaml"
+grep -q readinesProbe "$d/k8s/deployment.yaml" || die "could not plant readinesProbe"
+expect_reject "k8s: misspelled field readinesProbe" 'unknown field .*readinesProbe' validate "$d"
+
+d=$(broken_copy wrong-type)
+sed -i 's/^  replicas: 2$/  replicas: two/' "$d/k8s/deployment.yaml"
+grep -q 'replicas: two' "$d/k8s/deployment.yaml" || die "could not plant replicas: two"
+expect_reject "k8s: wrong type (replicas: two)" 'cannot unmarshal string .*replicas' validate "$d"
+
+d=$(broken_copy probe-path)
+sed -i 's#path: /healthz#path: /health#' "$d/k8s/deployment.yaml"
+expect_reject "k8s: liveness probe on a path the gateway does not serve" 'livenessProbe path "/health" is the gateway' validate "$d"
+
+d=$(broken_copy compose-key)
+sed -i 's/^    healthcheck:/    healtcheck:/' "$d/compose/compose.yaml"
+grep -q healtcheck "$d/compose/compose.yaml" || die "could not plant healtcheck"
+expect_reject "compose: misspelled key healtcheck" 'services\.[a-z0-9-]+\.healtcheck' validate "$d"
+
+d=$(broken_copy metric)
+sed -i 's/nimbus_store_corrupt_blocks_total/nimbus_store_corupt_blocks_total/' "$d/prometheus/alerts.yaml"
+expect_reject "prometheus: unknown metric" 'nimbus_store_corupt_blocks_total' validate "$d"
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+    d=$(broken_copy unit-key)
+    sed -i 's/^ProtectSystem=strict/ProtectSytem=strict/' "$d/systemd/nimbus-gateway.service"
+    expect_reject "systemd: misspelled key ProtectSytem" "Unknown key 'ProtectSytem'" verify_units "$d/systemd"
+fi
+
+if [ "$failures" -eq 0 ]; then
+    log "all deployment checks passed"
+else
+    log "$failures deployment check(s) failed"
+    exit 1
+fi
