@@ -208,3 +208,63 @@ async fn two_gateways_four_store_nodes_and_a_balancer() -> anyhow::Result<()> {
     })
     .await
 }
+
+/// The scaling benchmark (not a test: `cargo test --test cluster -- --ignored --nocapture`):
+/// aggregate throughput of a fixed mixed load (1 MiB writes, each read back and verified)
+/// through nginx over 1, 2 and 3 gateways on the same PostgreSQL and 4-node MinIO cluster.
+/// Prints one line per gateway count and the scaling efficiency against one gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark; run it on purpose on a quiet machine"]
+async fn scaling_benchmark() -> anyhow::Result<()> {
+    const CLIENTS: usize = 8;
+    const SECONDS: u64 = 20;
+    let bin = configured_bin().context("NIMBUS_TEST_MINIO_BIN is not set")?;
+    let cluster = Arc::new(MinioCluster::start(&bin, 4).await?);
+    let opts = GatewayOptions::default().s3_store(cluster.endpoint(0)).timeout(Duration::from_secs(900));
+    run_on(Backend::PostgresS3, opts, move |gw| async move {
+        let (_, alice) = gw.user("alice", None).await?;
+        let token = alice.token().context("token")?.to_string();
+        let b = gw.start_sibling().await?;
+        let c = gw.start_sibling().await?;
+        let urls = [gw.url.clone(), b.url.clone(), c.url.clone()];
+        let mut results = Vec::new();
+        for n in 1..=3 {
+            let lb = Nginx::start(&urls[..n]).await?;
+            let api = Api::new(&lb.url)?.with_token(token.clone());
+            let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(SECONDS);
+            let mut tasks = Vec::new();
+            for w in 0..CLIENTS {
+                let (api, bytes) = (api.clone(), bytes.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut i = 0;
+                    while tokio::time::Instant::now() < deadline {
+                        let path = format!("/scale/{n}/w{w}-{i}.bin");
+                        let body = data::bytes(&path, 1 << 20);
+                        api.put_file(&path, body.clone()).await?.check_any(&[200, 201])?;
+                        let r = api.get_file(&path).await?;
+                        r.check(200)?;
+                        ensure!(r.body.as_ref() == body.as_slice(), "{path} read back different");
+                        bytes.fetch_add(2 << 20, std::sync::atomic::Ordering::Relaxed);
+                        i += 1;
+                    }
+                    Ok::<(), anyhow::Error>(())
+                }));
+            }
+            let started = std::time::Instant::now();
+            for t in tasks {
+                t.await??;
+            }
+            let secs = started.elapsed().as_secs_f64();
+            let mib_s = bytes.load(std::sync::atomic::Ordering::Relaxed) as f64 / (1 << 20) as f64 / secs;
+            results.push(mib_s);
+            let eff = mib_s / (results[0] * n as f64);
+            println!(
+                "gateways={n} clients={CLIENTS} throughput={mib_s:.1} MiB/s (writes+verified reads) efficiency={eff:.2}"
+            );
+            drop(lb);
+        }
+        Ok(())
+    })
+    .await
+}

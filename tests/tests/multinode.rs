@@ -62,6 +62,21 @@ backend_test!(
         })
         .await?;
 
+        // A change-feed long-poll on B wakes for a change made through A.
+        let feed: nimbus_proto::wire::ChangeList = b.get("/api/v1/changes").await?.ok(200)?;
+        let poll = {
+            let b = b.clone();
+            let url = format!("/api/v1/changes?cursor={}&wait=30", feed.cursor);
+            tokio::spawn(async move { b.get(&url).await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        a.put_file("/feed.txt", "for the feed").await?.check(201)?;
+        let woke = tokio::time::timeout(AT_ONCE, poll)
+            .await
+            .map_err(|_| anyhow::anyhow!("B's long-poll did not wake"))???;
+        let list: nimbus_proto::wire::ChangeList = woke.ok(200)?;
+        ensure!(list.changes.iter().any(|c| c.path == "/feed.txt"), "{list:?}");
+
         // A token B has cached is refused by B as soon as it is revoked through A.
         let t2 = gw.api().login_ok("alice", &user_password("alice")).await?;
         let b2 = other.api.with_token(t2.token().unwrap_or_default());
