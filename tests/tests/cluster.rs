@@ -264,6 +264,16 @@ async fn scaling_benchmark() -> anyhow::Result<()> {
             );
             drop(lb);
         }
+        let hwm = |pid: Option<u32>| -> String {
+            pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmHWM:"))
+                        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+                })
+                .unwrap_or_else(|| "?".into())
+        };
+        println!("peak RSS (KiB): gateway A {}, B {}, C {}", hwm(Some(gw.pid())), hwm(b.child.id()), hwm(c.child.id()));
         Ok(())
     })
     .await
