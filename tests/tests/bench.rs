@@ -252,3 +252,46 @@ async fn bench_quick_preset_on_embedded_default() -> anyhow::Result<()> {
     })
     .await
 }
+
+/// The drive targets: a real FUSE mount of the admin's space, benchmarked cold (data seeded
+/// through the API, never read through the drive) and warm; every read verified.
+#[tokio::test(flavor = "multi_thread")]
+async fn bench_mount_targets() -> anyhow::Result<()> {
+    use nimbus_e2e::mount::{Device, Drive, MountMode};
+    run_on(Backend::SqliteLocal, GatewayOptions::default().timeout(TIMEOUT), |gw| async move {
+        let dev = Device::new("bench-drive")?;
+        dev.login(&gw.url, "admin", ADMIN_PASSWORD).await?;
+        let drive =
+            Drive::mount(&dev, &dev.root().join("drive"), &dev.root().join("cache"), MountMode::Background).await?;
+        let cli = Cli::new()?;
+        cli.login(&gw.url, "admin", ADMIN_PASSWORD).await?;
+        std::fs::write(cli.path("job.json"), TINY_JOB)?;
+        let out_dir = cli.path("out");
+        let out = cli
+            .run(
+                &[
+                    "bench",
+                    "--no-progress",
+                    "--job",
+                    &cli.path("job.json").to_string_lossy(),
+                    "--output",
+                    &out_dir.to_string_lossy(),
+                    "--mount",
+                    &drive.mountpoint.to_string_lossy(),
+                ],
+                &[],
+            )
+            .await?;
+        ensure!(out.status.success(), "bench failed: {}", text(&out));
+        let report = read_report(&out_dir)?;
+        check_results(&report, &["mount-cold", "mount-warm"])?;
+        let speedups = report["speedups"].as_array().context("speedups")?;
+        ensure!(
+            speedups.iter().any(|s| s.to_string().contains("mount-warm")),
+            "no warm-vs-cold speedup in the report: {speedups:?}"
+        );
+        drive.unmount().await?;
+        Ok(())
+    })
+    .await
+}
