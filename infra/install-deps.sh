@@ -46,6 +46,7 @@ APT_PACKAGES=(
     chromium fonts-liberation  # tests/tests/admin_ui.rs and bench.rs: the console and the bench report in a real browser
     litmus davfs2  # tests/tests/webdav.rs: the WebDAV compliance suite and a real WebDAV mount
     python3-boto3  # tests/tests/bench.rs: creates the direct-store target's bucket
+    libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev xvfb xauth  # client/desktop (Tauri): `cargo build -p nimbus-desktop`, tests/tests/desktop_app.rs under Xvfb
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}

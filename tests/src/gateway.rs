@@ -333,7 +333,9 @@ impl Gateway {
         let logs = GatewayLogs { dir };
         let mut args: Vec<std::ffi::OsString> =
             self.cmd.as_std().get_args().map(std::ffi::OsStr::to_os_string).collect();
-        for (flag, value) in [("--listen", "127.0.0.1:0".into()), ("--data-dir", logs.dir().join("data").into_os_string())] {
+        for (flag, value) in
+            [("--listen", "127.0.0.1:0".into()), ("--data-dir", logs.dir().join("data").into_os_string())]
+        {
             if let Some(i) = args.iter().position(|a| a == flag)
                 && let Some(v) = args.get_mut(i + 1)
             {
