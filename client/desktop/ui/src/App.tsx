@@ -92,14 +92,16 @@ export function SignIn() {
         <Stack>
           <TextInput
             label="Server address"
+            name="server_url"
             placeholder="https://nimbus.example.com:8443"
             required
             value={server}
             onChange={(e) => setServer(e.currentTarget.value)}
           />
-          <TextInput label="Username" required value={username} onChange={(e) => setUsername(e.currentTarget.value)} />
+          <TextInput label="Username" name="username" required value={username} onChange={(e) => setUsername(e.currentTarget.value)} />
           <PasswordInput
             label="Password"
+            name="password"
             required
             value={password}
             onChange={(e) => setPassword(e.currentTarget.value)}
