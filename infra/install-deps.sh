@@ -175,12 +175,16 @@ fi
 # crates.io) in front of Debian's WebKitWebDriver (webkit2gtk-driver). About 2 minutes on 2 cores.
 TAURI_DRIVER_VERSION=2.1.0
 TAURI_DRIVER_BIN=$BIN_DIR/tauri-driver
-if [ -x "$TAURI_DRIVER_BIN" ] && "$TAURI_DRIVER_BIN" --version 2>/dev/null | grep -q "$TAURI_DRIVER_VERSION"; then
+TAURI_DRIVER_MARKER=$BIN_DIR/tauri-driver.version
+# It has no --version: a marker file records what was built.
+if [ -x "$TAURI_DRIVER_BIN" ] && [ "$(cat "$TAURI_DRIVER_MARKER" 2>/dev/null)" = "$TAURI_DRIVER_VERSION" ]; then
     log "tauri-driver: $TAURI_DRIVER_BIN is already $TAURI_DRIVER_VERSION"
 else
     command -v cargo >/dev/null 2>&1 || die "cargo not found (needed to build tauri-driver)"
     log "tauri-driver: building $TAURI_DRIVER_VERSION..."
-    (cd "$CACHE_DIR" && cargo install "tauri-driver@$TAURI_DRIVER_VERSION" --locked --root "$CACHE_DIR" \
+    rm -f "$TAURI_DRIVER_MARKER"
+    (cd "$CACHE_DIR" && cargo install "tauri-driver@$TAURI_DRIVER_VERSION" --locked --force --root "$CACHE_DIR" \
         --target-dir "$CACHE_DIR/tauri-driver-target")
+    printf '%s\n' "$TAURI_DRIVER_VERSION" >"$TAURI_DRIVER_MARKER"
 fi
 log "done"

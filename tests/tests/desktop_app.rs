@@ -27,7 +27,8 @@ fn find_tool(env: &str, name: &str) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(env).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(PathBuf::from(home).join(".cargo/bin"));
     }
@@ -49,11 +50,17 @@ fn artifacts() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../client/desktop/ui/e2e-artifacts")
 }
 
-/// A child process killed (and reaped) when dropped.
-struct Proc(Child);
+/// A child process killed when dropped, with its process group when it leads one
+/// (tauri-driver leaves WebKitWebDriver and the app running if only it is killed).
+struct Proc(Child, bool);
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        if self.1
+            && let Some(pid) = self.0.id()
+        {
+            let _ = std::process::Command::new("kill").arg("-KILL").arg(format!("-{pid}")).status();
+        }
         let _ = self.0.start_kill();
     }
 }
@@ -117,14 +124,10 @@ impl Session<'_> {
 
     async fn type_into(&self, xpath: &str, text: &str) -> anyhow::Result<()> {
         let el = self.find(xpath).await?;
-        self.wd.call(reqwest::Method::POST, &self.path(&format!("/element/{el}/value")), Some(json!({"text": text}))).await?;
+        self.wd
+            .call(reqwest::Method::POST, &self.path(&format!("/element/{el}/value")), Some(json!({"text": text})))
+            .await?;
         Ok(())
-    }
-
-    async fn text(&self, xpath: &str) -> anyhow::Result<String> {
-        let el = self.find(xpath).await?;
-        let v = self.wd.call(reqwest::Method::GET, &self.path(&format!("/element/{el}/text")), None).await?;
-        Ok(v.as_str().unwrap_or_default().to_string())
     }
 
     async fn screenshot(&self, name: &str) -> anyhow::Result<()> {
@@ -191,6 +194,7 @@ async fn real_app_signs_in_mounts_and_signs_out() -> anyhow::Result<()> {
                 .kill_on_drop(true)
                 .spawn()
                 .context("cannot start Xvfb")?,
+            false,
         );
         let sock = format!("/tmp/.X11-unix/X{}", &display[1..]);
         eventually("Xvfb is up", Duration::from_secs(20), || async {
@@ -212,13 +216,15 @@ async fn real_app_signs_in_mounts_and_signs_out() -> anyhow::Result<()> {
             .env("NIMBUS_CACHE_DIR", home.path().join("cache"))
             .env("NIMBUS_LOG", "info,nimbus_mount=debug")
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
-            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&logs)?)
             .stderr(std::fs::File::create(home.path().join("driver.err"))?)
+            .process_group(0)
             .kill_on_drop(true);
-        let _driver = Proc(cmd.spawn().context("cannot start tauri-driver")?);
+        let _driver = Proc(cmd.spawn().context("cannot start tauri-driver")?, true);
+        // tauri-driver forwards to WebKitWebDriver, which it starts itself: wait for both.
         wait_port(port, Duration::from_secs(30)).await?;
+        wait_port(native, Duration::from_secs(30)).await?;
 
         let wd = WebDriver {
             http: reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(120)).build()?,
@@ -230,7 +236,9 @@ async fn real_app_signs_in_mounts_and_signs_out() -> anyhow::Result<()> {
         let s = Session { wd: &wd, id };
         let result = drive(&s, &gw.url, &mountpoint, &gw).await;
         if result.is_err() {
-            let _ = s.screenshot("failure").await;
+            if let Err(e) = s.screenshot("failure").await {
+                eprintln!("no failure screenshot: {e:#}");
+            }
             eprintln!(
                 "---- tauri-driver / app output ----\n{}\n{}",
                 nimbus_e2e::gateway::tail_file(&logs, 40),
@@ -250,8 +258,8 @@ async fn drive(s: &Session<'_>, url: &str, mountpoint: &Path, gw: &nimbus_e2e::G
     s.type_into("//input[@name='username']", "frank").await?;
     s.type_into("//input[@name='password']", "wrong password").await?;
     s.click(&button("Sign in")).await?;
-    let alert = s.text("//*[@role='alert']").await?;
-    ensure!(alert.contains("wrong username or password"), "the sign-in error says {alert:?}");
+    // (WebKitWebDriver's element text is unreliable here: match the text in the XPath.)
+    s.find("//*[@role='alert'][contains(., 'wrong username or password')]").await?;
     s.screenshot("sign-in").await?;
     let pw = s.find("//input[@name='password']").await?;
     s.wd.call(reqwest::Method::POST, &s.path(&format!("/element/{pw}/clear")), Some(json!({}))).await?;
@@ -260,8 +268,7 @@ async fn drive(s: &Session<'_>, url: &str, mountpoint: &Path, gw: &nimbus_e2e::G
 
     // Main window: mount at the default location (~/Nimbus).
     s.click(&button("Mount")).await?;
-    let shown = s.text("//*[@data-testid='mount-location']").await?;
-    ensure!(shown == mountpoint.display().to_string(), "the window says mounted at {shown:?}");
+    s.find(&format!("//*[@data-testid='mount-location'][normalize-space(.)='{}']", mountpoint.display())).await?;
     ensure!(is_mounted(mountpoint), "the kernel lists no mount at {}", mountpoint.display());
 
     // A file written through the drive reaches the server.
@@ -277,12 +284,7 @@ async fn drive(s: &Session<'_>, url: &str, mountpoint: &Path, gw: &nimbus_e2e::G
         Ok(())
     })
     .await?;
-    eventually("the window shows everything uploaded", Duration::from_secs(30), || async {
-        let t = s.text("//*[@data-testid='activity']").await?;
-        ensure!(t.contains("Everything is uploaded"), "activity says {t:?}");
-        Ok(())
-    })
-    .await?;
+    s.find("//*[@data-testid='activity'][contains(., 'Everything is uploaded')]").await?;
     s.screenshot("main").await?;
 
     // Unmount, then sign out: the app's own token is revoked on the server.

@@ -27,9 +27,13 @@ async fn desktop_ui_in_chromium() -> anyhow::Result<()> {
         .await
         .context("the browser test did not finish within 5 minutes")?
         .context("cannot run node")?;
-    let log = format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let log =
+        format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     ensure!(out.status.success(), "the browser test failed ({}):\n{log}", out.status);
-    ensure!(String::from_utf8_lossy(&out.stdout).contains("all steps passed"), "the browser test stopped early:\n{log}");
+    ensure!(
+        String::from_utf8_lossy(&out.stdout).contains("all steps passed"),
+        "the browser test stopped early:\n{log}"
+    );
     for shot in ["01-sign-in-certificate.png", "03-main-window.png"] {
         let p = ui.join("e2e-artifacts").join(shot);
         ensure!(std::fs::metadata(&p).map(|m| m.len() > 1000).unwrap_or(false), "no screenshot {}", p.display());

@@ -346,14 +346,16 @@ impl Desktop {
                 return Ok(SignOutOutcome::PendingUploads { pending: u32::try_from(pending).unwrap_or(u32::MAX) });
             }
         }
+        let mount = st.mount.take();
+        let Some(session) = st.session.take() else { return Err(DesktopError::NotSignedIn) };
+        // Unmounting uploads first and can take long: not under the lock.
+        drop(st);
         let mut warning = None;
-        if let Some(m) = st.mount.take()
+        if let Some(m) = mount
             && let Err(e) = stop_mount(m).await
         {
             warning = Some(e.to_string());
         }
-        let Some(session) = st.session.take() else { return Err(DesktopError::NotSignedIn) };
-        drop(st);
         let revoked = match session.client.logout().await {
             Ok(()) => true,
             // Already expired or revoked.
@@ -504,7 +506,15 @@ impl Desktop {
         };
         let account = self.account_of(&session.saved, &session.key);
         let client = session.client.clone();
+        // Not under the lock: an unreachable server must not hold up the commands.
+        drop(st);
         let me = tokio::time::timeout(Duration::from_secs(10), client.me()).await;
+        let mut st = self.inner.state.lock().await;
+        if st.session.as_ref().is_none_or(|s| s.key != account_key(&account)) {
+            // Signed out (or in as someone else) meanwhile: start over with the new state.
+            drop(st);
+            return Box::pin(self.status()).await;
+        }
         let mut connectivity = match &me {
             Ok(Ok(_)) => Connectivity::Online,
             _ => Connectivity::Offline,
@@ -589,6 +599,10 @@ fn pem_fingerprint(pem: &str) -> Option<String> {
     let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
     let der = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
     Some(nimbus_client::tls::fingerprint_of(&der))
+}
+
+fn account_key(a: &Account) -> String {
+    token::account_key(&a.server_url, &a.username)
 }
 
 fn mount_key(mp: &Path) -> String {

@@ -114,7 +114,8 @@ fn build_tray(app: &AppHandle) -> tauri::Result<()> {
     let sep = PredefinedMenuItem::separator(app)?;
     let sep2 = PredefinedMenuItem::separator(app)?;
     let menu = Menu::with_items(app, &[&status, &sep, &show, &mount, &open, &autostart, &sep2, &quit])?;
-    let mut builder = TrayIconBuilder::with_id("main").menu(&menu).tooltip("Nimbus Drive").show_menu_on_left_click(false);
+    let mut builder =
+        TrayIconBuilder::with_id("main").menu(&menu).tooltip("Nimbus Drive").show_menu_on_left_click(false);
     if let Some(icon) = app.default_window_icon() {
         builder = builder.icon(icon.clone());
     }
