@@ -50,16 +50,36 @@ fn artifacts() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../client/desktop/ui/e2e-artifacts")
 }
 
-/// A child process killed when dropped, with its process group when it leads one
-/// (tauri-driver leaves WebKitWebDriver and the app running if only it is killed).
+/// A child process killed when dropped; with `true`, its own children first (tauri-driver
+/// leaves WebKitWebDriver, and through it the app, running when only it is killed).
 struct Proc(Child, bool);
+
+/// The ids of `parent`'s child processes (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after ')'.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| st.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()))
+                == Some(parent)
+        })
+        .collect()
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
         if self.1
             && let Some(pid) = self.0.id()
         {
-            let _ = std::process::Command::new("kill").arg("-KILL").arg(format!("-{pid}")).status();
+            for child in children_of(pid) {
+                for grandchild in children_of(child) {
+                    let _ = std::process::Command::new("kill").arg("-KILL").arg(grandchild.to_string()).status();
+                }
+                let _ = std::process::Command::new("kill").arg("-KILL").arg(child.to_string()).status();
+            }
         }
         let _ = self.0.start_kill();
     }
@@ -219,7 +239,6 @@ async fn real_app_signs_in_mounts_and_signs_out() -> anyhow::Result<()> {
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&logs)?)
             .stderr(std::fs::File::create(home.path().join("driver.err"))?)
-            .process_group(0)
             .kill_on_drop(true);
         let _driver = Proc(cmd.spawn().context("cannot start tauri-driver")?, true);
         // tauri-driver forwards to WebKitWebDriver, which it starts itself: wait for both.
