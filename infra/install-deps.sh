@@ -51,6 +51,7 @@ APT_PACKAGES=(
     chromium fonts-liberation  # tests/tests/admin_ui.rs and bench.rs: the console and the bench report in a real browser
     litmus davfs2  # tests/tests/webdav.rs: the WebDAV compliance suite and a real WebDAV mount
     python3-boto3  # tests/tests/bench.rs: creates the direct-store target's bucket
+    libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev xvfb xauth webkit2gtk-driver  # client/desktop (Tauri): `cargo build -p nimbus-desktop`; tests/tests/desktop_app.rs: the app under Xvfb via WebKitWebDriver
 )
 
 CACHE_DIR=${NIMBUS_CACHE_DIR:-/var/cache/nimbus}
@@ -195,5 +196,22 @@ else
     fi
     "$GARAGE_BIN" --version >/dev/null 2>&1 || die "$GARAGE_BIN does not run (delete it and rerun)"
     log "garage: $("$GARAGE_BIN" --version 2>/dev/null | head -n1)"
+fi
+# --- tauri-driver ----------------------------------------------------------------------------
+# tests/tests/desktop_app.rs drives the real desktop app through WebDriver: tauri-driver (from
+# crates.io) in front of Debian's WebKitWebDriver (webkit2gtk-driver). About 2 minutes on 2 cores.
+TAURI_DRIVER_VERSION=2.1.0
+TAURI_DRIVER_BIN=$BIN_DIR/tauri-driver
+TAURI_DRIVER_MARKER=$BIN_DIR/tauri-driver.version
+# It has no --version: a marker file records what was built.
+if [ -x "$TAURI_DRIVER_BIN" ] && [ "$(cat "$TAURI_DRIVER_MARKER" 2>/dev/null)" = "$TAURI_DRIVER_VERSION" ]; then
+    log "tauri-driver: $TAURI_DRIVER_BIN is already $TAURI_DRIVER_VERSION"
+else
+    command -v cargo >/dev/null 2>&1 || die "cargo not found (needed to build tauri-driver)"
+    log "tauri-driver: building $TAURI_DRIVER_VERSION..."
+    rm -f "$TAURI_DRIVER_MARKER"
+    (cd "$CACHE_DIR" && cargo install "tauri-driver@$TAURI_DRIVER_VERSION" --locked --force --root "$CACHE_DIR" \
+        --target-dir "$CACHE_DIR/tauri-driver-target")
+    printf '%s\n' "$TAURI_DRIVER_VERSION" >"$TAURI_DRIVER_MARKER"
 fi
 log "done"

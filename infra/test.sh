@@ -65,12 +65,15 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/nimbus/target}
 export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 
 if [ "$fast" -eq 1 ]; then
-    log "fast tier: cargo test --workspace --exclude nimbus-e2e $*"
-    run_tests --workspace --exclude nimbus-e2e "$@"
+    # nimbus-desktop (Tauri) needs webkit2gtk and the built UI: not in the fast tier.
+    log "fast tier: cargo test --workspace --exclude nimbus-e2e --exclude nimbus-desktop $*"
+    run_tests --workspace --exclude nimbus-e2e --exclude nimbus-desktop "$@"
     exit "$status"
 fi
 
 bash "$ROOT/infra/install-deps.sh"
+# The desktop app embeds its built UI (client/desktop/ui/dist) at compile time.
+bash "$ROOT/infra/desktop-ui.sh" test
 
 log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets

@@ -148,12 +148,8 @@ pub(crate) fn start(client: Client, cfg: &MountConfig) -> Result<(tokio::runtime
     Ok((rt, vfs))
 }
 
-/// Mounts and serves in this process until unmounted (`nimbus unmount`, `fusermount -u`) or
-/// sent SIGINT/SIGTERM; a signal first uploads every pending write, then unmounts.
 #[cfg(unix)]
-pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
-    let (rt, vfs) = start(client, &cfg)?;
-    let fs = crate::fuse::FuseFs::new(vfs.clone(), rt.handle().clone());
+fn fuse_config() -> fuser::Config {
     let mut options = fuser::Config::default();
     options.mount_options = vec![
         fuser::MountOption::FSName("nimbus".into()),
@@ -163,6 +159,132 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
         fuser::MountOption::NoSuid,
     ];
     options.n_threads = Some(2);
+    options
+}
+
+/// A mount served by this process, stopped with [`Mounted::stop`]: what an app that lives
+/// longer than its mounts (the desktop app) holds, where `nimbus mount` uses [`run`].
+#[cfg(unix)]
+pub struct Mounted {
+    /// `Option` so that `Drop` can shut it down without blocking (dropping a runtime inside
+    /// another runtime's worker panics).
+    rt: Option<tokio::runtime::Runtime>,
+    vfs: Arc<Vfs>,
+    cfg: MountConfig,
+    unmounter: fuser::SessionUnmounter,
+    serve: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+#[cfg(unix)]
+impl Mounted {
+    /// Mounts at `cfg.mountpoint` and starts serving; returns once the kernel has the mount.
+    pub fn start(client: Client, cfg: MountConfig) -> Result<Mounted, MountError> {
+        let (rt, vfs) = start(client, &cfg)?;
+        let fs = crate::fuse::FuseFs::new(vfs.clone(), rt.handle().clone());
+        let options = fuse_config();
+        let mut session = fuser::Session::new(fs, &cfg.mountpoint, &options)
+            .map_err(|err| MountError::Mount { path: cfg.mountpoint.display().to_string(), err })?;
+        let unmounter = session.unmount_callable();
+        start_background(&rt, vfs.clone(), cfg.clone());
+        let serve = std::thread::Builder::new()
+            .name("fuse-session".into())
+            .spawn(move || session.run())
+            .map_err(|e| MountError::Runtime(e.to_string()))?;
+        tracing::info!(mountpoint = %cfg.mountpoint.display(), "mounted");
+        Ok(Mounted { rt: Some(rt), vfs, cfg, unmounter, serve: Some(serve) })
+    }
+
+    pub fn config(&self) -> &MountConfig {
+        &self.cfg
+    }
+
+    /// False once the kernel session ended (unmounted from outside, e.g. `fusermount -u`).
+    pub fn is_serving(&self) -> bool {
+        self.serve.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// A snapshot of what the mount is doing (the status file's content).
+    pub async fn status(&self) -> Result<MountStatus, MountError> {
+        let rt = self.rt.as_ref().ok_or_else(|| MountError::Runtime("the mount is stopped".into()))?;
+        let (vfs, cfg) = (self.vfs.clone(), self.cfg.clone());
+        // The VFS's timers and locks belong to the mount's runtime: compute the snapshot there.
+        rt.spawn(async move { status(&vfs, &cfg).await }).await.map_err(|e| MountError::Runtime(e.to_string()))
+    }
+
+    /// Uploads pending writes now (the "retry" of an upload error) instead of at the next round.
+    pub async fn retry_uploads(&self) -> Result<usize, MountError> {
+        let rt = self.rt.as_ref().ok_or_else(|| MountError::Runtime("the mount is stopped".into()))?;
+        let vfs = self.vfs.clone();
+        rt.spawn(async move { vfs.upload_pending().await })
+            .await
+            .map_err(|e| MountError::Runtime(e.to_string()))?
+            .map_err(|e| MountError::Gateway(e.to_string()))
+    }
+
+    /// Drops every cached block; pending writes live in the staging dir and are kept.
+    pub fn free_cache(&self) -> Result<(), MountError> {
+        self.vfs.cache().purge().map_err(|e| MountError::Cache(e.to_string()))
+    }
+
+    /// Uploads every pending write (bounded by `upload_timeout`), then unmounts and waits for
+    /// the session to end. Blocking: call it from a plain thread or `spawn_blocking`.
+    /// Returns an error if writes were left in the journal (they go up at the next mount).
+    pub fn stop(mut self, upload_timeout: Duration) -> Result<(), MountError> {
+        let mut left = None;
+        if let Some(rt) = &self.rt {
+            let vfs = self.vfs.clone();
+            match rt.block_on(async { tokio::time::timeout(upload_timeout, vfs.flush_all()).await }) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => left = Some(format!("some writes could not be uploaded ({e})")),
+                Err(_) => left = Some("uploads took too long".to_string()),
+            }
+        }
+        if self.is_serving()
+            && let Err(e) = self.unmounter.unmount()
+        {
+            tracing::warn!(error = %e, "unmount failed");
+        }
+        if let Some(t) = self.serve.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.cfg.status_file);
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+        tracing::info!(mountpoint = %self.cfg.mountpoint.display(), "unmounted");
+        match left {
+            Some(why) => Err(MountError::Runtime(format!("{why}; they stay in the journal for the next mount"))),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        // Not stopped: let go of the mount point at least; pending writes stay journaled.
+        if self.serve.is_some() {
+            if self.is_serving() {
+                let _ = self.unmounter.unmount();
+            }
+            if let Some(t) = self.serve.take() {
+                let _ = t.join();
+            }
+            let _ = std::fs::remove_file(&self.cfg.status_file);
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Mounts and serves in this process until unmounted (`nimbus unmount`, `fusermount -u`) or
+/// sent SIGINT/SIGTERM; a signal first uploads every pending write, then unmounts.
+#[cfg(unix)]
+pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
+    let (rt, vfs) = start(client, &cfg)?;
+    let fs = crate::fuse::FuseFs::new(vfs.clone(), rt.handle().clone());
+    let options = fuse_config();
     let mut session = fuser::Session::new(fs, &cfg.mountpoint, &options)
         .map_err(|err| MountError::Mount { path: cfg.mountpoint.display().to_string(), err })?;
     let mut unmounter = session.unmount_callable();

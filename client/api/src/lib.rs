@@ -21,6 +21,7 @@
 pub mod client;
 pub mod download;
 pub mod error;
+pub mod tls;
 pub mod upload;
 
 pub use client::{
@@ -30,4 +31,5 @@ pub use client::{
 pub use download::DownloadSummary;
 pub use error::{Error, Result};
 pub use nimbus_proto::{self as proto, RemotePath, wire};
+pub use tls::{ServerCertificate, fetch_certificate};
 pub use upload::{BlockReader, PARALLEL_TRANSFERS, Phase, Progress, UploadSummary, block_count, hash_blocks};

@@ -1,0 +1,95 @@
+import { render, screen, waitFor, within } from '@testing-library/react';
+import userEvent from '@testing-library/user-event';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { App } from './App';
+import { setBackend } from './backend';
+import { MOCK_FINGERPRINT, MOCK_PASSWORD, MOCK_USER, MockBackend } from './mock';
+
+let mock: MockBackend;
+
+beforeEach(() => {
+  mock = new MockBackend();
+  mock.delay = 0;
+  setBackend(mock);
+});
+
+async function signIn(server: string, password = MOCK_PASSWORD) {
+  const user = userEvent.setup();
+  render(<App />);
+  await user.type(await screen.findByLabelText(/Server address/), server);
+  await user.type(screen.getByLabelText(/Username/), MOCK_USER);
+  await user.type(screen.getByLabelText(/Password/), password);
+  await user.click(screen.getByRole('button', { name: 'Sign in' }));
+  return user;
+}
+
+describe('sign-in window', () => {
+  it('shows a wrong password as an error and stays on the form', async () => {
+    await signIn('https://nimbus.example.com', 'nope');
+    expect(await screen.findByRole('alert')).toHaveTextContent(/wrong username or password/);
+    expect(screen.getByRole('button', { name: 'Sign in' })).toBeInTheDocument();
+  });
+
+  it('asks to trust a self-signed certificate by fingerprint before signing in', async () => {
+    const user = await signIn('https://self-signed.example:8443');
+    const prompt = await screen.findByRole('dialog', { name: 'Unknown certificate' });
+    expect(within(prompt).getByTestId('fingerprint')).toHaveTextContent(MOCK_FINGERPRINT);
+    expect((await mock.getStatus()).account).toBeNull();
+    await user.click(within(prompt).getByRole('button', { name: 'Trust and sign in' }));
+    expect(await screen.findByRole('heading', { name: 'Nimbus Drive' })).toBeInTheDocument();
+    expect(await screen.findByText(`${MOCK_USER} on https://self-signed.example:8443`)).toBeInTheDocument();
+    expect((await mock.getStatus()).account?.certificate_fingerprint).toBe(MOCK_FINGERPRINT);
+  });
+});
+
+describe('main window', () => {
+  it('mounts, shows status from events, frees the cache, unmounts', async () => {
+    const user = await signIn('https://nimbus.example.com');
+    expect(await screen.findByLabelText('Token storage note')).toHaveTextContent(/file only you can read/);
+    expect(screen.getByTestId('quota')).toHaveTextContent('3.2 GiB of 10 GiB used');
+    expect(screen.getByLabelText('Connection')).toHaveTextContent('Online');
+    await user.click(screen.getByRole('button', { name: 'Mount' }));
+    expect(await screen.findByTestId('mount-location')).toHaveTextContent('/home/alice/Nimbus');
+    expect(screen.getByLabelText('Drive state')).toHaveTextContent('Mounted');
+    expect(screen.getByTestId('cache')).toHaveTextContent('734 MiB of 10 GiB');
+
+    mock.simulate({
+      connectivity: 'offline',
+      activity: {
+        pending_uploads: 2,
+        uploads_in_flight: 1,
+        commits_in_progress: 0,
+        errors: ['report.pdf: quota exceeded'],
+        conflicts: [{ path: '/notes.txt', copy: '/notes (conflict 2026-11-23 1700 laptop).txt' }],
+      },
+    });
+    expect(await screen.findByText(/2 file\(s\) waiting to upload, 1 uploading now/)).toBeInTheDocument();
+    expect(screen.getByLabelText('Connection')).toHaveTextContent('Offline');
+    expect(screen.getByLabelText('Upload errors')).toHaveTextContent('report.pdf: quota exceeded');
+    expect(screen.getByLabelText('Conflicts')).toHaveTextContent(
+      '/notes.txt was changed elsewhere too; your version is saved as /notes (conflict 2026-11-23 1700 laptop).txt',
+    );
+    await user.click(screen.getByRole('button', { name: 'Retry' }));
+    await waitFor(() => expect(screen.queryByLabelText('Upload errors')).not.toBeInTheDocument());
+
+    await user.click(screen.getByRole('button', { name: 'Free up space' }));
+    await waitFor(() => expect(screen.getByTestId('cache')).toHaveTextContent('0 B of 10 GiB'));
+    await user.click(screen.getByRole('button', { name: 'Unmount' }));
+    expect(await screen.findByText('Not mounted')).toBeInTheDocument();
+  });
+
+  it('warns before signing out with pending uploads and signs out only when told to', async () => {
+    const user = await signIn('https://nimbus.example.com');
+    await user.click(await screen.findByRole('button', { name: 'Mount' }));
+    await screen.findByTestId('mount-location');
+    mock.simulate({
+      activity: { pending_uploads: 3, uploads_in_flight: 0, commits_in_progress: 0, errors: [], conflicts: [] },
+    });
+    await user.click(screen.getByRole('button', { name: 'Sign out' }));
+    const warn = await screen.findByRole('alertdialog', { name: 'Uploads pending' });
+    expect(warn).toHaveTextContent('3 file(s) are not on the server yet');
+    expect((await mock.getStatus()).account).not.toBeNull();
+    await user.click(within(warn).getByRole('button', { name: 'Sign out anyway' }));
+    expect(await screen.findByRole('button', { name: 'Sign in' })).toBeInTheDocument();
+  });
+});
