@@ -175,6 +175,14 @@ fn check_conditions(
     Ok(())
 }
 
+/// The conditional headers of a read.
+struct Conditions<'a> {
+    if_match: Option<&'a ETagCondition>,
+    if_none_match: Option<&'a ETagCondition>,
+    if_modified_since: Option<&'a Timestamp>,
+    if_unmodified_since: Option<&'a Timestamp>,
+}
+
 /// What a listing line needs about an object.
 struct ObjInfo {
     size: i64,
@@ -322,6 +330,29 @@ impl Door {
         let m = self.state.meta.manifest(user.id, &path, None).await.map_err(meta)?;
         let stored = self.state.meta.s3_object_meta(&[m.version.id]).await.map_err(meta)?.remove(&m.version.id);
         let etag = etag_for(m.version.id, stored.as_ref());
+        Ok((m, etag, stored))
+    }
+
+    /// The object a GET or HEAD reads, after its conditions passed (one path for both).
+    async fn readable(
+        &self,
+        user: &S3User,
+        key: &str,
+        versioned: bool,
+        c: Conditions<'_>,
+    ) -> S3Result<(crate::meta::Manifest, String, Option<S3ObjectMeta>)> {
+        if versioned {
+            return Err(s3_error!(NotImplemented, "partNumber and versionId are not supported"));
+        }
+        let (m, etag, stored) = self.head(user, key).await?;
+        check_conditions(
+            &etag,
+            m.version.created_at,
+            c.if_match,
+            c.if_none_match,
+            c.if_modified_since,
+            c.if_unmodified_since,
+        )?;
         Ok((m, etag, stored))
     }
 
@@ -511,18 +542,14 @@ impl S3 for Door {
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let user = owner(&req, &req.input.bucket)?;
         let i = &req.input;
-        if i.part_number.is_some() || i.version_id.is_some() {
-            return Err(s3_error!(NotImplemented, "partNumber and versionId are not supported"));
-        }
-        let (m, etag, stored) = self.head(&user, &i.key).await?;
-        check_conditions(
-            &etag,
-            m.version.created_at,
-            i.if_match.as_ref(),
-            i.if_none_match.as_ref(),
-            i.if_modified_since.as_ref(),
-            i.if_unmodified_since.as_ref(),
-        )?;
+        let conds = Conditions {
+            if_match: i.if_match.as_ref(),
+            if_none_match: i.if_none_match.as_ref(),
+            if_modified_since: i.if_modified_since.as_ref(),
+            if_unmodified_since: i.if_unmodified_since.as_ref(),
+        };
+        let (m, etag, stored) =
+            self.readable(&user, &i.key, i.part_number.is_some() || i.version_id.is_some(), conds).await?;
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some(m.version.size),
             e_tag: parse_etag(&etag),
@@ -537,18 +564,14 @@ impl S3 for Door {
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let user = owner(&req, &req.input.bucket)?;
         let i = &req.input;
-        if i.part_number.is_some() || i.version_id.is_some() {
-            return Err(s3_error!(NotImplemented, "partNumber and versionId are not supported"));
-        }
-        let (m, etag, stored) = self.head(&user, &i.key).await?;
-        check_conditions(
-            &etag,
-            m.version.created_at,
-            i.if_match.as_ref(),
-            i.if_none_match.as_ref(),
-            i.if_modified_since.as_ref(),
-            i.if_unmodified_since.as_ref(),
-        )?;
+        let conds = Conditions {
+            if_match: i.if_match.as_ref(),
+            if_none_match: i.if_none_match.as_ref(),
+            if_modified_since: i.if_modified_since.as_ref(),
+            if_unmodified_since: i.if_unmodified_since.as_ref(),
+        };
+        let (m, etag, stored) =
+            self.readable(&user, &i.key, i.part_number.is_some() || i.version_id.is_some(), conds).await?;
         let size = m.version.size.max(0) as u64;
         let (start, end, content_range) = match &i.range {
             Some(r) => {
