@@ -116,6 +116,11 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_CACHE_MEM", default_value = "256MiB", value_parser = nimbus_proto::size::parse_size)]
     pub cache_mem: u64,
 
+    /// Seconds between two points of the console's request-rate and hit-ratio charts (the last
+    /// hour is kept in memory).
+    #[arg(long, env = "NIMBUS_STATS_INTERVAL", default_value_t = 10)]
+    pub stats_interval_secs: u64,
+
     /// Directory of the built admin console (admin-ui/dist). Default: the source tree's.
     #[arg(long, env = "NIMBUS_ADMIN_UI_DIR")]
     pub admin_ui_dir: Option<PathBuf>,

@@ -47,14 +47,17 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         disk_capacity: args.cache_size,
         mem_capacity: args.cache_mem,
     };
-    let cache = BlockCache::open(store.clone(), &cache_cfg).map_err(anyhow::Error::msg)?;
+    let cache = Arc::new(BlockCache::open(store.clone(), &cache_cfg).map_err(anyhow::Error::msg)?);
+    let history = Arc::new(crate::metrics::history::History::new(Duration::from_secs(args.stats_interval_secs.max(1))));
+    history.spawn_sampler(cache.clone());
     Ok(AppState {
         meta,
         store,
-        cache: Arc::new(cache),
+        cache,
         warmer: Default::default(),
         throttle: Arc::new(Throttle::default()),
         metrics: crate::metrics::recorder(),
+        history,
         settings: Arc::new(settings),
         s3_sealer: Arc::new(
             crate::auth::s3key::SecretSealer::load_or_create(&args.s3_key_file())
@@ -99,6 +102,7 @@ pub fn app(state: AppState) -> Router {
 /// The layers every listener's router gets (the REST API's and the S3 door's).
 fn layered(router: Router) -> Router {
     router
+        .layer(axum::middleware::from_fn(crate::metrics::count))
         .layer(axum::middleware::from_fn(close_after_rejected_upload))
         // A sender that stops sending (slow-loris, dead client) frees its request after this.
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))

@@ -18,6 +18,8 @@ pub struct AppState {
     pub warmer: Arc<Warmer>,
     pub throttle: Arc<Throttle>,
     pub metrics: PrometheusHandle,
+    /// The last hour of request rate and cache hit ratio, for the console's charts.
+    pub history: Arc<crate::metrics::history::History>,
     pub settings: Arc<Settings>,
     /// Seals and opens stored S3 secrets (the server key never enters the database).
     pub s3_sealer: Arc<crate::auth::s3key::SecretSealer>,

@@ -2,6 +2,8 @@
 //! name and path must follow. The gateway and all clients (CLI, mount, desktop) use this
 //! crate, so a name one side accepts is a name the other side accepts too.
 
+#[cfg(feature = "ts")]
+pub mod bindings;
 pub mod names;
 pub mod size;
 pub mod wire;

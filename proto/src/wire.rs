@@ -1,7 +1,7 @@
 //! JSON bodies of the REST API. Timestamps are RFC 3339 strings in UTC; ids are integers;
 //! sizes are bytes. docs/API.md lists the endpoints that carry each type.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -9,12 +9,14 @@ use utoipa::ToSchema;
 /// Every error response: `{"error":{"code":"...","message":"..."}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ErrorDetail {
     /// Stable, machine-readable: `not_found`, `conflict`, `quota_exceeded`, `invalid_name`, ...
     pub code: String,
@@ -24,6 +26,7 @@ pub struct ErrorDetail {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     #[default]
@@ -50,16 +53,19 @@ impl Role {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct LoginRequest {
     pub username: String,
     pub password: String,
     /// A name for this device's token, shown when listing and revoking tokens.
     #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
     pub device: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct LoginResponse {
     pub token: String,
     pub expires_at: String,
@@ -68,6 +74,7 @@ pub struct LoginResponse {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct UserRef {
     pub id: i64,
     pub username: String,
@@ -76,6 +83,7 @@ pub struct UserRef {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Me {
     pub id: i64,
     pub username: String,
@@ -87,6 +95,7 @@ pub struct Me {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ServerInfo {
     pub version: String,
     /// Files are split into blocks of exactly this size (the last may be shorter).
@@ -95,6 +104,7 @@ pub struct ServerInfo {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {
     File,
@@ -113,6 +123,7 @@ impl EntryKind {
 /// A file or directory as listed and returned by writes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Entry {
     pub id: i64,
     pub name: String,
@@ -127,6 +138,7 @@ pub struct Entry {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct DirListing {
     pub entries: Vec<Entry>,
     /// Pass as `?cursor=` to get the next page; `null` on the last page.
@@ -136,6 +148,7 @@ pub struct DirListing {
 /// Body of `POST /move` and `POST /copy`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct MoveRequest {
     pub from: String,
     pub to: String,
@@ -146,6 +159,7 @@ pub struct MoveRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct BlockRef {
     pub hash: String,
     pub size: u64,
@@ -153,12 +167,14 @@ pub struct BlockRef {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct MissingBlocksRequest {
     pub hashes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct MissingBlocksResponse {
     /// The subset of the asked hashes this space does not hold yet, in the asked order.
     pub missing: Vec<String>,
@@ -167,6 +183,7 @@ pub struct MissingBlocksResponse {
 /// Body of `POST /manifests/{path}`: make this block list the file's new version.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CommitRequest {
     /// The version this edit started from; `null` when creating a new file.
     /// If the file's current version differs, the commit fails with 409 `conflict`.
@@ -179,6 +196,7 @@ pub struct CommitRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Manifest {
     pub path: String,
     pub version: i64,
@@ -190,6 +208,7 @@ pub struct Manifest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct VersionInfo {
     pub version: i64,
     pub size: u64,
@@ -200,6 +219,7 @@ pub struct VersionInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct VersionList {
     pub versions: Vec<VersionInfo>,
 }
@@ -207,12 +227,14 @@ pub struct VersionList {
 /// Body of `POST /versions/{path}`: make an earlier version current again (as a new version).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct RestoreVersionRequest {
     pub version: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TrashEntry {
     pub id: i64,
     pub name: String,
@@ -224,6 +246,7 @@ pub struct TrashEntry {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TrashList {
     pub entries: Vec<TrashEntry>,
     pub next_cursor: Option<String>,
@@ -232,14 +255,17 @@ pub struct TrashList {
 /// Body of `POST /trash/{id}/restore`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct RestoreTrashRequest {
     /// Where to put it back; by default its original path.
     #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
     pub to: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TokenInfo {
     pub id: i64,
     pub device: String,
@@ -252,19 +278,23 @@ pub struct TokenInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TokenList {
     pub tokens: Vec<TokenInfo>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CreateUserRequest {
     pub username: String,
     /// Omit to have the server generate one; it is returned once as `generated_password`.
     #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
     pub password: Option<String>,
     /// `null` or omitted: the server's default quota.
     #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
     pub quota_bytes: Option<u64>,
     #[serde(default)]
     pub role: Role,
@@ -273,6 +303,7 @@ pub struct CreateUserRequest {
 /// A user as admins see it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct UserInfo {
     pub id: i64,
     pub username: String,
@@ -285,16 +316,19 @@ pub struct UserInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CreatedUser {
     #[serde(flatten)]
     pub user: UserInfo,
     /// Set only when the server generated the password; shown once, never stored in clear.
     #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[cfg_attr(feature = "ts", ts(optional))]
     pub generated_password: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct UserList {
     pub users: Vec<UserInfo>,
     pub next_cursor: Option<String>,
@@ -304,29 +338,47 @@ pub struct UserList {
 /// the quota, an absent field leaves it as it is.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct UpdateUserRequest {
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "number | null"))]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
     pub quota_bytes: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
     pub disabled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
     pub password: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
     pub role: Option<Role>,
 }
 
-/// Distinguishes `"field": null` (Some(None)) from an absent field (None).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
+/// `"field": null` (Some(None)) versus an absent field (None, by `#[serde(default)]`).
+mod present {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn deserialize<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        Option::<T>::deserialize(d).map(Some)
+    }
+
+    pub fn serialize<S, T>(v: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error>
+    where
+        S: Serializer,
+        T: Serialize,
+    {
+        v.as_ref().and_then(Option::as_ref).serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct AuditEntry {
     pub id: i64,
     pub at: String,
@@ -339,6 +391,7 @@ pub struct AuditEntry {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct AuditList {
     pub entries: Vec<AuditEntry>,
     pub next_cursor: Option<String>,
@@ -347,6 +400,7 @@ pub struct AuditList {
 /// What happened to a path, in the change feed.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeOp {
     /// A new file (first version) or a copy (of a file or a whole folder) at `path`.
@@ -395,6 +449,7 @@ impl ChangeOp {
 /// One namespace change of the caller's space (`GET /changes`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Change {
     /// Position in the journal: increasing, not contiguous (spaces share the sequence).
     pub seq: i64,
@@ -403,6 +458,7 @@ pub struct Change {
     pub path: String,
     /// The canonical path before a move; only present for `move`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
     pub from: Option<String>,
     pub kind: EntryKind,
     /// The node's id (for `purge`, of a node that no longer exists).
@@ -412,6 +468,7 @@ pub struct Change {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ChangeList {
     /// Oldest first.
     pub changes: Vec<Change>,
@@ -436,6 +493,10 @@ mod tests {
         assert_eq!(null.quota_bytes, Some(None));
         let set: UpdateUserRequest = serde_json::from_str(r#"{"quota_bytes":5}"#)?;
         assert_eq!(set.quota_bytes, Some(Some(5)));
+        // And back: clients (the CLI) send exactly what they mean.
+        assert_eq!(serde_json::to_string(&absent)?, r#"{"disabled":true}"#);
+        assert_eq!(serde_json::to_string(&null)?, r#"{"quota_bytes":null}"#);
+        assert_eq!(serde_json::to_string(&set)?, r#"{"quota_bytes":5}"#);
         Ok(())
     }
 
@@ -484,6 +545,7 @@ mod tests {
 /// `GET /api/v1/admin/usage`: storage aggregates for the admin dashboard.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct UsageSummary {
     pub users: u64,
     /// Users not disabled.
@@ -497,6 +559,7 @@ pub struct UsageSummary {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct UserUsage {
     pub id: i64,
     pub username: String,
@@ -507,15 +570,18 @@ pub struct UserUsage {
 /// `POST /api/v1/keys`: create an S3 access key for yourself.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CreateS3KeyRequest {
     /// A label to tell keys apart (default "S3 key").
     #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
     pub name: Option<String>,
 }
 
 /// A new S3 access key. `secret_access_key` is shown here once and never again.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct CreatedS3Key {
     pub id: i64,
     pub access_key_id: String,
@@ -526,6 +592,7 @@ pub struct CreatedS3Key {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct S3KeyInfo {
     pub id: i64,
     pub access_key_id: String,
@@ -536,6 +603,107 @@ pub struct S3KeyInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct S3KeyList {
     pub keys: Vec<S3KeyInfo>,
+}
+
+/// `GET /admin/cache`: the gateway's block cache, counted since the gateway started.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct CacheStats {
+    pub mem_capacity_bytes: u64,
+    pub mem_used_bytes: u64,
+    pub mem_entries: u64,
+    pub disk_enabled: bool,
+    pub disk_dir: Option<String>,
+    pub disk_capacity_bytes: u64,
+    pub disk_used_bytes: u64,
+    pub disk_entries: u64,
+    pub hits_mem: u64,
+    pub hits_disk: u64,
+    pub misses: u64,
+    pub bypassed: u64,
+    /// Hits over hits + misses (0 before the first lookup).
+    pub hit_ratio: f64,
+    pub bytes_served_mem: u64,
+    pub bytes_served_disk: u64,
+    pub bytes_fetched_store: u64,
+    pub store_fetches: u64,
+    pub admission_rejects: u64,
+    pub evictions_mem: u64,
+    pub evictions_disk: u64,
+    pub corrupt_entries: u64,
+    pub write_errors: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum WarmState {
+    Listing,
+    Warming,
+    Done,
+    Failed,
+}
+
+impl WarmState {
+    pub fn finished(self) -> bool {
+        matches!(self, WarmState::Done | WarmState::Failed)
+    }
+}
+
+/// Body of `POST /admin/cache/warm`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct WarmRequest {
+    pub user_id: i64,
+    /// A folder (or file) of that user's space; default the whole space.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub path: Option<String>,
+}
+
+/// A cache warm-up job (`POST /admin/cache/warm`, `GET /admin/cache/warm/{id}`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct WarmStatus {
+    pub id: u64,
+    pub user_id: i64,
+    pub path: String,
+    pub state: WarmState,
+    pub files_total: u64,
+    pub files_done: u64,
+    pub bytes_total: u64,
+    pub bytes_done: u64,
+    pub error: Option<String>,
+}
+
+/// One point of `GET /admin/stats/history`: rates over the interval that ended at `at`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct StatsSample {
+    pub at: String,
+    /// HTTP requests answered per second (every route, every status).
+    pub requests_per_sec: f64,
+    /// Of those, answers with a 5xx status per second.
+    pub server_errors_per_sec: f64,
+    /// Cache hits over lookups in the interval; `null` when nothing was looked up.
+    pub cache_hit_ratio: Option<f64>,
+    /// Bytes in the cache (memory + disk tiers) at `at`.
+    pub cache_used_bytes: u64,
+}
+
+/// This gateway's recent activity, oldest sample first (kept in memory for the last hour).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct StatsHistory {
+    pub interval_secs: u64,
+    pub samples: Vec<StatsSample>,
 }

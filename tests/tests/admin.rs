@@ -3,8 +3,10 @@
 use anyhow::{Context, ensure};
 use nimbus_e2e::backend_test;
 use nimbus_e2e::gateway::user_password;
-use nimbus_e2e::http::check_rfc3339_utc;
-use nimbus_proto::wire::{AuditList, CreatedUser, Me, Role, UserInfo, UserList};
+use nimbus_e2e::http::{Api, check_rfc3339_utc};
+use nimbus_proto::wire::{
+    AuditList, CreatedUser, LoginResponse, Me, Role, StatsHistory, TokenList, UserInfo, UserList,
+};
 use reqwest::Method;
 
 backend_test!(user_crud, |gw| async move {
@@ -179,6 +181,11 @@ backend_test!(non_admin_forbidden, |gw| async move {
             api.delete(&format!("/api/v1/admin/users/{admin_id}")).await?,
             api.delete("/api/v1/admin/users/987654321").await?,
             api.get("/api/v1/admin/audit").await?,
+            api.get(&format!("/api/v1/admin/users/{admin_id}/devices")).await?,
+            api.delete(&format!("/api/v1/admin/users/{admin_id}/devices")).await?,
+            api.delete(&format!("/api/v1/admin/users/{admin_id}/devices/1")).await?,
+            api.get("/api/v1/admin/stats/history").await?,
+            api.get("/api/v1/admin/usage").await?,
         ];
         for r in checks {
             r.check_error(status, code)?;
@@ -225,3 +232,168 @@ backend_test!(bad_input, |gw| async move {
     gw.api().login_ok("judy", &user_password("judy")).await?;
     Ok(())
 });
+
+/// Signs `user` in from a named device and returns that device's API handle.
+async fn sign_in_from(
+    gw: &nimbus_e2e::gateway::Gateway,
+    user: &str,
+    password: &str,
+    device: &str,
+) -> anyhow::Result<Api> {
+    let r = gw
+        .api()
+        .post_json("/api/v1/auth/login", &serde_json::json!({"username": user, "password": password, "device": device}))
+        .await?;
+    let login: LoginResponse = r.ok(200)?;
+    Ok(gw.api().with_token(login.token))
+}
+
+backend_test!(devices, |gw| async move {
+    let admin = gw.admin().await?;
+    let (kim, _) = gw.create_user("kim", None).await?;
+    let (lee, _) = gw.create_user("lee", None).await?;
+    let (pw, lee_pw) = (user_password("kim"), user_password("lee"));
+    let laptop = sign_in_from(&gw, "kim", &pw, "kim-laptop").await?;
+    let phone = sign_in_from(&gw, "kim", &pw, "kim-phone").await?;
+    let lee_api = sign_in_from(&gw, "lee", &lee_pw, "lee-desktop").await?;
+    laptop.get("/api/v1/me").await?.check(200)?;
+
+    let list: TokenList = admin.get(&format!("/api/v1/admin/users/{kim}/devices")).await?.ok(200)?;
+    let names: Vec<&str> = list.tokens.iter().map(|t| t.device.as_str()).collect();
+    ensure!(names.contains(&"kim-laptop") && names.contains(&"kim-phone"), "{names:?}");
+    ensure!(!names.contains(&"lee-desktop"), "another user's device listed: {names:?}");
+    ensure!(list.tokens.iter().all(|t| !t.current), "the admin's own token marked current on kim's list");
+    let laptop_token = list.tokens.iter().find(|t| t.device == "kim-laptop").context("laptop")?;
+    ensure!(laptop_token.last_used.is_some(), "last use not recorded: {laptop_token:?}");
+    check_rfc3339_utc(laptop_token.last_used.as_deref().unwrap_or_default())?;
+    let lee_tokens: TokenList = admin.get(&format!("/api/v1/admin/users/{lee}/devices")).await?.ok(200)?;
+    let lee_token = lee_tokens.tokens.iter().find(|t| t.device == "lee-desktop").context("lee's token")?.id;
+
+    // A token id of another user through kim's path: no such device, and lee stays signed in.
+    admin.delete(&format!("/api/v1/admin/users/{kim}/devices/{lee_token}")).await?.check_error(404, "not_found")?;
+    lee_api.get("/api/v1/me").await?.check(200)?;
+    for bad in ["abc", "-1", "99999999999999999999"] {
+        admin.delete(&format!("/api/v1/admin/users/{kim}/devices/{bad}")).await?.check_error(404, "not_found")?;
+    }
+    admin.get("/api/v1/admin/users/987654321/devices").await?.check_error(404, "not_found")?;
+
+    // Revoke one: that device is out, the other still in.
+    admin.delete(&format!("/api/v1/admin/users/{kim}/devices/{}", laptop_token.id)).await?.check(204)?;
+    laptop.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    phone.get("/api/v1/me").await?.check(200)?;
+    admin
+        .delete(&format!("/api/v1/admin/users/{kim}/devices/{}", laptop_token.id))
+        .await?
+        .check_error(404, "not_found")?;
+
+    // Revoke all: every device out; signing in again works (the account is not disabled).
+    admin.delete(&format!("/api/v1/admin/users/{kim}/devices")).await?.check(204)?;
+    phone.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    let list: TokenList = admin.get(&format!("/api/v1/admin/users/{kim}/devices")).await?.ok(200)?;
+    ensure!(list.tokens.is_empty(), "{:?}", list.tokens);
+    gw.api().login_ok("kim", &pw).await?;
+    lee_api.get("/api/v1/me").await?.check(200)?;
+
+    // The admin cannot sign themselves out everywhere by accident.
+    let me: Me = admin.get("/api/v1/me").await?.ok(200)?;
+    admin.delete(&format!("/api/v1/admin/users/{}/devices", me.id)).await?.check_error(409, "conflict")?;
+    let own: TokenList = admin.get(&format!("/api/v1/admin/users/{}/devices", me.id)).await?.ok(200)?;
+    ensure!(own.tokens.iter().filter(|t| t.current).count() == 1, "{:?}", own.tokens);
+
+    let audit: AuditList = admin.get("/api/v1/admin/audit?action=device_revoke").await?.ok(200)?;
+    ensure!(audit.entries.iter().any(|e| e.target.as_deref() == Some("kim")), "{:?}", audit.entries);
+    let audit: AuditList = admin.get("/api/v1/admin/audit?action=device_revoke_all").await?.ok(200)?;
+    ensure!(audit.entries.len() == 1, "{:?}", audit.entries);
+    Ok(())
+});
+
+backend_test!(user_sorting, |gw| async move {
+    let admin = gw.admin().await?;
+    // Usage 0 (admin), 3000, 1000, 2000, 1000: ties must neither repeat nor vanish across pages.
+    for (name, bytes) in [("nina", 3000usize), ("omar", 1000), ("pia", 2000), ("quinn", 1000)] {
+        let (_, api) = gw.user(name, None).await?;
+        api.put_file("/f.bin", vec![7u8; bytes]).await?.entry(201)?;
+    }
+    let walk = |sort: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let mut seen = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut url = format!("/api/v1/admin/users?limit=2&sort={sort}");
+                if let Some(c) = &cursor {
+                    url.push_str(&format!("&cursor={}", nimbus_proto::names::percent_encode(c)));
+                }
+                let page: UserList = admin.get(&url).await?.ok(200)?;
+                seen.extend(page.users.into_iter().map(|u| (u.username, u.used_bytes)));
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+                ensure!(seen.len() < 20, "paging does not end: {seen:?}");
+            }
+            anyhow::Ok(seen)
+        }
+    };
+    let names = |v: &[(String, u64)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    ensure!(names(&walk("name").await?) == ["admin", "nina", "omar", "pia", "quinn"]);
+    let down = walk("-name").await?;
+    ensure!(names(&down) == ["quinn", "pia", "omar", "nina", "admin"], "{down:?}");
+    let by_usage = walk("-usage").await?;
+    ensure!(by_usage.len() == 5, "{by_usage:?}");
+    ensure!(by_usage.windows(2).all(|w| w[0].1 >= w[1].1), "not by usage, descending: {by_usage:?}");
+    ensure!(by_usage[0].0 == "nina" && by_usage[4].0 == "admin", "{by_usage:?}");
+    let up = walk("usage").await?;
+    ensure!(up.windows(2).all(|w| w[0].1 <= w[1].1) && up.len() == 5, "{up:?}");
+    ensure!(names(&walk("created").await?) == ["admin", "nina", "omar", "pia", "quinn"]);
+    ensure!(names(&walk("-created").await?) == ["quinn", "pia", "omar", "nina", "admin"]);
+    // Sorting composes with search.
+    let l: UserList = admin.get("/api/v1/admin/users?q=i&sort=-usage").await?.ok(200)?;
+    let got: Vec<&str> = l.users.iter().map(|u| u.username.as_str()).collect();
+    ensure!(got == ["nina", "pia", "quinn", "admin"], "{got:?}");
+
+    admin.get("/api/v1/admin/users?sort=password").await?.check_error(400, "bad_request")?;
+    admin.get("/api/v1/admin/users?sort=usage&cursor=nina").await?.check_error(400, "bad_request")?;
+    admin.get("/api/v1/admin/users?sort=usage&cursor=1:x").await?.check_error(400, "bad_request")?;
+    Ok(())
+});
+
+backend_test!(
+    stats_history,
+    only = sqlite_local,
+    opts = nimbus_e2e::GatewayOptions::default().arg("--stats-interval-secs").arg("1"),
+    |gw| async move {
+        let admin = gw.admin().await?;
+        let (_, user) = gw.user("rita", None).await?;
+        user.put_file("/hot.bin", vec![1u8; 64 * 1024]).await?.entry(201)?;
+        // Requests and cache lookups spread over a few sampling intervals.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let history = loop {
+            for _ in 0..20 {
+                user.get_file("/hot.bin").await?.check(200)?;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let h: StatsHistory = admin.get("/api/v1/admin/stats/history").await?.ok(200)?;
+            let busy = h.samples.iter().any(|s| s.requests_per_sec > 0.0 && s.cache_hit_ratio.is_some());
+            if (busy && h.samples.len() >= 3) || std::time::Instant::now() > deadline {
+                break h;
+            }
+        };
+        ensure!(history.interval_secs == 1, "{history:?}");
+        ensure!(history.samples.len() >= 3, "no samples after 30 s: {history:?}");
+        let mut last = None;
+        for s in &history.samples {
+            let at = check_rfc3339_utc(&s.at)?;
+            ensure!(last.is_none_or(|l| l < at), "samples not oldest first: {history:?}");
+            last = Some(at);
+            ensure!(s.requests_per_sec >= 0.0 && s.server_errors_per_sec == 0.0, "{s:?}");
+            ensure!(s.cache_hit_ratio.is_none_or(|r| (0.0..=1.0).contains(&r)), "{s:?}");
+        }
+        let busy = history.samples.iter().find(|s| s.requests_per_sec > 0.0 && s.cache_hit_ratio.is_some());
+        let busy = busy.context("no interval saw both requests and cache lookups")?;
+        // The same small file read again and again: after the first read, lookups hit.
+        ensure!(busy.cache_hit_ratio.unwrap_or(0.0) > 0.5, "{busy:?}");
+        ensure!(history.samples.iter().any(|s| s.cache_used_bytes > 0), "{history:?}");
+        Ok(())
+    }
+);

@@ -5,14 +5,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nimbus_proto::names::{name_key, validate_username};
 use nimbus_proto::wire::{
-    AuditEntry, AuditList, CreateUserRequest, CreatedUser, Role, UpdateUserRequest, UserInfo, UserList,
+    AuditEntry, AuditList, CreateUserRequest, CreatedUser, Role, UpdateUserRequest, UserInfo, UserList, WarmRequest,
 };
 use serde::Deserialize;
 
 use super::{Json, Query, id_cursor, page, page_limit, rfc3339};
 use crate::auth::{AdminUser, ClientIp, PasswordError, generate_password, hash_password};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{AuditFilter, NewAudit, UserRow, UserUpdate};
+use crate::meta::{AuditFilter, NewAudit, UserCursor, UserOrder, UserRow, UserSort, UserUpdate};
 use crate::state::AppState;
 
 fn user_info(u: &UserRow) -> UserInfo {
@@ -27,7 +27,7 @@ fn user_info(u: &UserRow) -> UserInfo {
     }
 }
 
-fn user_id(raw: &str) -> ApiResult<i64> {
+pub(super) fn user_id(raw: &str) -> ApiResult<i64> {
     raw.parse().map_err(|_| ApiError::NotFound("no such user".into()))
 }
 
@@ -44,7 +44,7 @@ async fn hash(password: String) -> ApiResult<String> {
     )
 }
 
-async fn audit(
+pub(super) async fn audit(
     st: &AppState,
     admin: &AdminUser,
     ip: ClientIp,
@@ -103,6 +103,38 @@ pub struct ListQuery {
     pub q: Option<String>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
+    /// `name` (default), `usage` or `created`; a leading `-` reverses it.
+    pub sort: Option<String>,
+}
+
+fn user_sort(raw: Option<&str>) -> ApiResult<UserSort> {
+    let raw = raw.unwrap_or("name");
+    let (desc, key) = match raw.strip_prefix('-') {
+        Some(k) => (true, k),
+        None => (false, raw),
+    };
+    let by = match key {
+        "name" => UserOrder::Name,
+        "usage" => UserOrder::Usage,
+        "created" => UserOrder::Created,
+        _ => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown sort {raw:?}: use name, usage or created, with a leading - for descending"
+            )));
+        }
+    };
+    Ok(UserSort { by, desc })
+}
+
+/// The cursor of a user page: the name key in name order, `VALUE:ID` otherwise.
+fn user_cursor(sort: UserSort, raw: Option<&str>) -> ApiResult<Option<UserCursor>> {
+    let Some(raw) = raw else { return Ok(None) };
+    if sort.by == UserOrder::Name {
+        return Ok(Some(UserCursor::Name(raw.to_string())));
+    }
+    let bad = || ApiError::BadRequest("invalid cursor for this sort; start again without one".into());
+    let (v, id) = raw.split_once(':').ok_or_else(bad)?;
+    Ok(Some(UserCursor::Num(v.parse().map_err(|_| bad())?, id.parse().map_err(|_| bad())?)))
 }
 
 pub async fn list_users(
@@ -111,8 +143,15 @@ pub async fn list_users(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<UserList>> {
     let limit = page_limit(q.limit, 100)?;
-    let rows = st.meta.list_users(q.q.as_deref().filter(|s| !s.is_empty()), q.cursor.as_deref(), limit + 1).await?;
-    let (rows, next_cursor) = page(rows, limit, |u| name_key(&u.username));
+    let sort = user_sort(q.sort.as_deref())?;
+    let after = user_cursor(sort, q.cursor.as_deref())?;
+    let search = q.q.as_deref().filter(|s| !s.is_empty());
+    let rows = st.meta.list_users(search, sort, after.as_ref(), limit + 1).await?;
+    let (rows, next_cursor) = page(rows, limit, |u| match sort.by {
+        UserOrder::Name => name_key(&u.username),
+        UserOrder::Usage => format!("{}:{}", u.used_bytes, u.id),
+        UserOrder::Created => format!("{}:{}", u.created_at, u.id),
+    });
     Ok(Json(UserList { users: rows.iter().map(user_info).collect(), next_cursor }))
 }
 
@@ -249,14 +288,6 @@ pub async fn cache_purge(State(st): State<AppState>, admin: AdminUser, ip: Clien
     st.cache.purge().map_err(|e| ApiError::internal(anyhow::anyhow!(e)))?;
     audit(&st, &admin, ip, "cache_purge", "gateway cache".into(), None).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[derive(Debug, Deserialize)]
-pub struct WarmRequest {
-    pub user_id: i64,
-    /// A folder (or file) of that user's space; default the whole space.
-    #[serde(default)]
-    pub path: Option<String>,
 }
 
 /// Starts loading a user's folder into the cache in the background → 202 with the job.

@@ -1,7 +1,8 @@
-//! `GET /api/v1/admin/usage`: storage aggregates for the console's dashboard.
+//! The console's dashboard: storage aggregates (`GET /api/v1/admin/usage`) and this gateway's
+//! recent request rate and cache hit ratio (`GET /api/v1/admin/stats/history`).
 
 use axum::extract::State;
-use nimbus_proto::wire::{UsageSummary, UserUsage};
+use nimbus_proto::wire::{StatsHistory, UsageSummary, UserUsage};
 
 use super::Json;
 use crate::auth::AdminUser;
@@ -30,4 +31,8 @@ pub async fn usage(State(st): State<AppState>, _admin: AdminUser) -> ApiResult<J
             })
             .collect(),
     }))
+}
+
+pub async fn history(State(st): State<AppState>, _admin: AdminUser) -> Json<StatsHistory> {
+    Json(st.history.snapshot())
 }

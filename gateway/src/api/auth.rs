@@ -8,7 +8,7 @@ use nimbus_proto::wire::{LoginRequest, LoginResponse, Me, Role, TokenInfo, Token
 use super::{Json, rfc3339};
 use crate::auth::{AuthUser, ClientIp, new_token, verify_password_or_dummy};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{NewAudit, now_ms};
+use crate::meta::{NewAudit, TokenRow, now_ms};
 use crate::state::AppState;
 
 pub async fn login(
@@ -93,21 +93,20 @@ pub async fn logout(State(st): State<AppState>, user: AuthUser, ClientIp(ip): Cl
 }
 
 pub async fn list_tokens(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<TokenList>> {
-    let tokens = st
-        .meta
-        .list_tokens(user.id)
-        .await?
-        .into_iter()
-        .map(|t| TokenInfo {
-            id: t.id,
-            device: t.device,
-            created: rfc3339(t.created_at),
-            expires_at: rfc3339(t.expires_at),
-            last_used: t.last_used_at.map(rfc3339),
-            current: t.id == user.token_id,
-        })
-        .collect();
+    let tokens = st.meta.list_tokens(user.id).await?.into_iter().map(|t| token_info(t, Some(user.token_id))).collect();
     Ok(Json(TokenList { tokens }))
+}
+
+/// A token as its owner or an administrator sees it; `current` marks the caller's own.
+pub(super) fn token_info(t: TokenRow, caller_token: Option<i64>) -> TokenInfo {
+    TokenInfo {
+        id: t.id,
+        device: t.device,
+        created: rfc3339(t.created_at),
+        expires_at: rfc3339(t.expires_at),
+        last_used: t.last_used_at.map(rfc3339),
+        current: Some(t.id) == caller_token,
+    }
 }
 
 pub async fn revoke_token(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {

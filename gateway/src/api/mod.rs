@@ -17,6 +17,7 @@ use crate::meta::NodeRow;
 use crate::state::AppState;
 
 mod admin;
+mod admin_devices;
 mod admin_usage;
 mod auth;
 mod blocks;
@@ -77,7 +78,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/trash/{id}/restore", post(trash::restore))
         .route("/api/v1/admin/users", get(admin::list_users).post(admin::create_user))
         .route("/api/v1/admin/users/{id}", get(admin::get_user).patch(admin::update_user).delete(admin::delete_user))
+        .route("/api/v1/admin/users/{id}/devices", get(admin_devices::list).delete(admin_devices::revoke_all))
+        .route("/api/v1/admin/users/{id}/devices/{token}", axum::routing::delete(admin_devices::revoke))
         .route("/api/v1/admin/audit", get(admin::audit_log))
+        .route("/api/v1/admin/stats/history", get(admin_usage::history))
         .route("/api/v1/admin/usage", get(admin_usage::usage))
         .route("/api/v1/admin/cache", get(admin::cache_stats).delete(admin::cache_purge))
         .route("/api/v1/admin/cache/warm", post(admin::cache_warm))

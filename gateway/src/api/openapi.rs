@@ -53,7 +53,15 @@ use utoipa::openapi::{Ref, Required};
         CreateS3KeyRequest,
         CreatedS3Key,
         S3KeyInfo,
-        S3KeyList
+        S3KeyList,
+        UsageSummary,
+        UserUsage,
+        CacheStats,
+        WarmRequest,
+        WarmState,
+        WarmStatus,
+        StatsSample,
+        StatsHistory
     ))
 )]
 struct Doc;
@@ -215,7 +223,15 @@ const ROUTES: &[Route] = &[
         "201",
         Some("CreatedUser"),
     ),
-    (HttpMethod::Get, "/api/v1/admin/users", "admin", "List users (?q=&limit=&cursor=)", None, "200", Some("UserList")),
+    (
+        HttpMethod::Get,
+        "/api/v1/admin/users",
+        "admin",
+        "List users (?q=&sort=name|usage|created, - for descending&limit=&cursor=)",
+        None,
+        "200",
+        Some("UserList"),
+    ),
     (HttpMethod::Get, "/api/v1/admin/users/{id}", "admin", "Get a user", None, "200", Some("UserInfo")),
     (
         HttpMethod::Patch,
@@ -244,6 +260,71 @@ const ROUTES: &[Route] = &[
         None,
         "200",
         Some("AuditList"),
+    ),
+    (
+        HttpMethod::Get,
+        "/api/v1/admin/users/{id}/devices",
+        "admin",
+        "A user's devices (live tokens) with last use",
+        None,
+        "200",
+        Some("TokenList"),
+    ),
+    (
+        HttpMethod::Delete,
+        "/api/v1/admin/users/{id}/devices",
+        "admin",
+        "Sign a user out of every device",
+        None,
+        "204",
+        None,
+    ),
+    (
+        HttpMethod::Delete,
+        "/api/v1/admin/users/{id}/devices/{token}",
+        "admin",
+        "Revoke one of a user's devices",
+        None,
+        "204",
+        None,
+    ),
+    (
+        HttpMethod::Get,
+        "/api/v1/admin/usage",
+        "admin",
+        "Storage totals and the largest users",
+        None,
+        "200",
+        Some("UsageSummary"),
+    ),
+    (
+        HttpMethod::Get,
+        "/api/v1/admin/stats/history",
+        "admin",
+        "This gateway's request rate and cache hit ratio over the last hour",
+        None,
+        "200",
+        Some("StatsHistory"),
+    ),
+    (HttpMethod::Get, "/api/v1/admin/cache", "admin", "Block cache statistics", None, "200", Some("CacheStats")),
+    (HttpMethod::Delete, "/api/v1/admin/cache", "admin", "Empty the block cache", None, "204", None),
+    (
+        HttpMethod::Post,
+        "/api/v1/admin/cache/warm",
+        "admin",
+        "Load a user's folder into the cache in the background",
+        Some("WarmRequest"),
+        "202",
+        Some("WarmStatus"),
+    ),
+    (
+        HttpMethod::Get,
+        "/api/v1/admin/cache/warm/{id}",
+        "admin",
+        "Progress of a cache warm-up job",
+        None,
+        "200",
+        Some("WarmStatus"),
     ),
 ];
 
@@ -285,7 +366,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     }
     for (method, path, tag, summary, req, status, resp) in ROUTES {
         let mut op = OperationBuilder::new().tag(*tag).summary(Some(*summary));
-        for name in ["path", "id", "hash"] {
+        for name in ["path", "id", "hash", "token"] {
             if path.contains(&format!("{{{name}}}")) {
                 op = op.parameter(
                     ParameterBuilder::new().name(name).parameter_in(ParameterIn::Path).required(Required::True),

@@ -97,32 +97,8 @@ pub struct BlockCache {
     counters: Arc<Counters>,
 }
 
-/// Numbers for the admin API and the console.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CacheStats {
-    pub mem_capacity_bytes: u64,
-    pub mem_used_bytes: u64,
-    pub mem_entries: u64,
-    pub disk_enabled: bool,
-    pub disk_dir: Option<String>,
-    pub disk_capacity_bytes: u64,
-    pub disk_used_bytes: u64,
-    pub disk_entries: u64,
-    pub hits_mem: u64,
-    pub hits_disk: u64,
-    pub misses: u64,
-    pub bypassed: u64,
-    pub hit_ratio: f64,
-    pub bytes_served_mem: u64,
-    pub bytes_served_disk: u64,
-    pub bytes_fetched_store: u64,
-    pub store_fetches: u64,
-    pub admission_rejects: u64,
-    pub evictions_mem: u64,
-    pub evictions_disk: u64,
-    pub corrupt_entries: u64,
-    pub write_errors: u64,
-}
+/// Numbers for the admin API and the console (the wire type, so the console reads the same shape).
+pub use nimbus_proto::wire::CacheStats;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

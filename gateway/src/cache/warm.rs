@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use nimbus_proto::RemotePath;
-use serde::Serialize;
 
 use super::{BlockCache, CacheMode};
 use crate::meta::{Meta, MetaError};
@@ -19,19 +18,7 @@ const PARALLEL: usize = 4;
 /// Jobs remembered (finished ones are dropped oldest first).
 const MAX_JOBS: usize = 100;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct WarmStatus {
-    pub id: u64,
-    pub user_id: i64,
-    pub path: String,
-    /// `listing`, `warming`, `done` or `failed`.
-    pub state: String,
-    pub files_total: u64,
-    pub files_done: u64,
-    pub bytes_total: u64,
-    pub bytes_done: u64,
-    pub error: Option<String>,
-}
+pub use nimbus_proto::wire::{WarmState, WarmStatus};
 
 #[derive(Default)]
 pub struct Warmer {
@@ -61,7 +48,7 @@ impl Warmer {
             id,
             user_id,
             path: path.to_string(),
-            state: "listing".into(),
+            state: WarmState::Listing,
             files_total: 0,
             files_done: 0,
             bytes_total: 0,
@@ -71,8 +58,7 @@ impl Warmer {
         {
             let mut jobs = lock(&self.jobs);
             if jobs.len() >= MAX_JOBS {
-                let mut finished: Vec<u64> =
-                    jobs.values().filter(|j| j.state == "done" || j.state == "failed").map(|j| j.id).collect();
+                let mut finished: Vec<u64> = jobs.values().filter(|j| j.state.finished()).map(|j| j.id).collect();
                 finished.sort_unstable();
                 for old in finished.into_iter().take(jobs.len() + 1 - MAX_JOBS) {
                     jobs.remove(&old);
@@ -84,9 +70,9 @@ impl Warmer {
         tokio::spawn(async move {
             let result = me.run(id, &meta, &cache, user_id, &path).await;
             me.update(id, |s| match result {
-                Ok(()) => s.state = "done".into(),
+                Ok(()) => s.state = WarmState::Done,
                 Err(e) => {
-                    s.state = "failed".into();
+                    s.state = WarmState::Failed;
                     s.error = Some(e);
                 }
             });
@@ -98,7 +84,7 @@ impl Warmer {
         let files = list_files(meta, user, root).await.map_err(|e| e.to_string())?;
         let bytes: u64 = files.iter().map(|(_, size)| size).sum();
         self.update(id, |s| {
-            s.state = "warming".into();
+            s.state = WarmState::Warming;
             s.files_total = files.len() as u64;
             s.bytes_total = bytes;
         });

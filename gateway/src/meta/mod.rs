@@ -34,7 +34,7 @@ pub use locks::{LockRow, PropPatch, PropRow, lock_key};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use s3objects::{PartRow, S3ObjectMeta, UploadRow, WALK_LIMIT, WalkRow};
 pub use tree::TrashItem;
-pub use users::{AuditFilter, NewAudit, UserUpdate};
+pub use users::{AuditFilter, NewAudit, UserCursor, UserOrder, UserSort, UserUpdate};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {

@@ -6,6 +6,27 @@ use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserR
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, disabled, created_at";
 
+/// What the admin user list is ordered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserOrder {
+    Name,
+    Usage,
+    Created,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserSort {
+    pub by: UserOrder,
+    pub desc: bool,
+}
+
+/// Where the previous page ended: the name key (name order), or the sort value and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserCursor {
+    Name(String),
+    Num(i64, i64),
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct UserUpdate {
     pub quota_bytes: Option<Option<i64>>,
@@ -87,15 +108,39 @@ impl Meta {
         )
     }
 
-    /// A page of users ordered by name; `after` is the last username key of the previous page.
-    pub async fn list_users(&self, search: Option<&str>, after: Option<&str>, limit: i64) -> MetaResult<Vec<UserRow>> {
+    /// A page of users in `sort` order, after `after` (the previous page's last row).
+    pub async fn list_users(
+        &self,
+        search: Option<&str>,
+        sort: UserSort,
+        after: Option<&UserCursor>,
+        limit: i64,
+    ) -> MetaResult<Vec<UserRow>> {
         let pattern = search.map(|s| format!("%{}%", escape_like(&name_key(s))));
+        // Keyset paging: the sort column plus the id (unique) as a tie-breaker, so a page
+        // boundary inside equal values neither repeats nor skips a user. Only fixed column
+        // names and operators go into the SQL text.
+        let (dir, op) = if sort.desc { ("DESC", "<") } else { ("ASC", ">") };
+        let col = match sort.by {
+            UserOrder::Name => "username_key",
+            UserOrder::Usage => "used_bytes",
+            UserOrder::Created => "created_at",
+        };
+        let (text_after, num_after, id_after) = match after {
+            Some(UserCursor::Name(k)) => (Some(k.as_str()), None, None),
+            Some(UserCursor::Num(v, id)) => (None, Some(*v), Some(*id)),
+            None => (None, None, None),
+        };
+        let keyset = match sort.by {
+            UserOrder::Name => format!("($2 IS NULL OR username_key {op} $2)"),
+            _ => format!("($3 IS NULL OR ({col}, id) {op} ($3, $4))"),
+        };
         let sql = format!(
             "SELECT {USER_COLS} FROM users WHERE ($1 IS NULL OR username_key LIKE $1 ESCAPE '\\') \
-             AND ($2 IS NULL OR username_key > $2) ORDER BY username_key LIMIT $3"
+             AND {keyset} ORDER BY {col} {dir}, id {dir} LIMIT $5"
         );
         Ok(on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql))
-            .bind(pattern.as_deref()).bind(after).bind(limit)
+            .bind(pattern.as_deref()).bind(text_after).bind(num_after).bind(id_after).bind(limit)
             .fetch_all(p).await?))
     }
 

@@ -9,6 +9,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+pub mod history;
+
 /// The process-wide recorder (installed once, even if several servers run in one process).
 pub fn recorder() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -33,5 +35,12 @@ pub async fn track(req: Request, next: Next) -> Response {
     metrics::counter!("nimbus_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status).increment(1);
     metrics::histogram!("nimbus_http_request_duration_seconds", "method" => method, "route" => route)
         .record(start.elapsed().as_secs_f64());
+    resp
+}
+
+/// Counts every answer of a listener for the console's request-rate chart (see [`history`]).
+pub async fn count(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    history::count(resp.status().as_u16());
     resp
 }

@@ -1,0 +1,237 @@
+// Generated from proto/src/wire.rs by ts-rs: do not edit.
+// Regenerate: NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings
+
+export type ErrorBody = { error: ErrorDetail, };
+
+export type ErrorDetail = { 
+/**
+ * Stable, machine-readable: `not_found`, `conflict`, `quota_exceeded`, `invalid_name`, ...
+ */
+code: string, 
+/**
+ * For people: what is wrong and what to do.
+ */
+message: string, };
+
+export type Role = "user" | "admin";
+
+export type LoginRequest = { username: string, password: string, 
+/**
+ * A name for this device's token, shown when listing and revoking tokens.
+ */
+device?: string | null, };
+
+export type LoginResponse = { token: string, expires_at: string, user: UserRef, };
+
+export type UserRef = { id: number, username: string, role: Role, };
+
+export type Me = { id: number, username: string, role: Role, 
+/**
+ * `null` means no quota.
+ */
+quota_bytes: number | null, used_bytes: number, };
+
+export type ServerInfo = { version: string, 
+/**
+ * Files are split into blocks of exactly this size (the last may be shorter).
+ */
+block_size: number, };
+
+export type EntryKind = "file" | "dir";
+
+export type Entry = { id: number, name: string, 
+/**
+ * Absolute path inside the caller's space, starting with `/`.
+ */
+path: string, kind: EntryKind, size: number, modified: string, 
+/**
+ * The current version id of a file; `null` for directories.
+ */
+version: number | null, };
+
+export type DirListing = { entries: Array<Entry>, 
+/**
+ * Pass as `?cursor=` to get the next page; `null` on the last page.
+ */
+next_cursor: string | null, };
+
+export type MoveRequest = { from: string, to: string, 
+/**
+ * Replace an existing file at `to` (directories are never replaced).
+ */
+overwrite: boolean, };
+
+export type BlockRef = { hash: string, size: number, };
+
+export type MissingBlocksRequest = { hashes: Array<string>, };
+
+export type MissingBlocksResponse = { 
+/**
+ * The subset of the asked hashes this space does not hold yet, in the asked order.
+ */
+missing: Array<string>, };
+
+export type CommitRequest = { 
+/**
+ * The version this edit started from; `null` when creating a new file.
+ * If the file's current version differs, the commit fails with 409 `conflict`.
+ */
+base_version: number | null, blocks: Array<BlockRef>, 
+/**
+ * Replace whatever is there without checking `base_version`.
+ */
+force: boolean, };
+
+export type Manifest = { path: string, version: number, size: number, block_size: number, modified: string, blocks: Array<BlockRef>, };
+
+export type VersionInfo = { version: number, size: number, created: string, current: boolean, device: string | null, };
+
+export type VersionList = { versions: Array<VersionInfo>, };
+
+export type RestoreVersionRequest = { version: number, };
+
+export type TrashEntry = { id: number, name: string, original_path: string, kind: EntryKind, size: number, deleted_at: string, };
+
+export type TrashList = { entries: Array<TrashEntry>, next_cursor: string | null, };
+
+export type RestoreTrashRequest = { 
+/**
+ * Where to put it back; by default its original path.
+ */
+to?: string | null, };
+
+export type TokenInfo = { id: number, device: string, created: string, expires_at: string, last_used: string | null, 
+/**
+ * This is the token the request was made with.
+ */
+current: boolean, };
+
+export type TokenList = { tokens: Array<TokenInfo>, };
+
+export type CreateUserRequest = { username: string, 
+/**
+ * Omit to have the server generate one; it is returned once as `generated_password`.
+ */
+password?: string | null, 
+/**
+ * `null` or omitted: the server's default quota.
+ */
+quota_bytes?: number | null, role: Role, };
+
+export type UserInfo = { id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, disabled: boolean, created: string, };
+
+export type CreatedUser = { 
+/**
+ * Set only when the server generated the password; shown once, never stored in clear.
+ */
+generated_password?: string, id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, disabled: boolean, created: string, };
+
+export type UserList = { users: Array<UserInfo>, next_cursor: string | null, };
+
+export type UpdateUserRequest = { quota_bytes?: number | null, disabled?: boolean, password?: string, role?: Role, };
+
+export type AuditEntry = { id: number, at: string, actor: string | null, action: string, target: string | null, detail: string | null, ip: string | null, };
+
+export type AuditList = { entries: Array<AuditEntry>, next_cursor: string | null, };
+
+export type ChangeOp = "create" | "update" | "mkdir" | "delete" | "move" | "restore" | "purge";
+
+export type Change = { 
+/**
+ * Position in the journal: increasing, not contiguous (spaces share the sequence).
+ */
+seq: number, op: ChangeOp, 
+/**
+ * Canonical path the change is about (after it, for a move).
+ */
+path: string, 
+/**
+ * The canonical path before a move; only present for `move`.
+ */
+from?: string, kind: EntryKind, 
+/**
+ * The node's id (for `purge`, of a node that no longer exists).
+ */
+node_id: number | null, at: string, };
+
+export type ChangeList = { 
+/**
+ * Oldest first.
+ */
+changes: Array<Change>, 
+/**
+ * Pass as `?cursor=` next time: the seq of the last change here, else the cursor given
+ * (or, without one, the space's latest).
+ */
+cursor: string, 
+/**
+ * The cursor is beyond anything this space has (e.g. the server's database was restored
+ * from a backup): drop every cached listing and attribute, list again, and continue from
+ * `cursor`.
+ */
+reset: boolean, };
+
+export type UsageSummary = { users: number, 
+/**
+ * Users not disabled.
+ */
+active_users: number, total_bytes: number, 
+/**
+ * Live (not trashed) files over all spaces.
+ */
+files: number, 
+/**
+ * The users storing the most, largest first.
+ */
+top_users: Array<UserUsage>, };
+
+export type UserUsage = { id: number, username: string, used_bytes: number, quota_bytes: number | null, };
+
+export type CreateS3KeyRequest = { 
+/**
+ * A label to tell keys apart (default "S3 key").
+ */
+name?: string | null, };
+
+export type CreatedS3Key = { id: number, access_key_id: string, secret_access_key: string, name: string, created: string, };
+
+export type S3KeyInfo = { id: number, access_key_id: string, name: string, created: string, last_used: string | null, };
+
+export type S3KeyList = { keys: Array<S3KeyInfo>, };
+
+export type CacheStats = { mem_capacity_bytes: number, mem_used_bytes: number, mem_entries: number, disk_enabled: boolean, disk_dir: string | null, disk_capacity_bytes: number, disk_used_bytes: number, disk_entries: number, hits_mem: number, hits_disk: number, misses: number, bypassed: number, 
+/**
+ * Hits over hits + misses (0 before the first lookup).
+ */
+hit_ratio: number, bytes_served_mem: number, bytes_served_disk: number, bytes_fetched_store: number, store_fetches: number, admission_rejects: number, evictions_mem: number, evictions_disk: number, corrupt_entries: number, write_errors: number, };
+
+export type WarmRequest = { user_id: number, 
+/**
+ * A folder (or file) of that user's space; default the whole space.
+ */
+path?: string | null, };
+
+export type WarmState = "listing" | "warming" | "done" | "failed";
+
+export type WarmStatus = { id: number, user_id: number, path: string, state: WarmState, files_total: number, files_done: number, bytes_total: number, bytes_done: number, error: string | null, };
+
+export type StatsSample = { at: string, 
+/**
+ * HTTP requests answered per second (every route, every status).
+ */
+requests_per_sec: number, 
+/**
+ * Of those, answers with a 5xx status per second.
+ */
+server_errors_per_sec: number, 
+/**
+ * Cache hits over lookups in the interval; `null` when nothing was looked up.
+ */
+cache_hit_ratio: number | null, 
+/**
+ * Bytes in the cache (memory + disk tiers) at `at`.
+ */
+cache_used_bytes: number, };
+
+export type StatsHistory = { interval_secs: number, samples: Array<StatsSample>, };
+

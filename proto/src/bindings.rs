@@ -1,0 +1,98 @@
+//! The TypeScript declarations of [`crate::wire`], as one file the web front ends import
+//! (admin-ui/src/api/generated.ts), so no JSON shape is copied by hand. Regenerate with
+//! `NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings`; without that variable the
+//! test fails when the committed file differs, which is how CI catches a stale copy.
+
+use ts_rs::{Config, TS};
+
+use crate::wire::*;
+
+/// Where the committed bindings live, relative to this crate.
+pub const BINDINGS_PATH: &str = "../admin-ui/src/api/generated.ts";
+
+pub fn typescript() -> String {
+    // Sizes and ids are u64/i64 in Rust; JSON numbers stay exact below 2^53, far above any
+    // byte count or id the gateway hands out.
+    let cfg = Config::new().with_large_int("number");
+    let decls = [
+        ErrorBody::decl(&cfg),
+        ErrorDetail::decl(&cfg),
+        Role::decl(&cfg),
+        LoginRequest::decl(&cfg),
+        LoginResponse::decl(&cfg),
+        UserRef::decl(&cfg),
+        Me::decl(&cfg),
+        ServerInfo::decl(&cfg),
+        EntryKind::decl(&cfg),
+        Entry::decl(&cfg),
+        DirListing::decl(&cfg),
+        MoveRequest::decl(&cfg),
+        BlockRef::decl(&cfg),
+        MissingBlocksRequest::decl(&cfg),
+        MissingBlocksResponse::decl(&cfg),
+        CommitRequest::decl(&cfg),
+        Manifest::decl(&cfg),
+        VersionInfo::decl(&cfg),
+        VersionList::decl(&cfg),
+        RestoreVersionRequest::decl(&cfg),
+        TrashEntry::decl(&cfg),
+        TrashList::decl(&cfg),
+        RestoreTrashRequest::decl(&cfg),
+        TokenInfo::decl(&cfg),
+        TokenList::decl(&cfg),
+        CreateUserRequest::decl(&cfg),
+        UserInfo::decl(&cfg),
+        CreatedUser::decl(&cfg),
+        UserList::decl(&cfg),
+        UpdateUserRequest::decl(&cfg),
+        AuditEntry::decl(&cfg),
+        AuditList::decl(&cfg),
+        ChangeOp::decl(&cfg),
+        Change::decl(&cfg),
+        ChangeList::decl(&cfg),
+        UsageSummary::decl(&cfg),
+        UserUsage::decl(&cfg),
+        CreateS3KeyRequest::decl(&cfg),
+        CreatedS3Key::decl(&cfg),
+        S3KeyInfo::decl(&cfg),
+        S3KeyList::decl(&cfg),
+        CacheStats::decl(&cfg),
+        WarmRequest::decl(&cfg),
+        WarmState::decl(&cfg),
+        WarmStatus::decl(&cfg),
+        StatsSample::decl(&cfg),
+        StatsHistory::decl(&cfg),
+    ];
+    let mut out = String::from(
+        "// Generated from proto/src/wire.rs by ts-rs: do not edit.\n\
+         // Regenerate: NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings\n\n",
+    );
+    for d in decls {
+        out.push_str("export ");
+        out.push_str(d.trim());
+        out.push_str("\n\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn bindings_are_up_to_date() -> Result<(), Box<dyn std::error::Error>> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(super::BINDINGS_PATH);
+        let want = super::typescript();
+        if std::env::var_os("NIMBUS_UPDATE_BINDINGS").is_some() {
+            std::fs::write(&path, &want)?;
+            return Ok(());
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is stale: run `NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings` and commit it",
+            path.display()
+        );
+        Ok(())
+    }
+}
