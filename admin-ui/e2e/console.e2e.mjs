@@ -29,8 +29,8 @@ async function call(method, path, { token, json, body } = {}) {
   const text = await r.text();
   return { status: r.status, text, json: () => JSON.parse(text) };
 }
-async function login(username, password) {
-  return call('POST', '/api/v1/auth/login', { json: { username, password } });
+async function login(username, password, device) {
+  return call('POST', '/api/v1/auth/login', { json: { username, password, device } });
 }
 const step = (s) => console.log(`[e2e] ${s}`);
 
@@ -116,6 +116,39 @@ try {
   check(r.status === 200, `the new password: ${r.status} ${r.text}`);
   await page.getByText('user_update').first().waitFor();
   await shot('07-user-activity');
+
+  step("the admin sees the user's devices and revokes one");
+  r = await login(USER, PW2, 'alice-phone');
+  check(r.status === 200, `login from the phone: ${r.status} ${r.text}`);
+  const phone = r.json().token;
+  r = await login(USER, PW2, 'alice-laptop');
+  const laptop = r.json().token;
+  await page.reload();
+  const devices = page.getByRole('table', { name: 'Devices' });
+  await devices.getByRole('cell', { name: 'alice-phone', exact: true }).waitFor();
+  await devices.getByRole('cell', { name: 'alice-laptop', exact: true }).waitFor();
+  await shot('07b-devices');
+  await page.getByRole('button', { name: 'Revoke alice-phone' }).click();
+  await page.getByText('alice-phone signed out.').waitFor();
+  await devices.getByRole('cell', { name: 'alice-phone', exact: true }).waitFor({ state: 'detached' });
+  r = await call('GET', '/api/v1/me', { token: phone });
+  check(r.status === 401, `a revoked device's token: ${r.status} ${r.text}`);
+  r = await call('GET', '/api/v1/me', { token: laptop });
+  check(r.status === 200, `the other device after revoking one: ${r.status} ${r.text}`);
+
+  step('the user list sorts by usage');
+  await page.getByRole('link', { name: 'Users', exact: true }).click();
+  await page.getByRole('heading', { name: 'Users' }).waitFor();
+  await page.getByLabel('Sort by', { exact: true }).first().click();
+  await page.getByRole('option', { name: 'Largest usage first' }).click();
+  await page.getByRole('table').getByRole('row').nth(1).getByRole('link', { name: USER }).waitFor();
+  await shot('07c-users-by-usage');
+
+  step('the dashboard charts request rate and hit ratio over time');
+  await page.getByRole('link', { name: 'Dashboard' }).click();
+  await page.locator('[aria-label="Request rate over time"]').waitFor();
+  await page.locator('[aria-label="Cache hit ratio and size over time"]').waitFor();
+  await shot('07d-dashboard-history');
 
   step('cache and audit pages');
   await page.getByRole('link', { name: 'Cache' }).click();

@@ -1,16 +1,18 @@
 import { AppShell, Burger, Button, Group, MantineProvider, NavLink, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
-import { useCallback, useEffect, useState } from 'react';
+import { Suspense, lazy, useCallback, useEffect, useState } from 'react';
 import { ApiError, api, session, setUnauthorizedHandler } from './api/client';
 import type { Me } from './api/types';
 import { navigate, useRoute } from './router';
 import { SignIn, NotAdmin } from './pages/SignIn';
 import { UsersPage } from './pages/Users';
 import { UserPage } from './pages/User';
-import { Dashboard } from './pages/Dashboard';
 import { CachePage } from './pages/Cache';
 import { AuditPage } from './pages/Audit';
+
+// The charts library is most of the bundle; only the dashboard needs it, so it loads on its own.
+const Dashboard = lazy(() => import('./pages/Dashboard').then((m) => ({ default: m.Dashboard })));
 
 const queryClient = new QueryClient({
   defaultOptions: { queries: { retry: (n, e) => !(e instanceof ApiError && e.status < 500) && n < 2 } },
@@ -116,7 +118,9 @@ function Console({ onSignOut }: { onSignOut: () => void }) {
           />
         ))}
       </AppShell.Navbar>
-      <AppShell.Main>{page}</AppShell.Main>
+      <AppShell.Main>
+        <Suspense fallback={<Text>Loading…</Text>}>{page}</Suspense>
+      </AppShell.Main>
     </AppShell>
   );
 }

@@ -17,7 +17,12 @@ async fn console_in_chromium() -> anyhow::Result<()> {
     let dist = ui.join("dist");
     ensure!(dist.join("index.html").exists(), "build the console first: cd admin-ui && npm ci && npm run build");
     ensure!(ui.join("node_modules/playwright-core").exists(), "install the console's packages: cd admin-ui && npm ci");
-    let opts = GatewayOptions::default().arg("--admin-ui-dir").arg(dist.display().to_string());
+    // One history point a second, so the dashboard's charts have data within the run.
+    let opts = GatewayOptions::default()
+        .arg("--admin-ui-dir")
+        .arg(dist.display().to_string())
+        .arg("--stats-interval-secs")
+        .arg("1");
     run_on(Backend::SqliteLocal, opts, |gw| async move {
         let base = gw.api().base().trim_end_matches('/').to_string();
         let out = tokio::process::Command::new("node")

@@ -3,7 +3,7 @@ import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
-import type { CacheStats, WarmJob } from '../api/types';
+import type { CacheStats, WarmJob, WarmRequest } from '../api/types';
 import { formatSize } from '../format';
 
 export function CachePage() {
@@ -30,12 +30,12 @@ export function CachePage() {
       {stats.isError && <Alert color="red" role="alert">{stats.error.message}</Alert>}
       {s && (
         <SimpleGrid cols={{ base: 1, sm: 3 }}>
-          <Stat label="Hit ratio" value={`${(Number(s.hit_ratio) * 100).toFixed(1)} %`} />
-          <Stat label="Memory" value={`${formatSize(Number(s.mem_used_bytes))} of ${formatSize(Number(s.mem_capacity_bytes))}`} />
-          <Stat label="Disk" value={s.disk_enabled ? `${formatSize(Number(s.disk_used_bytes))} of ${formatSize(Number(s.disk_capacity_bytes))}` : 'off'} />
+          <Stat label="Hit ratio" value={`${(s.hit_ratio * 100).toFixed(1)} %`} />
+          <Stat label="Memory" value={`${formatSize(s.mem_used_bytes)} of ${formatSize(s.mem_capacity_bytes)}`} />
+          <Stat label="Disk" value={s.disk_enabled ? `${formatSize(s.disk_used_bytes)} of ${formatSize(s.disk_capacity_bytes)}` : 'off'} />
           <Stat label="Hits (memory / disk)" value={`${s.hits_mem} / ${s.hits_disk}`} />
           <Stat label="Misses" value={String(s.misses)} />
-          <Stat label="Served from store" value={formatSize(Number(s.bytes_fetched_store))} />
+          <Stat label="Served from store" value={formatSize(s.bytes_fetched_store)} />
         </SimpleGrid>
       )}
       <Group><Button color="red" onClick={open}>Purge cache…</Button></Group>
@@ -62,7 +62,7 @@ function Stat({ label, value }: { label: string; value: string }) {
 function Warm() {
   const [userId, setUserId] = useState('');
   const [path, setPath] = useState('');
-  const [jobId, setJobId] = useState<string | null>(null);
+  const [jobId, setJobId] = useState<number | null>(null);
   const [err, setErr] = useState<string | null>(null);
   const job = useQuery({
     queryKey: ['warm', jobId],
@@ -79,7 +79,8 @@ function Warm() {
     }
     setErr(null);
     try {
-      const j = await api<WarmJob>('POST', '/api/v1/admin/cache/warm', { user_id: id, path: path || undefined });
+      const body: WarmRequest = { user_id: id, path: path || null };
+      const j = await api<WarmJob>('POST', '/api/v1/admin/cache/warm', body);
       setJobId(j.id);
     } catch (x) {
       setErr(errorMessage(x));

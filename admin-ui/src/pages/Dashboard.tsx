@@ -1,8 +1,8 @@
-import { BarChart } from '@mantine/charts';
+import { BarChart, LineChart } from '@mantine/charts';
 import { Alert, Badge, Paper, SimpleGrid, Stack, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { api } from '../api/client';
-import type { CacheStats, UsageSummary } from '../api/types';
+import type { CacheStats, StatsHistory, UsageSummary } from '../api/types';
 import { formatSize } from '../format';
 
 async function readyz(): Promise<{ ok: boolean; text: string }> {
@@ -18,6 +18,11 @@ export function Dashboard() {
   const usage = useQuery({ queryKey: ['usage'], queryFn: () => api<UsageSummary>('GET', '/api/v1/admin/usage'), refetchInterval: 10000 });
   const cache = useQuery({ queryKey: ['cache'], queryFn: () => api<CacheStats>('GET', '/api/v1/admin/cache'), refetchInterval: 10000 });
   const health = useQuery({ queryKey: ['readyz'], queryFn: readyz, refetchInterval: 10000 });
+  const history = useQuery({
+    queryKey: ['history'],
+    queryFn: () => api<StatsHistory>('GET', '/api/v1/admin/stats/history'),
+    refetchInterval: 10000,
+  });
   const u = usage.data;
   return (
     <Stack>
@@ -27,7 +32,7 @@ export function Dashboard() {
         <Tile label="Total storage" value={u ? formatSize(u.total_bytes) : '…'} />
         <Tile label="Files" value={u ? String(u.files) : '…'} />
         <Tile label="Active users" value={u ? `${u.active_users} of ${u.users}` : '…'} />
-        <Tile label="Cache hit ratio" value={cache.data ? `${(Number(cache.data.hit_ratio) * 100).toFixed(1)} %` : '…'} />
+        <Tile label="Cache hit ratio" value={cache.data ? `${(cache.data.hit_ratio * 100).toFixed(1)} %` : '…'} />
       </SimpleGrid>
       <Paper withBorder p="md">
         <Text fw={500}>Store health</Text>
@@ -37,6 +42,7 @@ export function Dashboard() {
           <Text>Checking…</Text>
         )}
       </Paper>
+      <History data={history.data} error={history.error?.message} />
       <Paper withBorder p="md">
         <Text fw={500} mb="sm">Storage by user (largest {u?.top_users.length ?? 0})</Text>
         {u && u.top_users.length > 0 ? (
@@ -60,5 +66,67 @@ function Tile({ label, value }: { label: string; value: string }) {
       <Text size="sm" c="dimmed">{label}</Text>
       <Text fw={700} size="xl">{value}</Text>
     </Paper>
+  );
+}
+
+/** The chart rows of a history: times as local clock labels, ratios as percentages. */
+export function historyRows(h: StatsHistory) {
+  return h.samples.map((s) => ({
+    time: new Date(s.at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }),
+    'requests/s': +s.requests_per_sec.toFixed(2),
+    '5xx/s': +s.server_errors_per_sec.toFixed(2),
+    // No lookups in an interval: a gap in the line, not a made-up 0 %.
+    'hit ratio %': s.cache_hit_ratio === null ? null : +(s.cache_hit_ratio * 100).toFixed(1),
+    'cache MiB': +(s.cache_used_bytes / 1048576).toFixed(1),
+  }));
+}
+
+function History({ data, error }: { data?: StatsHistory; error?: string }) {
+  if (error) return <Alert color="red" role="alert">{error}</Alert>;
+  const rows = data ? historyRows(data) : [];
+  const secs = data ? data.samples.length * data.interval_secs : 0;
+  const span = data ? `last ${secs < 120 ? `${secs} s` : `${Math.round(secs / 60)} min`}, every ${data.interval_secs} s` : '';
+  return (
+    <SimpleGrid cols={{ base: 1, md: 2 }}>
+      <Paper withBorder p="md">
+        <Text fw={500} mb="sm">Requests {span && <Text span c="dimmed" size="sm">({span})</Text>}</Text>
+        {rows.length < 2 ? (
+          <Text c="dimmed">Collecting data…</Text>
+        ) : (
+          <LineChart
+            h={220}
+            data={rows}
+            dataKey="time"
+            withDots={false}
+            aria-label="Request rate over time"
+            series={[
+              { name: 'requests/s', color: 'blue.6' },
+              { name: '5xx/s', color: 'red.6' },
+            ]}
+          />
+        )}
+      </Paper>
+      <Paper withBorder p="md">
+        <Text fw={500} mb="sm">Cache hit ratio and size</Text>
+        {rows.length < 2 ? (
+          <Text c="dimmed">Collecting data…</Text>
+        ) : (
+          <LineChart
+            h={220}
+            data={rows}
+            dataKey="time"
+            withDots={false}
+            withRightYAxis
+            connectNulls={false}
+            aria-label="Cache hit ratio and size over time"
+            yAxisProps={{ domain: [0, 100] }}
+            series={[
+              { name: 'hit ratio %', color: 'teal.6' },
+              { name: 'cache MiB', color: 'grape.6', yAxisId: 'right' },
+            ]}
+          />
+        )}
+      </Paper>
+    </SimpleGrid>
   );
 }

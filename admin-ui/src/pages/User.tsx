@@ -3,7 +3,7 @@ import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
-import type { AuditList, Role, UserInfo } from '../api/types';
+import type { AuditList, Role, TokenList, UpdateUserRequest, UserInfo } from '../api/types';
 import { formatSize, parseSize, passwordError } from '../format';
 import { navigate } from '../router';
 
@@ -12,13 +12,14 @@ export function UserPage({ id }: { id: number }) {
   const user = useQuery({ queryKey: ['user', id], queryFn: () => api<UserInfo>('GET', `/api/v1/admin/users/${id}`) });
   const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
   const patch = useMutation({
-    mutationFn: ({ body }: { body: Record<string, unknown>; done: string }) =>
+    mutationFn: ({ body }: { body: UpdateUserRequest; done: string }) =>
       api<UserInfo>('PATCH', `/api/v1/admin/users/${id}`, body),
     onMutate: () => setMsg(null),
     onSuccess: (u, { done }) => {
       qc.setQueryData(['user', id], u);
       qc.invalidateQueries({ queryKey: ['users'] });
       qc.invalidateQueries({ queryKey: ['activity', id] });
+      qc.invalidateQueries({ queryKey: ['devices', id] });
       setMsg({ ok: true, text: done });
     },
     onError: (e) => setMsg({ ok: false, text: errorMessage(e) }),
@@ -58,13 +59,14 @@ export function UserPage({ id }: { id: number }) {
           <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
         </Stack>
       </Paper>
+      <Devices id={id} />
       <Activity id={id} username={u.username} />
       <DeleteUser user={u} />
     </Stack>
   );
 }
 
-function EditForm({ user, onSave, busy }: { user: UserInfo; onSave: (b: Record<string, unknown>) => void; busy: boolean }) {
+function EditForm({ user, onSave, busy }: { user: UserInfo; onSave: (b: UpdateUserRequest) => void; busy: boolean }) {
   const [quota, setQuota] = useState(user.quota_bytes === null ? '' : String(user.quota_bytes));
   const [role, setRole] = useState<Role>(user.role);
   const [err, setErr] = useState<string | null>(null);
@@ -110,6 +112,82 @@ function ResetPassword({ onReset }: { onReset: (p: string) => void }) {
         <Button type="submit" variant="default">Reset password</Button>
       </Group>
     </form>
+  );
+}
+
+function Devices({ id }: { id: number }) {
+  const qc = useQueryClient();
+  const path = `/api/v1/admin/users/${id}/devices`;
+  const q = useQuery({ queryKey: ['devices', id], queryFn: () => api<TokenList>('GET', path) });
+  const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
+  const [confirmAll, { open: openAll, close: closeAll }] = useDisclosure(false);
+  const revoke = async (url: string, done: string) => {
+    closeAll();
+    try {
+      await api('DELETE', url);
+      setMsg({ ok: true, text: done });
+    } catch (e) {
+      setMsg({ ok: false, text: errorMessage(e) });
+    }
+    qc.invalidateQueries({ queryKey: ['devices', id] });
+    qc.invalidateQueries({ queryKey: ['activity', id] });
+  };
+  const tokens = q.data?.tokens ?? [];
+  return (
+    <Paper withBorder p="md">
+      <Group justify="space-between">
+        <Text fw={500}>Devices</Text>
+        {tokens.length > 0 && (
+          <Button size="xs" color="orange" variant="light" onClick={openAll}>Sign out everywhere…</Button>
+        )}
+      </Group>
+      {msg && <Alert color={msg.ok ? 'green' : 'red'} role={msg.ok ? 'status' : 'alert'} mt="xs">{msg.text}</Alert>}
+      {q.isPending && <Text>Loading…</Text>}
+      {q.isError && <Alert color="red" role="alert">{q.error.message}</Alert>}
+      {q.data && tokens.length === 0 && <Text c="dimmed">Not signed in on any device.</Text>}
+      {tokens.length > 0 && (
+        <Table.ScrollContainer minWidth={520}>
+          <Table aria-label="Devices">
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Device</Table.Th>
+                <Table.Th>Last seen</Table.Th>
+                <Table.Th>Signed in</Table.Th>
+                <Table.Th />
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {tokens.map((t) => (
+                <Table.Tr key={t.id}>
+                  <Table.Td>{t.device}{t.current ? ' (this session)' : ''}</Table.Td>
+                  <Table.Td>{t.last_used ? new Date(t.last_used).toLocaleString() : 'never'}</Table.Td>
+                  <Table.Td>{new Date(t.created).toLocaleString()}</Table.Td>
+                  <Table.Td>
+                    <Button
+                      size="xs"
+                      variant="default"
+                      aria-label={`Revoke ${t.device}`}
+                      onClick={() => revoke(`${path}/${t.id}`, `${t.device} signed out.`)}
+                    >
+                      Revoke
+                    </Button>
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Table.ScrollContainer>
+      )}
+      <Modal opened={confirmAll} onClose={closeAll} title="Sign out of every device?">
+        <Stack>
+          <Text>Every device of this user must sign in again. Their account and files stay as they are.</Text>
+          <Group>
+            <Button variant="default" onClick={closeAll}>Cancel</Button>
+            <Button color="orange" onClick={() => revoke(path, 'Signed out of every device.')}>Sign out everywhere</Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </Paper>
   );
 }
 

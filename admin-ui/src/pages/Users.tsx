@@ -1,4 +1,4 @@
-import { Alert, Anchor, Badge, Button, Group, Modal, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, Modal, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -10,19 +10,30 @@ import { CreateUserForm } from './CreateUserForm';
 
 const PAGE = 50;
 
+// The gateway's `?sort=` values (a leading - is descending).
+export const SORTS = [
+  { value: 'name', label: 'Name (A–Z)' },
+  { value: '-name', label: 'Name (Z–A)' },
+  { value: '-usage', label: 'Largest usage first' },
+  { value: 'usage', label: 'Smallest usage first' },
+  { value: '-created', label: 'Newest first' },
+  { value: 'created', label: 'Oldest first' },
+];
+
 export function UsersPage() {
   const qc = useQueryClient();
   const [search, setSearch] = useState('');
   const [q] = useDebouncedValue(search, 250);
+  const [sort, setSort] = useState('name');
   // Cursor paging: the stack holds the cursors of the pages before this one.
   const [cursors, setCursors] = useState<(string | null)[]>([null]);
   const cursor = cursors[cursors.length - 1];
   const [opened, { open, close }] = useDisclosure(false);
 
   const list = useQuery({
-    queryKey: ['users', q, cursor],
+    queryKey: ['users', q, sort, cursor],
     queryFn: () => {
-      const p = new URLSearchParams({ limit: String(PAGE) });
+      const p = new URLSearchParams({ limit: String(PAGE), sort });
       if (q) p.set('q', q);
       if (cursor) p.set('cursor', cursor);
       return api<UserList>('GET', `/api/v1/admin/users?${p}`);
@@ -35,15 +46,27 @@ export function UsersPage() {
         <Title order={2}>Users</Title>
         <Button onClick={open}>New user</Button>
       </Group>
-      <TextInput
-        label="Search users"
-        placeholder="name contains…"
-        value={search}
-        onChange={(e) => {
-          setSearch(e.currentTarget.value);
-          setCursors([null]);
-        }}
-      />
+      <Group align="flex-end" grow preventGrowOverflow={false}>
+        <TextInput
+          label="Search users"
+          placeholder="name contains…"
+          value={search}
+          onChange={(e) => {
+            setSearch(e.currentTarget.value);
+            setCursors([null]);
+          }}
+        />
+        <Select
+          label="Sort by"
+          data={SORTS}
+          value={sort}
+          allowDeselect={false}
+          onChange={(v) => {
+            setSort(v ?? 'name');
+            setCursors([null]);
+          }}
+        />
+      </Group>
       {list.isPending && <Text>Loading users…</Text>}
       {list.isError && <Alert color="red" role="alert">{list.error.message}</Alert>}
       {list.data && list.data.users.length === 0 && <Text>No users match.</Text>}
@@ -57,6 +80,7 @@ export function UsersPage() {
                 <Table.Th>Used</Table.Th>
                 <Table.Th>Quota</Table.Th>
                 <Table.Th>Status</Table.Th>
+                <Table.Th>Created</Table.Th>
               </Table.Tr>
             </Table.Thead>
             <Table.Tbody>
@@ -77,6 +101,7 @@ export function UsersPage() {
                   <Table.Td>{formatSize(u.used_bytes)}</Table.Td>
                   <Table.Td>{formatSize(u.quota_bytes)}</Table.Td>
                   <Table.Td>{u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green">active</Badge>}</Table.Td>
+                  <Table.Td>{new Date(u.created).toLocaleDateString()}</Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>
