@@ -162,45 +162,74 @@ fn fuse_config() -> fuser::Config {
     options
 }
 
+/// The platform's half of a served mount: FUSE's session thread, or WinFsp's host thread.
+#[cfg(unix)]
+struct Serving {
+    unmounter: fuser::SessionUnmounter,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+#[cfg(unix)]
+impl Serving {
+    fn start(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg: &MountConfig) -> Result<Serving, MountError> {
+        let fs = crate::fuse::FuseFs::new(vfs, rt.handle().clone());
+        let mut session = fuser::Session::new(fs, &cfg.mountpoint, &fuse_config())
+            .map_err(|err| MountError::Mount { path: cfg.mountpoint.display().to_string(), err })?;
+        let unmounter = session.unmount_callable();
+        let thread = std::thread::Builder::new()
+            .name("fuse-session".into())
+            .spawn(move || session.run())
+            .map_err(|e| MountError::Runtime(e.to_string()))?;
+        Ok(Serving { unmounter, thread })
+    }
+
+    fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    fn unmount_and_join(mut self) {
+        if !self.thread.is_finished()
+            && let Err(e) = self.unmounter.unmount()
+        {
+            tracing::warn!(error = %e, "unmount failed");
+        }
+        let _ = self.thread.join();
+    }
+}
+
+#[cfg(windows)]
+use crate::winfsp::HostThread as Serving;
+
 /// A mount served by this process, stopped with [`Mounted::stop`]: what an app that lives
 /// longer than its mounts (the desktop app) holds, where `nimbus mount` uses [`run`].
-#[cfg(unix)]
+/// FUSE on Unix, WinFsp on Windows; the rest is the same.
 pub struct Mounted {
     /// `Option` so that `Drop` can shut it down without blocking (dropping a runtime inside
     /// another runtime's worker panics).
     rt: Option<tokio::runtime::Runtime>,
     vfs: Arc<Vfs>,
     cfg: MountConfig,
-    unmounter: fuser::SessionUnmounter,
-    serve: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    serving: Option<Serving>,
 }
 
-#[cfg(unix)]
 impl Mounted {
-    /// Mounts at `cfg.mountpoint` and starts serving; returns once the kernel has the mount.
+    /// Mounts at `cfg.mountpoint` and starts serving; returns once the system has the mount.
     pub fn start(client: Client, cfg: MountConfig) -> Result<Mounted, MountError> {
         let (rt, vfs) = start(client, &cfg)?;
-        let fs = crate::fuse::FuseFs::new(vfs.clone(), rt.handle().clone());
-        let options = fuse_config();
-        let mut session = fuser::Session::new(fs, &cfg.mountpoint, &options)
-            .map_err(|err| MountError::Mount { path: cfg.mountpoint.display().to_string(), err })?;
-        let unmounter = session.unmount_callable();
+        let serving = Serving::start(&rt, vfs.clone(), &cfg)?;
         start_background(&rt, vfs.clone(), cfg.clone());
-        let serve = std::thread::Builder::new()
-            .name("fuse-session".into())
-            .spawn(move || session.run())
-            .map_err(|e| MountError::Runtime(e.to_string()))?;
         tracing::info!(mountpoint = %cfg.mountpoint.display(), "mounted");
-        Ok(Mounted { rt: Some(rt), vfs, cfg, unmounter, serve: Some(serve) })
+        Ok(Mounted { rt: Some(rt), vfs, cfg, serving: Some(serving) })
     }
 
     pub fn config(&self) -> &MountConfig {
         &self.cfg
     }
 
-    /// False once the kernel session ended (unmounted from outside, e.g. `fusermount -u`).
+    /// False once the session ended (on Unix also when unmounted from outside, e.g.
+    /// `fusermount -u`).
     pub fn is_serving(&self) -> bool {
-        self.serve.as_ref().is_some_and(|t| !t.is_finished())
+        self.serving.as_ref().is_some_and(|s| !s.is_finished())
     }
 
     /// A snapshot of what the mount is doing (the status file's content).
@@ -239,13 +268,8 @@ impl Mounted {
                 Err(_) => left = Some("uploads took too long".to_string()),
             }
         }
-        if self.is_serving()
-            && let Err(e) = self.unmounter.unmount()
-        {
-            tracing::warn!(error = %e, "unmount failed");
-        }
-        if let Some(t) = self.serve.take() {
-            let _ = t.join();
+        if let Some(serving) = self.serving.take() {
+            serving.unmount_and_join();
         }
         let _ = std::fs::remove_file(&self.cfg.status_file);
         if let Some(rt) = self.rt.take() {
@@ -259,17 +283,11 @@ impl Mounted {
     }
 }
 
-#[cfg(unix)]
 impl Drop for Mounted {
     fn drop(&mut self) {
         // Not stopped: let go of the mount point at least; pending writes stay journaled.
-        if self.serve.is_some() {
-            if self.is_serving() {
-                let _ = self.unmounter.unmount();
-            }
-            if let Some(t) = self.serve.take() {
-                let _ = t.join();
-            }
+        if let Some(serving) = self.serving.take() {
+            serving.unmount_and_join();
             let _ = std::fs::remove_file(&self.cfg.status_file);
         }
         if let Some(rt) = self.rt.take() {

@@ -593,18 +593,71 @@ fn mount_target(mountpoint: &Path) -> String {
     }
 }
 
-/// Mounts and serves in this process until Ctrl-C (or Ctrl-Break): then uploads every
-/// pending write and unmounts. The Windows counterpart of `session::run`.
-pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
-    // Loads the WinFsp DLL (delay-loaded, see docs/MOUNT-WINDOWS.md) from the installation.
-    winfsp::winfsp_init().map_err(|e| {
-        MountError::Runtime(format!("cannot load WinFsp ({e:?}); is WinFsp installed? https://winfsp.dev/rel/"))
-    })?;
-    let (rt, vfs) = crate::session::start(client, &cfg)?;
+/// A WinFsp file system served by its own thread. `FileSystemHost` is not `Send`, so the
+/// thread that creates it owns it to the end: it mounts, starts the dispatcher, reports
+/// readiness, then waits for `stop` (or for the sender to go) to unmount and free it.
+pub(crate) struct HostThread {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
 
-    let target = mount_target(&cfg.mountpoint);
+impl HostThread {
+    pub(crate) fn start(
+        rt: &tokio::runtime::Runtime,
+        vfs: Arc<Vfs>,
+        cfg: &MountConfig,
+    ) -> Result<HostThread, MountError> {
+        // Loads the WinFsp DLL (delay-loaded, see docs/MOUNT-WINDOWS.md) from the installation.
+        winfsp::winfsp_init().map_err(|e| {
+            MountError::Runtime(format!("cannot load WinFsp ({e:?}); is WinFsp installed? https://winfsp.dev/rel/"))
+        })?;
+        let target = mount_target(&cfg.mountpoint);
+        let handle = rt.handle().clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), MountError>>();
+        let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("winfsp-host".into())
+            .spawn(move || {
+                let mut host = match mount_host(vfs, handle, &target) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                // Until stopped, or until the `Mounted` holding the sender is gone.
+                let _ = stop_rx.recv();
+                host.unmount();
+                host.stop();
+                // Dropping the host frees the file system (and our context) before the runtime goes.
+                drop(host);
+            })
+            .map_err(|e| MountError::Runtime(e.to_string()))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(HostThread { stop, thread }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(MountError::Runtime("the WinFsp host thread ended before mounting".into())),
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Unmounts and waits for the host thread to free the file system.
+    pub(crate) fn unmount_and_join(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+fn mount_host(vfs: Arc<Vfs>, rt: tokio::runtime::Handle, target: &str) -> Result<FileSystemHost<'static>, MountError> {
     let mount_err = |what: &str, e: String| MountError::Mount {
-        path: target.clone(),
+        path: target.to_string(),
         err: std::io::Error::other(format!("{what}: {e}")),
     };
     let now = filetime(SystemTime::now());
@@ -627,12 +680,21 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
         // Flush cached data at the last handle's cleanup and let go of the file, so Close
         // (where the core uploads) follows CloseHandle promptly.
         .flush_and_purge_on_cleanup(true);
-    let fs = NimbusWinFsp::new(vfs.clone(), rt.handle().clone());
+    let fs = NimbusWinFsp::new(vfs, rt);
     let mut host =
         FileSystemHost::new(params, fs).map_err(|e| mount_err("cannot create the file system", e.to_string()))?;
-    host.mount(target.as_str()).map_err(|e| mount_err("cannot mount", e.to_string()))?;
+    host.mount(target).map_err(|e| mount_err("cannot mount", e.to_string()))?;
     host.start_with_threads(DISPATCHER_THREADS).map_err(|e| mount_err("cannot start", e.to_string()))?;
+    Ok(host)
+}
+
+/// Mounts and serves in this process until Ctrl-C (or Ctrl-Break): then uploads every
+/// pending write and unmounts. The Windows counterpart of `session::run`.
+pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
+    let (rt, vfs) = crate::session::start(client, &cfg)?;
+    let host = HostThread::start(&rt, vfs.clone(), &cfg)?;
     crate::session::start_background(&rt, vfs.clone(), cfg.clone());
+    let target = mount_target(&cfg.mountpoint);
     tracing::info!(mountpoint = %target, "mounted");
 
     rt.block_on(async {
@@ -655,10 +717,7 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
             Err(_) => tracing::warn!("uploads took too long; the rest stay in the journal for the next mount"),
         }
     });
-    host.unmount();
-    host.stop();
-    // Dropping the host frees the file system (and our context) before the runtime goes.
-    drop(host);
+    host.unmount_and_join();
     let _ = std::fs::remove_file(&cfg.status_file);
     tracing::info!(mountpoint = %target, "unmounted");
     Ok(())
