@@ -10,7 +10,8 @@
 # The full suite:
 #   1. infra/install-deps.sh (Debian packages, MinIO built into /var/cache/nimbus/bin; cached)
 #   2. cargo build --workspace --all-targets   (so the nimbus-gateway and nimbus binaries exist)
-#      then the admin console's vitest, and infra/validate-deploy.sh (the deployment artefacts
+#      then the vitest suites of the admin console and the desktop app's UI (their counts join
+#      the closing line), and infra/validate-deploy.sh (the deployment artefacts
 #      under infra/deploy/, validated not run; one test in the closing line)
 #   3. infra/postgres.sh start                 (stopped again on exit if this script started it)
 #   4. cargo test --workspace ARGS, with
@@ -33,10 +34,30 @@ log() { printf '[test] %s\n' "$*" >&2; }
 # Runs cargo test, then prints one closing line with the totals over every test binary
 # ("N passed, N failed"): cargo's own last line is often a doc-test run of 0 tests.
 status=0
-# vitest's counts (admin-ui), added to the closing line.
+# vitest's counts (admin-ui and the desktop app's UI), added to the closing line.
 ui_passed=0
 ui_failed=0
 ui_status=0
+# Runs `npm test` (vitest) in $1 and adds its counts to ui_passed/ui_failed; a failing run
+# sets ui_status, so the whole run fails at the end, after the cargo tests have run too.
+run_vitest() {
+    local dir=$1 out line p f st
+    out=$(mktemp)
+    set +e
+    (cd "$dir" && npm test) 2>&1 | tee "$out"
+    st=${PIPESTATUS[0]}
+    set -e
+    # "Tests  1 failed | 8 passed (9)", colours stripped.
+    line=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -E '^ *Tests ' | tail -1 || true)
+    p=$(printf '%s' "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+    f=$(printf '%s' "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
+    if [ "$st" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    rm -f "$out"
+    log "vitest in ${dir#"$ROOT"/}: $p passed, $f failed (exit $st)"
+    ui_passed=$((ui_passed + p))
+    ui_failed=$((ui_failed + f))
+    if [ "$st" -ne 0 ]; then ui_status=$st; fi
+}
 # infra/validate-deploy.sh (the deployment artefacts), one test in the closing line.
 deploy_passed=0
 deploy_failed=0
@@ -73,26 +94,16 @@ fi
 
 bash "$ROOT/infra/install-deps.sh"
 # The desktop app embeds its built UI (client/desktop/ui/dist) at compile time.
-bash "$ROOT/infra/desktop-ui.sh" test
+bash "$ROOT/infra/desktop-ui.sh"
 
 log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets
 
 # The admin console: npm ci / build when stale (tests/tests/admin_ui.rs drives the build in
-# chromium), then its vitest suite, whose counts join the closing line.
+# chromium). Then both front ends' vitest suites, whose counts join the closing line.
 bash "$ROOT/infra/admin-ui.sh"
-ui_out=$(mktemp)
-set +e
-(cd "$ROOT/admin-ui" && npm test) 2>&1 | tee "$ui_out"
-ui_status=${PIPESTATUS[0]}
-set -e
-# "Tests  1 failed | 8 passed (9)", colours stripped.
-ui_line=$(sed 's/\x1b\[[0-9;]*m//g' "$ui_out" | grep -E '^ *Tests ' | tail -1 || true)
-ui_passed=$(printf '%s' "$ui_line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
-ui_failed=$(printf '%s' "$ui_line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
-if [ "$ui_status" -ne 0 ] && [ "$ui_failed" -eq 0 ]; then ui_failed=1; fi
-rm -f "$ui_out"
-log "admin-ui vitest: $ui_passed passed, $ui_failed failed (exit $ui_status)"
+run_vitest "$ROOT/admin-ui"
+run_vitest "$ROOT/client/desktop/ui"
 
 # The deployment artefacts (infra/deploy/): validated, not run; counts as one test.
 if bash "$ROOT/infra/validate-deploy.sh"; then deploy_passed=1; else deploy_failed=1; fi
