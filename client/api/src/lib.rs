@@ -4,6 +4,7 @@
 //! - [`Client`]: one method per endpoint, bodies are the wire types of [`nimbus_proto::wire`].
 //! - [`Client::upload_file`] / [`Client::download_file`]: the block protocol, resumable and
 //!   verified end to end (`upload.rs`, `download.rs`).
+//! - [`private_file`]: owner-only, atomically written files (sessions, device tokens).
 //! - [`Error`]: what the server said (status, code, message), transport failures, local I/O.
 //!
 //! ```no_run
@@ -21,6 +22,7 @@
 pub mod client;
 pub mod download;
 pub mod error;
+pub mod private_file;
 pub mod tls;
 pub mod upload;
 

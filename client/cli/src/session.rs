@@ -3,10 +3,10 @@
 //! `$NIMBUS_CONFIG_DIR` if set, else the platform's (`~/.config` on Linux).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
+use nimbus_client::private_file::write_private;
 use nimbus_client::{Client, ClientOptions};
 use serde::{Deserialize, Serialize};
 
@@ -89,21 +89,11 @@ pub fn save(session: &Session) -> Result<PathBuf> {
 }
 
 fn save_in(dir: &Path, session: &Session) -> Result<PathBuf> {
-    create_private_dir(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
     let path = dir.join("session.json");
-    let tmp = dir.join(format!(".session.json.{}.tmp", std::process::id()));
-    let json = serde_json::to_vec_pretty(session)?;
-    let write = || -> std::io::Result<()> {
-        let mut f = private_file(&tmp)?;
-        f.write_all(&json)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot save the session to `{}`", path.display()));
-    }
+    let mut json = serde_json::to_vec_pretty(session)?;
+    json.push(b'\n');
+    write_private(&path, &json)
+        .map_err(|(at, e)| anyhow!(e).context(format!("cannot save the session to `{}`", at.display())))?;
     Ok(path)
 }
 
@@ -115,30 +105,6 @@ pub fn remove() -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).with_context(|| format!("cannot delete the session file `{}`", path.display())),
     }
-}
-
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    fs::create_dir_all(dir)
-}
-
-#[cfg(unix)]
-fn private_file(path: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = fs::remove_file(path);
-    fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
-}
-
-#[cfg(not(unix))]
-fn private_file(path: &Path) -> std::io::Result<fs::File> {
-    fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)
 }
 
 #[cfg(test)]

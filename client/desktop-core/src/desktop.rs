@@ -117,7 +117,7 @@ impl Desktop {
     /// Opens the app's state: picks the token store and restores a saved sign-in (without
     /// contacting the server: the app must start offline too).
     pub async fn open(mut cfg: DesktopConfig) -> Result<Desktop, DesktopError> {
-        token::create_private_dir(&cfg.config_dir)
+        nimbus_client::private_file::create_private_dir(&cfg.config_dir)
             .map_err(|e| DesktopError::Storage(format!("cannot create {}: {e}", cfg.config_dir.display())))?;
         let tokens = match cfg.token_store.take() {
             Some(t) => t,

@@ -3,7 +3,6 @@
 //! decides once at start-up; [`TokenStore::kind`] tells the UI which, so it can show a note.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::api::TokenStorage;
@@ -53,7 +52,7 @@ impl TokenStore {
             TokenStore::Keychain { service } => {
                 keychain_entry(service, key)?.set_password(token).map_err(|e| TokenError::Keychain(e.to_string()))
             }
-            TokenStore::File { dir } => write_private(dir, &file_path(dir, key), token.as_bytes()),
+            TokenStore::File { dir } => write_private(&file_path(dir, key), token.as_bytes()),
         }
     }
 
@@ -126,48 +125,9 @@ fn probe_keychain(service: &str) -> Result<(), TokenError> {
 }
 
 /// Atomic write (temp file + rename) of a file readable only by its owner.
-fn write_private(dir: &Path, path: &Path, data: &[u8]) -> Result<(), TokenError> {
-    let err = |p: &Path| {
-        let p = p.display().to_string();
-        move |err| TokenError::File { path: p, err }
-    };
-    create_private_dir(dir).map_err(err(dir))?;
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = private_file(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        err(path)(e)
-    })
-}
-
-#[cfg(unix)]
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-}
-
-#[cfg(not(unix))]
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    fs::create_dir_all(dir)
-}
-
-#[cfg(unix)]
-fn private_file(path: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = fs::remove_file(path);
-    fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
-}
-
-#[cfg(not(unix))]
-fn private_file(path: &Path) -> std::io::Result<fs::File> {
-    // Windows: the file inherits the user profile directory's ACL (owner only).
-    fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)
+fn write_private(path: &Path, data: &[u8]) -> Result<(), TokenError> {
+    nimbus_client::private_file::write_private(path, data)
+        .map_err(|(at, err)| TokenError::File { path: at.display().to_string(), err })
 }
 
 #[cfg(test)]
