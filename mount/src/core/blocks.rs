@@ -6,7 +6,7 @@
 //! fetched from the gateway is verified against its hash before anyone sees it; concurrent
 //! misses on one block make one fetch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,8 @@ use super::types::{VfsError, VfsResult};
 
 /// Block fetches from the gateway in flight at most (each holds a block in memory).
 const FETCHES_IN_FLIGHT: usize = 8;
+/// Read-ahead blocks held until their reader gets there (the VFS asks for at most 8 ahead).
+const AHEAD_KEEP: usize = 8;
 
 type Hash = [u8; 32];
 type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<VfsError>>>>;
@@ -60,6 +62,14 @@ struct Counters {
 pub struct BlockCache {
     client: Client,
     mem: Mutex<Mem>,
+    /// Read-ahead blocks not read yet, oldest first. Kept out of the memory tier: its small
+    /// FIFO (10 % of `--cache-mem`) is shorter than a read-ahead window, so prefetched blocks
+    /// used to be evicted there before their reader arrived, and were read back from the
+    /// directory or fetched again. A block moves to the memory tier when it is read.
+    ahead: Mutex<VecDeque<(Hash, Bytes)>>,
+    /// One whole-block load at a time per block: a reader that catches up with the read-ahead
+    /// of its block waits for it instead of reading the same block from the directory again.
+    loading: Mutex<HashMap<Hash, Arc<tokio::sync::Mutex<()>>>>,
     disk: Option<Arc<Disk>>,
     inflight: Arc<Mutex<HashMap<Hash, Fetch>>>,
     slots: Arc<tokio::sync::Semaphore>,
@@ -94,6 +104,8 @@ impl BlockCache {
         Ok(Self {
             client,
             mem: Mutex::new(Mem { policy: S3Fifo::new(mem_capacity), data: HashMap::new() }),
+            ahead: Mutex::default(),
+            loading: Mutex::default(),
             disk,
             inflight: Arc::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(FETCHES_IN_FLIGHT)),
@@ -131,6 +143,7 @@ impl BlockCache {
             m.policy.clear();
             m.data.clear();
         }
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner()).clear();
         if let Some(d) = &self.disk {
             d.index.lock().unwrap_or_else(|p| p.into_inner()).clear();
             d.store.purge()?;
@@ -138,11 +151,33 @@ impl BlockCache {
         Ok(())
     }
 
-    fn mem_get(&self, hash: &Hash) -> Option<Bytes> {
+    /// A block of the memory tier; `touch` counts this as a use (what promotes it to the
+    /// main queue when the small one evicts it).
+    fn mem_get(&self, hash: &Hash, touch: bool) -> Option<Bytes> {
         let mut m = self.mem.lock().unwrap_or_else(|p| p.into_inner());
         let b = m.data.get(hash).cloned()?;
-        m.policy.touch(hash);
+        if touch {
+            m.policy.touch(hash);
+        }
         Some(b)
+    }
+
+    /// A read-ahead block; `take` removes it (its reader arrived).
+    fn ahead_get(&self, hash: &Hash, take: bool) -> Option<Bytes> {
+        let mut a = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let i = a.iter().position(|(h, _)| h == hash)?;
+        if take { a.remove(i).map(|(_, b)| b) } else { Some(a[i].1.clone()) }
+    }
+
+    fn ahead_put(&self, hash: Hash, data: Bytes) {
+        let mut a = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        if a.iter().any(|(h, _)| *h == hash) {
+            return;
+        }
+        if a.len() >= AHEAD_KEEP {
+            a.pop_front();
+        }
+        a.push_back((hash, data));
     }
 
     fn mem_put(&self, hash: Hash, data: Bytes) {
@@ -163,10 +198,76 @@ impl BlockCache {
     /// (sequential readers come back for the rest); otherwise a directory hit reads and
     /// verifies only the chunks the range covers (random readers).
     pub async fn read(&self, hash: Hash, len: u64, from: usize, to: usize, whole: bool) -> VfsResult<Bytes> {
-        if let Some(b) = self.mem_get(&hash) {
+        // A sequential reader takes a block in many pieces: only a pass's first piece is a use,
+        // so one pass over a file does not make its blocks look hot.
+        if let Some(b) = self.mem_get(&hash, !whole || from == 0) {
             self.counters.hits_mem.fetch_add(1, Ordering::Relaxed);
             return slice(&b, from, to);
         }
+        if !whole {
+            if let Some(b) = self.ahead_get(&hash, false) {
+                self.counters.hits_mem.fetch_add(1, Ordering::Relaxed);
+                return slice(&b, from, to);
+            }
+            return match self.load(hash, len, false, from, to).await? {
+                Loaded::Range(data) => Ok(data),
+                Loaded::Whole(data) => {
+                    self.mem_put(hash, data.clone());
+                    slice(&data, from, to)
+                }
+            };
+        }
+        let gate = self.gate(hash);
+        let held = gate.lock().await;
+        // Whoever held the gate before may have brought the block in.
+        let found = self.mem_get(&hash, false).or_else(|| self.ahead_get(&hash, true));
+        let res = match found {
+            Some(b) => {
+                self.counters.hits_mem.fetch_add(1, Ordering::Relaxed);
+                Ok(b)
+            }
+            None => self.load(hash, len, true, 0, 0).await.map(Loaded::into_bytes),
+        };
+        if let Ok(b) = &res {
+            self.mem_put(hash, b.clone());
+        }
+        drop(held);
+        self.ungate(hash, gate);
+        slice(&res?, from, to)
+    }
+
+    /// Loads a block into the read-ahead buffer without returning it.
+    pub async fn prefetch(&self, hash: Hash, len: u64) -> VfsResult<()> {
+        if self.mem_get(&hash, false).is_some() || self.ahead_get(&hash, false).is_some() {
+            return Ok(());
+        }
+        let gate = self.gate(hash);
+        let held = gate.lock().await;
+        let res = if self.mem_get(&hash, false).is_some() || self.ahead_get(&hash, false).is_some() {
+            Ok(())
+        } else {
+            self.load(hash, len, true, 0, 0).await.map(|l| self.ahead_put(hash, l.into_bytes()))
+        };
+        drop(held);
+        self.ungate(hash, gate);
+        res
+    }
+
+    fn gate(&self, hash: Hash) -> Arc<tokio::sync::Mutex<()>> {
+        self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(hash).or_default().clone()
+    }
+
+    /// Forgets the gate once nobody else holds or waits for it (the map holds one reference,
+    /// the caller another).
+    fn ungate(&self, hash: Hash, gate: Arc<tokio::sync::Mutex<()>>) {
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if Arc::strong_count(&gate) <= 2 {
+            loading.remove(&hash);
+        }
+    }
+
+    /// From the directory tier (the range only, unless `whole`), else from the gateway.
+    async fn load(&self, hash: Hash, len: u64, whole: bool, from: usize, to: usize) -> VfsResult<Loaded> {
         if let Some(disk) = self.disk.clone().filter(|_| self.disk_has(&hash)) {
             let key = (0, hash);
             let (a, b) = if whole { (0, len as usize) } else { (from, to) };
@@ -178,11 +279,7 @@ impl BlockCache {
                 Ok((data, _)) => {
                     disk.index.lock().unwrap_or_else(|p| p.into_inner()).touch(&key);
                     self.counters.hits_disk.fetch_add(1, Ordering::Relaxed);
-                    if whole {
-                        self.mem_put(hash, data.clone());
-                        return slice(&data, from, to);
-                    }
-                    return Ok(data);
+                    return Ok(if whole { Loaded::Whole(data) } else { Loaded::Range(data) });
                 }
                 Err(e) => {
                     if matches!(e, DiskError::Corrupt(_)) {
@@ -194,16 +291,7 @@ impl BlockCache {
                 }
             }
         }
-        let data = self.fetch(hash, len).await?;
-        slice(&data, from, to)
-    }
-
-    /// Loads a block into the cache without returning it (read-ahead, warm-up).
-    pub async fn prefetch(&self, hash: Hash, len: u64) -> VfsResult<()> {
-        if self.mem_get(&hash).is_some() {
-            return Ok(());
-        }
-        self.read(hash, len, 0, 0, true).await.map(|_| ())
+        self.fetch(hash, len).await.map(Loaded::Whole)
     }
 
     /// Admits a block the mount itself just uploaded (its hash was computed locally).
@@ -246,7 +334,6 @@ impl BlockCache {
         match res {
             Ok(data) => {
                 if first {
-                    self.mem_put(hash, data.clone());
                     // Written from a blocking thread; readers already have the bytes.
                     self.admit_disk_background(hash, data.clone());
                 }
@@ -281,6 +368,21 @@ impl BlockCache {
                 disk.index.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             }
         });
+    }
+}
+
+/// What [`BlockCache::load`] got: the whole block, or only the asked range (a directory hit
+/// for a random reader).
+enum Loaded {
+    Whole(Bytes),
+    Range(Bytes),
+}
+
+impl Loaded {
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Loaded::Whole(b) | Loaded::Range(b) => b,
+        }
     }
 }
 
