@@ -258,7 +258,15 @@ backend_test!(devices, |gw| async move {
     let lee_api = sign_in_from(&gw, "lee", &lee_pw, "lee-desktop").await?;
     laptop.get("/api/v1/me").await?.check(200)?;
 
-    let list: TokenList = admin.get(&format!("/api/v1/admin/users/{kim}/devices")).await?.ok(200)?;
+    // Last use is recorded in the background after the request: wait for it (bounded).
+    let mut list: TokenList = admin.get(&format!("/api/v1/admin/users/{kim}/devices")).await?.ok(200)?;
+    for _ in 0..50 {
+        if list.tokens.iter().any(|t| t.device == "kim-laptop" && t.last_used.is_some()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        list = admin.get(&format!("/api/v1/admin/users/{kim}/devices")).await?.ok(200)?;
+    }
     let names: Vec<&str> = list.tokens.iter().map(|t| t.device.as_str()).collect();
     ensure!(names.contains(&"kim-laptop") && names.contains(&"kim-phone"), "{names:?}");
     ensure!(!names.contains(&"lee-desktop"), "another user's device listed: {names:?}");
