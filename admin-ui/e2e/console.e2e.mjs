@@ -44,6 +44,18 @@ try {
   page = await ctx.newPage();
   page.setDefaultTimeout(30000);
   const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+  // The search is debounced: wait until the list shows only the matches, so a click does not
+  // land on a row of the unfiltered list just as it is replaced.
+  const searchUsers = async (q) => {
+    await page.getByLabel('Search users').fill(q);
+    await page.waitForFunction(
+      (q) => {
+        const names = [...document.querySelectorAll('table tbody tr td:first-child')].map((td) => td.textContent);
+        return names.length > 0 && names.every((n) => n.includes(q));
+      },
+      q,
+    );
+  };
 
   step('admin signs in');
   await page.goto(`${base}/admin/`);
@@ -70,7 +82,7 @@ try {
   await form.getByRole('button', { name: 'Create user' }).click();
   await page.getByText(`Created ${USER}`).waitFor();
   await page.keyboard.press('Escape');
-  await page.getByLabel('Search users').fill('alice');
+  await searchUsers('alice');
   await page.getByRole('link', { name: USER }).waitFor();
   await shot('04-users');
 
@@ -162,7 +174,7 @@ try {
 
   step('the admin deletes the user with typed confirmation');
   await page.getByRole('link', { name: 'Users' }).click();
-  await page.getByLabel('Search users').fill('alice');
+  await searchUsers('alice');
   await page.getByRole('link', { name: USER }).click();
   await page.getByRole('button', { name: 'Delete user…' }).click();
   const confirm = page.getByRole('button', { name: 'Delete permanently' });

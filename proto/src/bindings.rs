@@ -3,6 +3,8 @@
 //! `NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings`; without that variable the
 //! test fails when the committed file differs, which is how CI catches a stale copy.
 
+use std::path::Path;
+
 use ts_rs::{Config, TS};
 
 use crate::wire::*;
@@ -63,10 +65,16 @@ pub fn typescript() -> String {
         StatsSample::decl(&cfg),
         StatsHistory::decl(&cfg),
     ];
-    let mut out = String::from(
+    render(
         "// Generated from proto/src/wire.rs by ts-rs: do not edit.\n\
          // Regenerate: NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings\n\n",
-    );
+        decls,
+    )
+}
+
+/// One TypeScript module: `header`, then every declaration exported.
+pub fn render(header: &str, decls: impl IntoIterator<Item = String>) -> String {
+    let mut out = String::from(header);
     for d in decls {
         out.push_str("export ");
         out.push_str(d.trim());
@@ -75,24 +83,27 @@ pub fn typescript() -> String {
     out
 }
 
+/// The test every crate with committed bindings runs: with `NIMBUS_UPDATE_BINDINGS` set it
+/// writes `want` to `path`; otherwise it fails, naming `regenerate`, when the file differs.
+pub fn check_committed(path: &Path, want: &str, regenerate: &str) -> Result<(), String> {
+    if std::env::var_os("NIMBUS_UPDATE_BINDINGS").is_some() {
+        return std::fs::write(path, want).map_err(|e| format!("cannot write {}: {e}", path.display()));
+    }
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    if have == want {
+        Ok(())
+    } else {
+        Err(format!("{} is stale: run `NIMBUS_UPDATE_BINDINGS=1 {regenerate}` and commit it", path.display()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     #[test]
-    fn bindings_are_up_to_date() -> Result<(), Box<dyn std::error::Error>> {
+    fn bindings_are_up_to_date() -> Result<(), String> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(super::BINDINGS_PATH);
-        let want = super::typescript();
-        if std::env::var_os("NIMBUS_UPDATE_BINDINGS").is_some() {
-            std::fs::write(&path, &want)?;
-            return Ok(());
-        }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            have == want,
-            "{} is stale: run `NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings` and commit it",
-            path.display()
-        );
-        Ok(())
+        super::check_committed(&path, &super::typescript(), "cargo test -p nimbus-proto bindings")
     }
 }

@@ -81,6 +81,8 @@ export function historyRows(h: StatsHistory) {
   }));
 }
 
+type Row = ReturnType<typeof historyRows>[number];
+
 function History({ data, error }: { data?: StatsHistory; error?: string }) {
   if (error) return <Alert color="red" role="alert">{error}</Alert>;
   const rows = data ? historyRows(data) : [];
@@ -88,45 +90,54 @@ function History({ data, error }: { data?: StatsHistory; error?: string }) {
   const span = data ? `last ${secs < 120 ? `${secs} s` : `${Math.round(secs / 60)} min`}, every ${data.interval_secs} s` : '';
   return (
     <SimpleGrid cols={{ base: 1, md: 2 }}>
-      <Paper withBorder p="md">
-        <Text fw={500} mb="sm">Requests {span && <Text span c="dimmed" size="sm">({span})</Text>}</Text>
-        {rows.length < 2 ? (
-          <Text c="dimmed">Collecting data…</Text>
-        ) : (
-          <LineChart
-            h={220}
-            data={rows}
-            dataKey="time"
-            withDots={false}
-            aria-label="Request rate over time"
-            series={[
-              { name: 'requests/s', color: 'blue.6' },
-              { name: '5xx/s', color: 'red.6' },
-            ]}
-          />
-        )}
-      </Paper>
-      <Paper withBorder p="md">
-        <Text fw={500} mb="sm">Cache hit ratio and size</Text>
-        {rows.length < 2 ? (
-          <Text c="dimmed">Collecting data…</Text>
-        ) : (
-          <LineChart
-            h={220}
-            data={rows}
-            dataKey="time"
-            withDots={false}
-            withRightYAxis
-            connectNulls={false}
-            aria-label="Cache hit ratio and size over time"
-            yAxisProps={{ domain: [0, 100] }}
-            series={[
-              { name: 'hit ratio %', color: 'teal.6' },
-              { name: 'cache MiB', color: 'grape.6', yAxisId: 'right' },
-            ]}
-          />
-        )}
-      </Paper>
+      <HistoryChart
+        title={<>Requests {span && <Text span c="dimmed" size="sm">({span})</Text>}</>}
+        label="Request rate over time"
+        rows={rows}
+        series={[
+          { name: 'requests/s', color: 'blue.6' },
+          { name: '5xx/s', color: 'red.6' },
+        ]}
+      />
+      <HistoryChart
+        title="Cache hit ratio and size"
+        label="Cache hit ratio and size over time"
+        rows={rows}
+        rightAxis
+        series={[
+          { name: 'hit ratio %', color: 'teal.6' },
+          { name: 'cache MiB', color: 'grape.6', yAxisId: 'right' },
+        ]}
+      />
     </SimpleGrid>
+  );
+}
+
+function HistoryChart(props: {
+  title: React.ReactNode;
+  label: string;
+  rows: Row[];
+  series: { name: string; color: string; yAxisId?: string }[];
+  rightAxis?: boolean;
+}) {
+  return (
+    <Paper withBorder p="md">
+      <Text fw={500} mb="sm">{props.title}</Text>
+      {props.rows.length < 2 ? (
+        <Text c="dimmed">Collecting data…</Text>
+      ) : (
+        <LineChart
+          h={220}
+          data={props.rows}
+          dataKey="time"
+          withDots={false}
+          connectNulls={false}
+          withRightYAxis={props.rightAxis}
+          yAxisProps={props.rightAxis ? { domain: [0, 100] } : undefined}
+          aria-label={props.label}
+          series={props.series}
+        />
+      )}
+    </Paper>
   );
 }

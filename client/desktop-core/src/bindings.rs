@@ -3,6 +3,7 @@
 //! `NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-desktop-core bindings`; without that
 //! variable the test fails when the committed file differs.
 
+use nimbus_proto::bindings::render;
 use ts_rs::{Config, TS};
 
 use crate::api::*;
@@ -32,15 +33,11 @@ pub fn typescript() -> String {
         ErrorCode::decl(&cfg),
         CommandName::decl(&cfg),
     ];
-    let mut out = String::from(
+    let mut out = render(
         "// Generated from client/desktop-core/src/api.rs by ts-rs: do not edit.\n\
          // Regenerate: NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-desktop-core bindings\n\n",
+        decls,
     );
-    for d in decls {
-        out.push_str("export ");
-        out.push_str(d.trim());
-        out.push_str("\n\n");
-    }
     out.push_str(&format!("export const EVENT_NAME = {EVENT_NAME:?};\n"));
     out
 }
@@ -50,22 +47,15 @@ mod tests {
     use std::path::Path;
 
     #[test]
-    fn bindings_are_up_to_date() -> Result<(), Box<dyn std::error::Error>> {
+    fn bindings_are_up_to_date() -> Result<(), String> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(super::BINDINGS_PATH);
-        let want = super::typescript();
-        if std::env::var_os("NIMBUS_UPDATE_BINDINGS").is_some() {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::write(&path, &want)?;
-            return Ok(());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            have == want,
-            "{} is stale: run `NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-desktop-core bindings` and commit it",
-            path.display()
-        );
-        Ok(())
+        nimbus_proto::bindings::check_committed(
+            &path,
+            &super::typescript(),
+            "cargo test -p nimbus-desktop-core bindings",
+        )
     }
 }

@@ -35,8 +35,7 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn now(cache: &BlockCache) -> Totals {
-        let c = cache.stats();
+    fn from_stats(c: &nimbus_proto::wire::CacheStats) -> Totals {
         Totals {
             at: Instant::now(),
             requests: REQUESTS.load(Ordering::Relaxed),
@@ -104,7 +103,7 @@ impl History {
                 tick.tick().await;
                 let stats = cache.stats();
                 history.record(
-                    Totals::now(&cache),
+                    Totals::from_stats(&stats),
                     stats.mem_used_bytes + stats.disk_used_bytes,
                     crate::meta::now_ms(),
                 );

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# infra/frontend.sh — install a front end's npm packages and build it, only when needed. Shared
+# by infra/admin-ui.sh and infra/desktop-ui.sh (same stack, same rules).
+#
+#   infra/frontend.sh DIR LABEL          npm ci (when node_modules is missing or older than the
+#                                        lock), npm run build (when dist is missing or older
+#                                        than its sources)
+#   infra/frontend.sh DIR LABEL test     the above, then the vitest suite (npm test)
+#
+# Needs Node >= 20.19 (vite 7).
+set -euo pipefail
+
+UI=$(cd "$1" && pwd)
+LABEL=$2
+cd "$UI"
+log() { printf '[%s] %s\n' "$LABEL" "$*" >&2; }
+
+command -v npm >/dev/null 2>&1 || { log "ERROR: npm is missing (install Node.js >= 20.19)"; exit 1; }
+
+# npm writes node_modules/.package-lock.json on every install: older than the lock = stale.
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "npm ci"
+    # npm 11 can reject its own lock over optional per-platform packages (rollup's) that it
+    # left out; `npm install` then installs the same locked versions.
+    npm ci --no-audit --no-fund || { log "npm ci refused the lock; npm install instead"; npm install --no-audit --no-fund; }
+else
+    log "node_modules is up to date with package-lock.json"
+fi
+
+if [ ! -f dist/index.html ] || [ -n "$(find src index.html vite.config.ts tsconfig.json package-lock.json -newer dist/index.html -print -quit)" ]; then
+    log "npm run build"
+    npm run build
+else
+    log "dist is up to date"
+fi
+
+if [ "${3:-}" = "test" ]; then
+    log "npm test (vitest)"
+    npm test
+fi
