@@ -11,6 +11,8 @@ use crate::core::Vfs;
 
 /// How long one long-poll waits on the server.
 const WAIT_SECS: u32 = 25;
+/// Pause after a non-empty batch before polling again.
+const BATCH_PAUSE: Duration = Duration::from_millis(200);
 
 pub async fn follow(vfs: Arc<Vfs>) {
     let client = vfs.client().clone();
@@ -28,6 +30,11 @@ pub async fn follow(vfs: Arc<Vfs>) {
                 }
                 cursor = Some(list.cursor);
                 vfs.set_feed_ok(true);
+                if !list.changes.is_empty() {
+                    // A burst of changes (a copy of many files) then comes back in a few
+                    // batches instead of one poll per change.
+                    tokio::time::sleep(BATCH_PAUSE).await;
+                }
             }
             Err(e) => {
                 vfs.set_feed_ok(false);

@@ -32,11 +32,20 @@ impl FuseFs {
         Self { vfs, rt, uid, gid }
     }
 
+    /// Runs a request's future: first polled right here on the FUSE thread, so requests the
+    /// core answers from memory or the local disk (most lookups, creates, writes, cache-hit
+    /// reads) reply without a hop to a runtime worker; whatever must wait (the gateway, the
+    /// blocking pool) goes on as a task, whose own waker then takes over.
     fn spawn<F>(&self, f: F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.rt.spawn(f);
+        let _rt = self.rt.enter();
+        let mut f = Box::pin(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if f.as_mut().poll(&mut cx).is_pending() {
+            self.rt.spawn(f);
+        }
     }
 }
 

@@ -16,6 +16,9 @@ use crate::core::{Connectivity, Vfs, VfsConfig};
 /// How often the uploader retries pending writes and an offline mount probes the gateway.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
 
+/// The write-back delay the CLI and the desktop app use unless told otherwise.
+pub const DEFAULT_UPLOAD_DELAY: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 pub struct MountConfig {
     pub mountpoint: PathBuf,
@@ -23,6 +26,8 @@ pub struct MountConfig {
     pub cache_dir: PathBuf,
     pub cache_size: u64,
     pub cache_mem: u64,
+    /// How long a closed file waits before its upload starts (see [`VfsConfig::upload_delay`]).
+    pub upload_delay: std::time::Duration,
     /// Where the status JSON is kept up to date (`nimbus mount status`, the desktop app).
     pub status_file: PathBuf,
     /// This device's name, used in conflict copy names.
@@ -130,8 +135,24 @@ pub(crate) fn start(client: Client, cfg: &MountConfig) -> Result<(tokio::runtime
     let info = rt.block_on(client.info()).map_err(|e| MountError::Gateway(e.to_string()))?;
     std::fs::create_dir_all(&cfg.cache_dir)
         .map_err(|e| MountError::Cache(format!("cannot create the cache dir {}: {e}", cfg.cache_dir.display())))?;
-    let cache = BlockCache::open(client.clone(), Some(&cfg.cache_dir.join("blocks")), cfg.cache_size, cfg.cache_mem)
-        .map_err(MountError::Cache)?;
+    let cache = BlockCache::open(
+        client.clone(),
+        Some(&cfg.cache_dir.join("blocks")),
+        cfg.cache_size,
+        cfg.cache_mem,
+        info.block_size,
+    )
+    .map_err(MountError::Cache)?;
+    let b = cache.budget();
+    tracing::info!(
+        fetches = b.fetches,
+        read_ahead = b.ahead,
+        pending_writes = b.writes,
+        memory_tier_bytes = b.tier_bytes,
+        "--cache-mem {} shared out (blocks of {} bytes)",
+        cfg.cache_mem,
+        info.block_size
+    );
     let vfs = {
         let _guard = rt.enter();
         Vfs::new(
@@ -142,6 +163,7 @@ pub(crate) fn start(client: Client, cfg: &MountConfig) -> Result<(tokio::runtime
                 block_size: info.block_size,
                 host: cfg.host.clone(),
                 async_close: true,
+                upload_delay: cfg.upload_delay,
             },
         )
     };

@@ -1668,6 +1668,18 @@ backend_test!(
         dev.run([os("mount"), os(&file), os("--cache-dir"), os(&other_cache)]).await?.failed(&["folder"])?;
 
         let mp = dev.dir("drive")?;
+        // A write-back delay that is not a number of seconds from 0 to 3600: refused, both ways.
+        for bad in ["soon", "3601", "1e9", "NaN"] {
+            for fg in [false, true] {
+                let mut args =
+                    vec![os("mount"), os(&mp), os("--cache-dir"), os(&other_cache), os("--upload-delay"), os(bad)];
+                if fg {
+                    args.push(os("--foreground"));
+                }
+                dev.run(&args).await?.failed(&["--upload-delay", "seconds"])?;
+                ensure!(!is_mounted(&mp), "mounted with --upload-delay {bad}");
+            }
+        }
         let drive = Drive::mount(&dev, &mp, &cache, MountMode::Background).await?;
 
         // Twice on the same mount point (another cache dir): refused, both ways.

@@ -24,7 +24,7 @@ async fn core(gw: &Gateway, user: &str) -> anyhow::Result<(Arc<Vfs>, nimbus_e2e:
     })?;
     let info = client.info().await?;
     let dir = tempfile::tempdir()?;
-    let cache = BlockCache::open(client.clone(), Some(&dir.path().join("blocks")), 1 << 30, 64 << 20)
+    let cache = BlockCache::open(client.clone(), Some(&dir.path().join("blocks")), 1 << 30, 64 << 20, info.block_size)
         .map_err(anyhow::Error::msg)?;
     let vfs = Vfs::new(
         client,
@@ -34,6 +34,7 @@ async fn core(gw: &Gateway, user: &str) -> anyhow::Result<(Arc<Vfs>, nimbus_e2e:
             block_size: info.block_size,
             host: "testhost".into(),
             async_close: false,
+            upload_delay: std::time::Duration::ZERO,
         },
     );
     Ok((vfs, api, dir))

@@ -27,6 +27,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
 
+/// The most a block download reserves up front from its Content-Length (blocks are 4 MiB by
+/// default; a bigger announced size grows the buffer as bytes really arrive).
+const MAX_PRESIZE: u64 = 64 << 20;
+
 /// `POST /blocks/missing` takes at most this many hashes per request.
 pub const MAX_MISSING_BATCH: usize = 10_000;
 
@@ -474,8 +478,15 @@ impl Client {
     /// `GET /blocks/{hash}`: the block's bytes, unverified (see `download.rs` for verified reads).
     pub async fn get_block(&self, hash: &str) -> Result<Bytes> {
         check_hash(hash)?;
-        let resp = self.send(self.request(Method::GET, &format!("/api/v1/blocks/{hash}"))).await?;
-        Ok(resp.bytes().await?)
+        let mut resp = self.send(self.request(Method::GET, &format!("/api/v1/blocks/{hash}"))).await?;
+        // Into one buffer of the announced size as the chunks arrive: `bytes()` keeps every
+        // chunk until the end and then copies them, twice the block in memory per fetch.
+        let announced = resp.content_length().unwrap_or(0).min(MAX_PRESIZE);
+        let mut buf = bytes::BytesMut::with_capacity(announced as usize);
+        while let Some(chunk) = resp.chunk().await? {
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf.freeze())
     }
 
     /// `POST /manifests/{path}`: makes the block list the file's new version. A stale

@@ -309,6 +309,10 @@ pub struct MountArgs {
     /// Memory used to hold recently read blocks (e.g. 64MiB).
     #[arg(long, value_name = "SIZE", default_value = "64MiB")]
     pub cache_mem: String,
+    /// Seconds a closed file waits before its upload starts (0 to 3600, fractions allowed). A
+    /// file saved again meanwhile is uploaded once; fsync and unmount never wait for it.
+    #[arg(long, value_name = "SECONDS", default_value = "1")]
+    pub upload_delay: String,
 }
 
 #[derive(Debug, Args)]

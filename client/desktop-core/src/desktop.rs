@@ -416,6 +416,7 @@ impl Desktop {
             cache_dir: self.inner.cfg.cache_dir.join(format!("drive-{key}")),
             cache_size: self.inner.cfg.cache_size,
             cache_mem: self.inner.cfg.cache_mem,
+            upload_delay: nimbus_mount::session::DEFAULT_UPLOAD_DELAY,
             status_file: status_dir.join(format!("{key}.json")),
             host: host_name(),
         };

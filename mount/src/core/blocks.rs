@@ -25,6 +25,32 @@ use super::types::{VfsError, VfsResult};
 const FETCHES_IN_FLIGHT: usize = 8;
 /// Read-ahead blocks held until their reader gets there (the VFS asks for at most 8 ahead).
 const AHEAD_KEEP: usize = 8;
+/// Blocks on their way to the directory tier at most. When the disk is slower than the
+/// gateway, fetches wait for these rather than piling blocks up in memory.
+const WRITES_IN_FLIGHT: usize = 4;
+
+/// How `--cache-mem` is shared: every block the cache holds in memory counts against it, not
+/// just the memory tier. A quarter (at least 2 blocks, at most the constants above) each for
+/// fetches and read-ahead, half that for pending directory writes, the rest for the tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemBudget {
+    pub fetches: usize,
+    pub ahead: usize,
+    pub writes: usize,
+    pub tier_bytes: u64,
+}
+
+impl MemBudget {
+    pub fn split(mem: u64, block_size: u64) -> Self {
+        let bs = block_size.max(1);
+        let quarter = usize::try_from(mem / bs / 4).unwrap_or(usize::MAX);
+        let fetches = quarter.clamp(2, FETCHES_IN_FLIGHT);
+        let ahead = quarter.clamp(2, AHEAD_KEEP);
+        let writes = (quarter / 2).clamp(1, WRITES_IN_FLIGHT);
+        let held = (fetches + ahead + writes) as u64 * bs;
+        Self { fetches, ahead, writes, tier_bytes: mem.saturating_sub(held) }
+    }
+}
 
 type Hash = [u8; 32];
 type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<VfsError>>>>;
@@ -73,6 +99,8 @@ pub struct BlockCache {
     disk: Option<Arc<Disk>>,
     inflight: Arc<Mutex<HashMap<Hash, Fetch>>>,
     slots: Arc<tokio::sync::Semaphore>,
+    write_slots: Arc<tokio::sync::Semaphore>,
+    budget: MemBudget,
     counters: Arc<Counters>,
 }
 
@@ -84,8 +112,16 @@ pub fn parse_hash(hex: &str) -> VfsResult<Hash> {
 
 impl BlockCache {
     /// Opens the cache directory (`None`: memory only). A directory another mount holds is
-    /// refused with a message saying so.
-    pub fn open(client: Client, dir: Option<&Path>, disk_capacity: u64, mem_capacity: u64) -> Result<Self, String> {
+    /// refused with a message saying so. `mem_capacity` bounds every block held in memory
+    /// (see [`MemBudget`]); `block_size` is the gateway's.
+    pub fn open(
+        client: Client,
+        dir: Option<&Path>,
+        disk_capacity: u64,
+        mem_capacity: u64,
+        block_size: u64,
+    ) -> Result<Self, String> {
+        let budget = MemBudget::split(mem_capacity, block_size);
         let disk = match dir {
             Some(dir) if disk_capacity > 0 => {
                 let store = DiskStore::open(dir, "mount").map_err(|e| e.to_string())?;
@@ -103,12 +139,14 @@ impl BlockCache {
         };
         Ok(Self {
             client,
-            mem: Mutex::new(Mem { policy: S3Fifo::new(mem_capacity), data: HashMap::new() }),
+            mem: Mutex::new(Mem { policy: S3Fifo::new(budget.tier_bytes), data: HashMap::new() }),
             ahead: Mutex::default(),
             loading: Mutex::default(),
             disk,
             inflight: Arc::default(),
-            slots: Arc::new(tokio::sync::Semaphore::new(FETCHES_IN_FLIGHT)),
+            slots: Arc::new(tokio::sync::Semaphore::new(budget.fetches)),
+            write_slots: Arc::new(tokio::sync::Semaphore::new(budget.writes)),
+            budget,
             counters: Arc::default(),
         })
     }
@@ -174,7 +212,7 @@ impl BlockCache {
         if a.iter().any(|(h, _)| *h == hash) {
             return;
         }
-        if a.len() >= AHEAD_KEEP {
+        if a.len() >= self.budget.ahead {
             a.pop_front();
         }
         a.push_back((hash, data));
@@ -295,9 +333,14 @@ impl BlockCache {
     }
 
     /// Admits a block the mount itself just uploaded (its hash was computed locally).
-    pub fn admit(&self, hash: Hash, data: Bytes) {
-        self.admit_disk_background(hash, data.clone());
+    pub async fn admit(&self, hash: Hash, data: Bytes) {
+        self.admit_disk_background(hash, data.clone()).await;
         self.mem_put(hash, data);
+    }
+
+    /// How `--cache-mem` was shared out.
+    pub fn budget(&self) -> MemBudget {
+        self.budget
     }
 
     async fn fetch(&self, hash: Hash, len: u64) -> VfsResult<Bytes> {
@@ -335,7 +378,7 @@ impl BlockCache {
             Ok(data) => {
                 if first {
                     // Written from a blocking thread; readers already have the bytes.
-                    self.admit_disk_background(hash, data.clone());
+                    self.admit_disk_background(hash, data.clone()).await;
                 }
                 Ok(data)
             }
@@ -347,8 +390,9 @@ impl BlockCache {
         }
     }
 
-    fn admit_disk_background(&self, hash: Hash, data: Bytes) {
+    async fn admit_disk_background(&self, hash: Hash, data: Bytes) {
         let Some(disk) = self.disk.clone() else { return };
+        let Ok(permit) = self.write_slots.clone().acquire_owned().await else { return };
         let counters = self.counters.clone();
         let key = (0, hash);
         let evicted = {
@@ -359,6 +403,7 @@ impl BlockCache {
             }
         };
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             for k in evicted {
                 disk.store.remove(&k);
             }
@@ -391,4 +436,34 @@ fn slice(b: &Bytes, from: usize, to: usize) -> VfsResult<Bytes> {
         return Err(VfsError::Io(format!("read {from}..{to} outside a block of {} bytes", b.len())));
     }
     Ok(b.slice(from..to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MemBudget;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn cache_mem_bounds_every_block_held() {
+        for mem in [0, 8 * MIB, 64 * MIB, 128 * MIB, 512 * MIB] {
+            let b = MemBudget::split(mem, 4 * MIB);
+            let held = (b.fetches + b.ahead + b.writes) as u64 * 4 * MIB + b.tier_bytes;
+            // Within the bound, except for the floor of a few blocks a drive needs to work.
+            assert!(held <= mem.max(5 * 4 * MIB), "{mem}: {b:?} holds {held}");
+            assert!(b.fetches >= 2 && b.ahead >= 2 && b.writes >= 1, "{b:?}");
+        }
+        assert_eq!(
+            MemBudget::split(128 * MIB, 4 * MIB),
+            MemBudget { fetches: 8, ahead: 8, writes: 4, tier_bytes: 48 * MIB }
+        );
+        assert_eq!(
+            MemBudget::split(64 * MIB, 4 * MIB),
+            MemBudget { fetches: 4, ahead: 4, writes: 2, tier_bytes: 24 * MIB }
+        );
+        // Small blocks: the counts stop at their maximum, the tier takes the rest.
+        let b = MemBudget::split(64 * MIB, 64 * 1024);
+        assert_eq!((b.fetches, b.ahead, b.writes), (8, 8, 4));
+        assert_eq!(b.tier_bytes, 64 * MIB - 20 * 64 * 1024);
+    }
 }

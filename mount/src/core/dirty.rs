@@ -41,8 +41,6 @@ pub struct Record {
     pub dirty: BTreeSet<u64>,
     /// The size changed, the file is new, or it was truncated: commit even with no dirty block.
     pub changed: bool,
-    /// No handle has it open any more: the upload is all that's left to do.
-    pub closed: bool,
 }
 
 pub struct Staged {
@@ -52,18 +50,26 @@ pub struct Staged {
     pub rec: Record,
     /// The record as last written, so unchanged records are not rewritten.
     last: Vec<u8>,
+    /// Committed and deleted (or dropped): whoever was waiting for its lock must stage anew.
+    discarded: bool,
 }
 
 impl Staged {
     /// A new staging file for `rec` (whose `size` the staging file takes at once).
     pub fn create(dir: &Path, rec: Record) -> VfsResult<Self> {
-        fs::create_dir_all(dir)?;
         let id = format!("{:016x}{:08x}", rand_u64(), std::process::id());
-        let file = OpenOptions::new().create_new(true).read(true).write(true).open(dir.join(format!("{id}.data")))?;
+        let open = || OpenOptions::new().create_new(true).read(true).write(true).open(dir.join(format!("{id}.data")));
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir)?;
+                open()?
+            }
+            other => other?,
+        };
         file.set_len(rec.size)?;
         // The record is first written when there is something to recover (a dirty block, or
         // the close); a staging file without one is just dropped by `recover`.
-        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new() })
+        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false })
     }
 
     /// Every staged file left by an earlier run, with its size taken from the staging file
@@ -104,7 +110,7 @@ impl Staged {
                             rec.size = len;
                         }
                     }
-                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec, last: Vec::new() });
+                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false });
                 }
                 _ => {
                     tracing::warn!(record = %p.display(), "unreadable write-back record kept aside");
@@ -117,6 +123,10 @@ impl Staged {
 
     /// Rewrites the record (temp + rename). `durable` also syncs data and record to disk.
     pub fn persist(&mut self, durable: bool) -> VfsResult<()> {
+        if self.discarded {
+            // Never bring back the record of a staging file that is gone.
+            return Ok(());
+        }
         let json = serde_json::to_vec(&self.rec).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
         if json == self.last && !durable {
             return Ok(());
@@ -135,9 +145,14 @@ impl Staged {
     }
 
     /// Deletes the staging file and its record (committed, or no longer wanted).
-    pub fn discard(&self) {
+    pub fn discard(&mut self) {
+        self.discarded = true;
         let _ = fs::remove_file(self.dir.join(format!("{}.json", self.id)));
         let _ = fs::remove_file(self.dir.join(format!("{}.data", self.id)));
+    }
+
+    pub fn is_discarded(&self) -> bool {
+        self.discarded
     }
 
     pub fn bs(&self) -> u64 {

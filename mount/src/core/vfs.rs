@@ -39,6 +39,11 @@ pub struct VfsConfig {
     /// Write-back: `close` journals the changes and hands them to the uploader
     /// ([`Vfs::run_uploads`]) instead of waiting for the gateway. `fsync` always waits.
     pub async_close: bool,
+    /// Write-back: how long a closed file waits in the queue before its upload starts. A
+    /// file saved again meanwhile (editors save often; installers and copies rewrite) goes
+    /// up once, and a burst of small files is written at local speed first. fsync and
+    /// unmount don't wait.
+    pub upload_delay: std::time::Duration,
 }
 
 /// Commits the uploader runs at once.
@@ -75,7 +80,7 @@ pub struct Vfs {
     /// Journal records of an earlier run (or of files no longer in the tree) still to upload.
     orphans: tokio::sync::Mutex<Vec<Staged>>,
     /// Files closed with changes, waiting for the uploader.
-    queue: Mutex<std::collections::VecDeque<Ino>>,
+    queue: Mutex<std::collections::VecDeque<(Ino, Instant)>>,
     queued: tokio::sync::Notify,
 }
 
@@ -278,9 +283,8 @@ impl Vfs {
             if readonly && !via_handle {
                 return Err(VfsError::ReadOnly);
             }
-            let staged = self.stage(ino, false).await?;
             {
-                let mut st = staged.lock().await;
+                let mut st = self.staged_locked(ino).await?;
                 for b in st.needs_fill_for_resize(size) {
                     self.fill_from_base(&mut st, b).await?;
                 }
@@ -511,23 +515,48 @@ impl Vfs {
 
     /// The node's staging area, created from its current content if it has none.
     async fn stage(&self, ino: Ino, truncate: bool) -> VfsResult<Arc<tokio::sync::Mutex<Staged>>> {
+        loop {
+            if let Some(s) = self.stage_once(ino, truncate).await? {
+                return Ok(s);
+            }
+        }
+    }
+
+    /// The node's staging area, locked. A commit may finish and discard the staging area
+    /// while this waits for its lock (a truncate by path right as the uploader runs): then
+    /// the change goes into a fresh one, never into the discarded copy.
+    async fn staged_locked(&self, ino: Ino) -> VfsResult<tokio::sync::OwnedMutexGuard<Staged>> {
+        loop {
+            let g = self.stage(ino, false).await?.lock_owned().await;
+            if !g.is_discarded() {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// One attempt of [`Self::stage`]; `None` when the existing staging area turned out to be
+    /// discarded meanwhile.
+    async fn stage_once(&self, ino: Ino, truncate: bool) -> VfsResult<Option<Arc<tokio::sync::Mutex<Staged>>>> {
         let existing = lock(&self.tree).get(ino)?.staged.clone();
         if let Some(s) = existing {
             if truncate {
                 let mut st = s.lock().await;
+                if st.is_discarded() {
+                    return Ok(None);
+                }
                 st.resize(0)?;
                 st.rec.changed = true;
                 st.persist(false)?;
                 lock(&self.tree).get_mut(ino)?.size = 0;
             }
-            return Ok(s);
+            return Ok(Some(s));
         }
         let content = if truncate { None } else { self.content(ino).await? };
         let mut t = lock(&self.tree);
         let path = t.path(ino)?;
         let n = t.get_mut(ino)?;
         if let Some(s) = n.staged.clone() {
-            return Ok(s);
+            return Ok(Some(s));
         }
         let base_blocks: Vec<BlockRef> = match &content {
             Some(c) => c
@@ -548,12 +577,11 @@ impl Vfs {
             present: Default::default(),
             dirty: Default::default(),
             changed: truncate || n.remote_id.is_none(),
-            closed: false,
         };
         let st = Arc::new(tokio::sync::Mutex::new(Staged::create(&self.cfg.staging_dir, rec)?));
         n.size = size;
         n.staged = Some(st.clone());
-        Ok(st)
+        Ok(Some(st))
     }
 
     pub async fn open(&self, ino: Ino, mode: OpenMode) -> VfsResult<(Fh, bool)> {
@@ -658,7 +686,9 @@ impl Vfs {
                     let seq = off == ra.next_off || (off == 0 && ra.next_off == 0);
                     ra.next_off = end;
                     if seq {
-                        ra.window = (ra.window * 2).clamp(1, MAX_READAHEAD_BLOCKS);
+                        // No further ahead than the cache can hold until the reader arrives.
+                        let max = MAX_READAHEAD_BLOCKS.min(self.cache.budget().ahead as u64);
+                        ra.window = (ra.window * 2).clamp(1, max);
                         let last = (end - 1) / bs;
                         let from = ra.until.max(last + 1);
                         let to = (last + 1 + ra.window).min(content.blocks.len() as u64);
@@ -733,8 +763,7 @@ impl Vfs {
             Some(Handle::File { .. }) => return Err(VfsError::Denied),
             _ => return Err(VfsError::BadHandle),
         };
-        let staged = self.stage(ino, false).await?;
-        let mut st = staged.lock().await;
+        let mut st = self.staged_locked(ino).await?;
         for b in st.needs_fill(off, data.len() as u64) {
             self.fill_from_base(&mut st, b).await?;
         }
@@ -843,10 +872,11 @@ impl Vfs {
         let Some(st) = staged else { return Ok(()) };
         {
             let mut st = st.lock().await;
-            st.rec.closed = true;
+            // The record already names every dirty block; this catches a size change the
+            // last write didn't journal (a no-op otherwise: unchanged records aren't rewritten).
             st.persist(false)?;
         }
-        lock(&self.queue).push_back(ino);
+        lock(&self.queue).push_back((ino, Instant::now() + self.cfg.upload_delay));
         self.queued.notify_one();
         Ok(())
     }
@@ -856,9 +886,27 @@ impl Vfs {
     pub async fn run_uploads(self: Arc<Self>) {
         let mut running = tokio::task::JoinSet::new();
         loop {
-            let next = lock(&self.queue).pop_front();
+            // Entries wait the same delay, so the queue is in due order.
+            let (next, wait) = {
+                let mut q = lock(&self.queue);
+                match q.front() {
+                    Some(&(_, due)) if due > Instant::now() => (None, Some(due)),
+                    _ => (q.pop_front().map(|(ino, _)| ino), None),
+                }
+            };
+            if let Some(due) = wait {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due.into()) => {}
+                    Some(_) = running.join_next(), if !running.is_empty() => {}
+                }
+                continue;
+            }
             match next {
                 Some(ino) => {
+                    if lock(&self.tree).get(ino).is_ok_and(|n| n.writers > 0) {
+                        // Opened for writing again: its next close queues it anew.
+                        continue;
+                    }
                     while running.len() >= COMMITS_IN_FLIGHT {
                         running.join_next().await;
                     }
@@ -909,6 +957,10 @@ impl Vfs {
             return Ok(());
         }
         let mut st = staged.lock().await;
+        if st.is_discarded() {
+            // Another commit got there first and finished.
+            return Ok(());
+        }
         // Renamed or deleted while waiting for the lock: go by what holds now.
         let path = {
             let t = lock(&self.tree);
@@ -987,7 +1039,6 @@ impl Vfs {
                 Ok(())
             }
             Err(e) => {
-                st.rec.closed = lock(&self.tree).get(ino).is_ok_and(|n| n.writers == 0);
                 st.persist(durable || matches!(e, VfsError::Offline))?;
                 if !matches!(e, VfsError::Offline) {
                     self.activity.error(format!("{path}: {e}"));
@@ -1000,36 +1051,51 @@ impl Vfs {
     /// Uploads a staged file's dirty blocks and commits. Used for live files and for journal
     /// records of an earlier run alike.
     async fn upload(&self, st: &mut Staged, path: &RemotePath) -> VfsResult<Committed> {
+        use futures::{StreamExt, TryStreamExt};
         let bs = st.bs();
         let n = st.rec.size.div_ceil(bs);
-        let mut blocks = Vec::with_capacity(n as usize);
-        let mut uploads = Vec::new();
+        let mut blocks: Vec<Option<BlockRef>> = Vec::with_capacity(n as usize);
+        let mut changed = Vec::new();
         for b in 0..n {
             let len = st.block_len(b);
             if st.rec.dirty.contains(&b) || st.base_block(b).is_none_or(|r| r.size != len) {
                 if !st.is_present(b) {
                     return Err(VfsError::Io(format!("block {b} of {path} is neither staged nor in the base version")));
                 }
-                let data = Bytes::from(st.read_at(b * bs, len as usize)?);
-                let hash = blake3::hash(&data);
-                blocks.push(BlockRef { hash: hash.to_hex().to_string(), size: len });
-                uploads.push((*hash.as_bytes(), data));
-            } else if let Some(r) = st.base_block(b) {
-                blocks.push(r.clone());
+                changed.push((b, len));
+                blocks.push(None);
+            } else {
+                blocks.push(st.base_block(b).cloned());
             }
         }
+        // Changed blocks are read, hashed, sent and cached a few at a time, so a big file is
+        // never in memory whole. (Caching before the commit is harmless: blocks are keyed by
+        // content, and an unreferenced one is just evicted some day.)
+        let staged: &Staged = st;
         self.activity.in_flight_add(1);
-        let res = self.put_blocks(&uploads).await;
+        let sent: VfsResult<Vec<(u64, BlockRef)>> = futures::stream::iter(changed)
+            .map(|(b, len)| async move {
+                let data = Bytes::from(staged.read_at(b * bs, len as usize)?);
+                let hash = blake3::hash(&data);
+                let hex = hash.to_hex().to_string();
+                self.seen(self.client.put_block(&hex, data.clone()).await)?;
+                self.cache.admit(*hash.as_bytes(), data).await;
+                Ok((b, BlockRef { hash: hex, size: len }))
+            })
+            .buffer_unordered(UPLOADS_IN_FLIGHT)
+            .try_collect()
+            .await;
         self.activity.in_flight_add(-1);
-        res?;
+        for (b, r) in sent? {
+            blocks[b as usize] = Some(r);
+        }
+        let blocks: Vec<BlockRef> = blocks.into_iter().flatten().collect();
+        if blocks.len() as u64 != n {
+            return Err(VfsError::Io(format!("{path}: a block is missing from the upload")));
+        }
         let req = CommitRequest { base_version: st.rec.base_version, blocks: blocks.clone(), force: false };
         match self.seen(self.client.commit_manifest(path, &req).await) {
-            Ok(entry) => {
-                for (h, d) in uploads {
-                    self.cache.admit(h, d);
-                }
-                Ok(Committed::Same(entry, blocks))
-            }
+            Ok(entry) => Ok(Committed::Same(entry, blocks)),
             Err(VfsError::Conflict) | Err(VfsError::Exists) => {
                 self.commit_conflict_copy(path, blocks).await.map(Committed::Conflict)
             }
@@ -1062,24 +1128,6 @@ impl Vfs {
             }
         }
         Err(VfsError::Io(format!("no free conflict-copy name for {path}")))
-    }
-
-    async fn put_blocks(&self, uploads: &[([u8; 32], Bytes)]) -> VfsResult<()> {
-        use futures::StreamExt;
-        let jobs: Vec<_> = uploads
-            .iter()
-            .map(|(h, d)| {
-                let client = self.client.clone();
-                let hex = blake3::Hash::from_bytes(*h).to_hex().to_string();
-                let d = d.clone();
-                async move { client.put_block(&hex, d).await.map(|_| ()) }
-            })
-            .collect();
-        let results: Vec<_> = futures::stream::iter(jobs).buffer_unordered(UPLOADS_IN_FLIGHT).collect().await;
-        for r in results {
-            self.seen(r)?;
-        }
-        Ok(())
     }
 
     /// Uploads every file whose close could not reach the gateway, and journal records of an
@@ -1168,7 +1216,7 @@ impl Vfs {
         let ino = lock(&self.tree).child(parent, name).ok_or(VfsError::NotFound)?;
         // An upload of this file may be running: let it finish first (it may be what created
         // the file on the server), and start no other until the node is gone.
-        let _quiet = self.quiesce(ino).await;
+        let mut quiet = self.quiesce(ino).await;
         let (path, remote) = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
@@ -1188,7 +1236,7 @@ impl Vfs {
         let n = t.get_mut(ino)?;
         if n.open == 0
             && n.staged.take().is_some()
-            && let Some(st) = &_quiet
+            && let Some(st) = quiet.as_mut()
         {
             st.discard();
         }
@@ -1289,7 +1337,7 @@ impl Vfs {
             }
         }
         // A replaced file's pending upload must neither race the move nor run after it.
-        let replaced = match target.filter(|a| !same_node && a.kind == Kind::File) {
+        let mut replaced = match target.filter(|a| !same_node && a.kind == Kind::File) {
             Some(a) => self.quiesce(a.ino).await,
             None => None,
         };
@@ -1306,7 +1354,7 @@ impl Vfs {
                 if let Ok(n) = t.get_mut(a.ino)
                     && n.open == 0
                     && n.staged.take().is_some()
-                    && let Some(st) = &replaced
+                    && let Some(st) = replaced.as_mut()
                 {
                     st.discard();
                 }
@@ -1368,7 +1416,14 @@ impl Vfs {
                 }
             }
             ChangeOp::Create | ChangeOp::Mkdir | ChangeOp::Restore | ChangeOp::Move => {
-                if !same(&t, here)
+                // Our own create whose commit answer hasn't come back yet: the name is known to
+                // exist here already, and forgetting the listing would send every following
+                // lookup in the directory to the gateway. (Someone else's create of the same
+                // name makes our commit conflict, which invalidates the directory then.)
+                let own_pending = op != ChangeOp::Move
+                    && here.and_then(|c| t.get(c).ok()).is_some_and(|n| n.remote_id.is_none() && !n.unlinked);
+                if !own_pending
+                    && !same(&t, here)
                     && let Some(p) = parent
                 {
                     t.invalidate_dir(p);
@@ -1385,9 +1440,16 @@ impl Vfs {
                         && let Some(c) = t.child(fparent, &fname)
                         && same(&t, Some(c))
                     {
-                        // Still listed at the old place here: someone else moved it.
-                        t.detach(c);
+                        // Still at the old place here: someone else moved it, or the feed is
+                        // reporting our own move of a node we have since moved back. Only the
+                        // gateway can tell, so ask it (the next lookup or listing) rather than
+                        // take the node out of its directory.
                         t.invalidate_dir(fparent);
+                        if let Ok(n) = t.get_mut(c)
+                            && n.staged.is_none()
+                        {
+                            n.fetched = None;
+                        }
                     }
                 }
             }

@@ -65,11 +65,19 @@ fn host_name() -> String {
         .unwrap_or_else(|| "device".into())
 }
 
+fn parse_delay(raw: &str) -> Result<Duration> {
+    match raw.trim().parse::<f64>() {
+        Ok(s) if (0.0..=3600.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
+        _ => bail!("--upload-delay takes a number of seconds from 0 to 3600 (e.g. 1 or 0.5), not `{raw}`"),
+    }
+}
+
 struct Plan {
     mountpoint: PathBuf,
     cache_dir: PathBuf,
     cache_size: u64,
     cache_mem: u64,
+    upload_delay: Duration,
     status: PathBuf,
 }
 
@@ -101,6 +109,7 @@ fn plan(args: &MountArgs) -> Result<Plan> {
         cache_dir,
         cache_size: parse_size(&args.cache_size).context("--cache-size")?,
         cache_mem: parse_size(&args.cache_mem).context("--cache-mem")?,
+        upload_delay: parse_delay(&args.upload_delay)?,
         status,
     })
 }
@@ -125,6 +134,7 @@ pub fn foreground(args: &MountArgs) -> Result<()> {
         cache_dir: plan.cache_dir,
         cache_size: plan.cache_size,
         cache_mem: plan.cache_mem,
+        upload_delay: plan.upload_delay,
         status_file: plan.status,
         host: host_name(),
     };
@@ -166,6 +176,8 @@ pub async fn background(args: &MountArgs) -> Result<()> {
         .arg(&args.cache_size)
         .arg("--cache-mem")
         .arg(&args.cache_mem)
+        .arg("--upload-delay")
+        .arg(&args.upload_delay)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
