@@ -11,7 +11,9 @@
 #     --cache-mem 512MiB --cache-size 4GiB) holds the same files, uploaded with PUT.
 # Then, after a warm-up pass per target:
 #   4 KiB files and 1 MiB files: nginx, MinIO direct, gateway (cache warm), gateway with
-#   `X-Nimbus-Cache: bypass` (cold path, straight from MinIO);
+#   `X-Nimbus-Cache: bypass` (cold path, straight from MinIO); as a reference (not a goal),
+#   MinIO again through SigV4-presigned URLs, so that it checks a signature per request as it
+#   does for the gateway's reads;
 #   random 4 KiB-aligned 4 KiB ranges of the 1 GiB file: nginx, gateway (cache warm).
 # The gateway's VmRSS is sampled from /proc during its runs. Prints a table and the ratios the
 # cache is meant to reach, each with PASS/MISS; --json FILE also writes them as JSON.
@@ -38,6 +40,9 @@
 #   BENCH_CACHE_MEM     gateway --cache-mem (default 512MiB)
 #   BENCH_CACHE_SIZE    gateway --cache-size (default 4GiB)
 #   BENCH_DEADLINE      seconds after which the whole run is aborted (default 900)
+#   BENCH_PERF          1: `perf record` the gateway and MinIO during each measured gateway run
+#                       (flat profiles in TEMP/out/NAME.perf.txt; use with --keep; profiling
+#                       slows the gateway, so such a run's figures are not for comparison)
 #   NIMBUS_GATEWAY_BIN  gateway binary to use instead of building one (implies --no-build)
 #   NIMBUS_MINIO_BIN    MinIO binary (default /var/cache/nimbus/bin/minio, from install-deps.sh)
 #   CARGO_TARGET_DIR    default /var/cache/nimbus/target (or ./target when that is not writable)
@@ -260,6 +265,25 @@ def minio(data, endpoint, bucket, user, secret):
         list(ex.map(put, files))
     print(f"uploaded {len(files)} objects to s3://{bucket}")
 
+def presign(list_file, out_file, endpoint, bucket, user, secret):
+    """The list's paths as SigV4-presigned GETs (path and query only, valid 2 h): MinIO then
+    checks a signature on every request, as it does for the gateway's own reads."""
+    import boto3
+    from botocore.config import Config
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                      aws_access_key_id=user, aws_secret_access_key=secret,
+                      config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+    base = f"{endpoint}/{bucket}/"
+    with open(list_file) as f, open(out_file, "w") as out:
+        for line in f:
+            key = line.strip()
+            if key:
+                url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
+                                                ExpiresIn=7200)
+                if not url.startswith(base):
+                    raise SystemExit(f"unexpected presigned URL {url}")
+                out.write(url[len(base):] + "\n")
+
 def gateway(data, port, token, prefix):
     local = threading.local()
     def put(p):
@@ -411,6 +435,16 @@ def report(out_dir, meta_json, json_out):
     ratio("4KiB ranges of 1GiB: gateway / nginx", "range-gateway-warm", "range-nginx", 0.5)
     ratio("4KiB bypass: gateway / MinIO", "4k-gateway-bypass", "4k-minio", 0.8)
     ratio("1MiB bypass: gateway / MinIO", "1m-gateway-bypass", "1m-minio", 0.8)
+    # Not goals: MinIO with a signature to check on every request, as for the gateway's reads.
+    refs = []
+    for label, num, den in (("4KiB bypass: gateway / MinIO signed", "4k-gateway-bypass", "4k-minio-signed"),
+                            ("1MiB bypass: gateway / MinIO signed", "1m-gateway-bypass", "1m-minio-signed"),
+                            ("4KiB: MinIO signed / MinIO anonymous", "4k-minio-signed", "4k-minio"),
+                            ("1MiB: MinIO signed / MinIO anonymous", "1m-minio-signed", "1m-minio")):
+        if num in runs and den in runs and rps(den):
+            refs.append({"name": label, "numerator": num, "denominator": den,
+                         "value": round(rps(num) / rps(den), 3),
+                         "valid": runs[num]["valid"] and runs[den]["valid"]})
 
     rss_vals = [r["gateway_rss_max_mib"] for r in runs.values() if r.get("gateway_rss_max_mib") is not None]
     rss_max = max(rss_vals) if rss_vals else None
@@ -427,12 +461,14 @@ def report(out_dir, meta_json, json_out):
         else:
             res = "PASS" if q["pass"] else f"MISS ({q['shortfall_pct']}% short)"
         print(f"{q['name']:<40} {q['value']:>7.3f} {'>= ' + str(q['goal']):>7}  {res}")
+    for q in refs:
+        print(f"{q['name']:<40} {q['value']:>7.3f} {'(ref)':>7}  {'' if q['valid'] else 'INVALID'}")
     res = "PASS" if rss["pass"] else f"MISS (over by {rss['over_by_mib']} MiB)"
     print(f"{'gateway VmRSS max under load (MiB)':<40} {rss_max if rss_max is not None else '?':>7} "
           f"{'<= ' + str(rss_limit):>7}  {res}")
     print(f"(gateway VmHWM over its whole life, uploads included: {meta.get('vmhwm_mib')} MiB)")
 
-    doc = {"meta": meta, "runs": runs, "ratios": ratios, "rss": rss, "errors": bad}
+    doc = {"meta": meta, "runs": runs, "ratios": ratios, "reference_ratios": refs, "rss": rss, "errors": bad}
     if json_out:
         with open(json_out, "w") as f:
             json.dump(doc, f, indent=2)
@@ -452,6 +488,8 @@ if __name__ == "__main__":
         minio(*args)
     elif cmd == "gateway":
         gateway(args[0], int(args[1]), args[2], args[3])
+    elif cmd == "presign":
+        presign(*args)
     elif cmd == "verify":
         verify(*args)
     elif cmd == "probe":
@@ -663,11 +701,24 @@ run_wrk() {
         ) &
         SAMPLER_PID=$!
     fi
+    local perf_pid=""
+    if [ "$sampling" = 1 ] && [ "${BENCH_PERF:-0}" = 1 ]; then
+        perf record -F 499 -g -p "$GW_PID,$MINIO_PID" -o "$T/out/$name.perf.data" --quiet \
+            >/dev/null 2>&1 &
+        perf_pid=$!
+        sleep 0.5
+    fi
     if ! wrk -t"$THREADS" -c"$CONNS" -d"${secs}s" --timeout 10s --latency -s "$script" "$url" -- "$@" \
         >"$out" 2>&1; then
         log "ERROR: wrk failed for $name:"
         cat "$out" >&2
         FAILED=1
+    fi
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid" 2>/dev/null || true
+        wait "$perf_pid" 2>/dev/null || true
+        perf report -i "$T/out/$name.perf.data" --no-children -g none --sort comm,dso,sym --stdio 2>/dev/null |
+            grep -v '^$' | grep '%' | head -n 200 >"$T/out/$name.perf.txt" || true
     fi
     if [ "$sampling" = 1 ]; then
         stop_pid "$SAMPLER_PID" "rss sampler"
@@ -702,6 +753,11 @@ run_wrk() {
 
 SMALL=$T/lists/small.txt
 MEDIUM=$T/lists/medium.txt
+log "presigning the MinIO GETs of both lists (the signed MinIO reference runs)"
+python3 "$T/bench.py" presign "$SMALL" "$T/lists/small-signed.txt" "$MINIO_URL" "$DIRECT_BUCKET" \
+    "$MINIO_USER" "$MINIO_SECRET" >&2
+python3 "$T/bench.py" presign "$MEDIUM" "$T/lists/medium-signed.txt" "$MINIO_URL" "$DIRECT_BUCKET" \
+    "$MINIO_USER" "$MINIO_SECRET" >&2
 GW_PREFIX=/api/v1/files/$GW_DIR/
 GW_LARGE=/api/v1/files/$GW_DIR/large.bin
 
@@ -712,10 +768,12 @@ cat "$T/data/large.bin" >/dev/null   # nginx's copy into the page cache
 log "warm-up: ${WARMUP}s per target (wrk -t$THREADS -c$CONNS)"
 run_wrk 4k-nginx "$WARMUP" 0 "$NGINX_URL" "$T/rotate.lua" / "$SMALL"
 run_wrk 4k-minio "$WARMUP" 0 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$SMALL"
+run_wrk 4k-minio-signed "$WARMUP" 0 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$T/lists/small-signed.txt"
 run_wrk 4k-gateway-warm "$WARMUP" 0 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$SMALL" "$AUTH"
 run_wrk 4k-gateway-bypass "$WARMUP" 0 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$SMALL" "$AUTH" "$BYPASS"
 run_wrk 1m-nginx "$WARMUP" 0 "$NGINX_URL" "$T/rotate.lua" / "$MEDIUM"
 run_wrk 1m-minio "$WARMUP" 0 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$MEDIUM"
+run_wrk 1m-minio-signed "$WARMUP" 0 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$T/lists/medium-signed.txt"
 run_wrk 1m-gateway-warm "$WARMUP" 0 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$MEDIUM" "$AUTH"
 run_wrk 1m-gateway-bypass "$WARMUP" 0 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$MEDIUM" "$AUTH" "$BYPASS"
 run_wrk range-nginx "$WARMUP" 0 "$NGINX_URL" "$T/range.lua" /large.bin "$LARGE_SIZE"
@@ -725,10 +783,12 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 log "measuring: ${DURATION}s per run (load average before: $LOAD_BEFORE)"
 run_wrk 4k-nginx "$DURATION" 1 "$NGINX_URL" "$T/rotate.lua" / "$SMALL"
 run_wrk 4k-minio "$DURATION" 1 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$SMALL"
+run_wrk 4k-minio-signed "$DURATION" 1 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$T/lists/small-signed.txt"
 run_wrk 4k-gateway-warm "$DURATION" 1 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$SMALL" "$AUTH"
 run_wrk 4k-gateway-bypass "$DURATION" 1 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$SMALL" "$AUTH" "$BYPASS"
 run_wrk 1m-nginx "$DURATION" 1 "$NGINX_URL" "$T/rotate.lua" / "$MEDIUM"
 run_wrk 1m-minio "$DURATION" 1 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$MEDIUM"
+run_wrk 1m-minio-signed "$DURATION" 1 "$MINIO_URL" "$T/rotate.lua" "/$DIRECT_BUCKET/" "$T/lists/medium-signed.txt"
 run_wrk 1m-gateway-warm "$DURATION" 1 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$MEDIUM" "$AUTH"
 run_wrk 1m-gateway-bypass "$DURATION" 1 "$GW_URL" "$T/rotate.lua" "$GW_PREFIX" "$MEDIUM" "$AUTH" "$BYPASS"
 run_wrk range-nginx "$DURATION" 1 "$NGINX_URL" "$T/range.lua" /large.bin "$LARGE_SIZE"

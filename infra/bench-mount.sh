@@ -41,7 +41,7 @@
 #   BENCH_DIR_COUNT      files in the directory listed and renamed (default 10000)
 #   BENCH_WRITE_COUNT    4 KiB files written (default 1000)
 #   BENCH_LS_REPS        timed `ls -l` runs after the warm-up run, median reported (default 5)
-#   BENCH_CACHE_MEM      drive --cache-mem (default 128MiB, the drive's default)
+#   BENCH_CACHE_MEM      drive --cache-mem (default 128MiB, twice the drive's own default of 64MiB)
 #   BENCH_CACHE_SIZE     drive --cache-size (default 4GiB)
 #   BENCH_GATEWAY_CACHE  1: leave the gateway's own block cache on (default 0: off, so cold
 #                        reads through the drive come from MinIO like the peers')
