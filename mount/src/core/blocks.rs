@@ -23,7 +23,8 @@ use super::types::{VfsError, VfsResult};
 
 /// Block fetches from the gateway in flight at most (each holds a block in memory).
 const FETCHES_IN_FLIGHT: usize = 8;
-/// Read-ahead blocks held until their reader gets there (the VFS asks for at most 8 ahead).
+/// Read-ahead blocks held until their reader gets there, at most (the VFS's read-ahead window
+/// is capped at what [`MemBudget::ahead`] grants).
 const AHEAD_KEEP: usize = 8;
 /// Blocks on their way to the directory tier at most. When the disk is slower than the
 /// gateway, fetches wait for these rather than piling blocks up in memory.

@@ -213,9 +213,7 @@ impl Tree {
                     Some(n) => (n.parent, n.name.clone()),
                     None => (parent, e.name.clone()),
                 };
-                let listed =
-                    self.nodes.get(&old_parent).is_some_and(|p| p.dir.children.get(&name_key(&old_name)) == Some(&ino));
-                if old_parent != parent || old_name != e.name || !listed {
+                if old_parent != parent || old_name != e.name {
                     self.detach(ino);
                     self.attach(ino, parent, &e.name);
                 }

@@ -26,8 +26,6 @@ const ATTR_TTL: Duration = Duration::from_secs(2);
 const NEGATIVE_TTL: Duration = Duration::from_secs(2);
 /// Entries asked per directory page.
 const PAGE: u32 = 1000;
-/// Read-ahead window limit, in blocks.
-const MAX_READAHEAD_BLOCKS: u64 = 8;
 /// Blocks uploaded concurrently by one commit.
 const UPLOADS_IN_FLIGHT: usize = 4;
 
@@ -678,7 +676,7 @@ impl Vfs {
         }
         let bs = content.block_size;
         // Sequential readers get whole blocks into memory and a read-ahead window that
-        // doubles up to MAX_READAHEAD_BLOCKS; random readers read just the chunks they need.
+        // doubles up to the cache's read-ahead budget; random readers read just the chunks they need.
         let (sequential, prefetch) = {
             let mut h = lock(&self.handles);
             match h.get_mut(&fh) {
@@ -686,9 +684,8 @@ impl Vfs {
                     let seq = off == ra.next_off || (off == 0 && ra.next_off == 0);
                     ra.next_off = end;
                     if seq {
-                        // No further ahead than the cache can hold until the reader arrives.
-                        let max = MAX_READAHEAD_BLOCKS.min(self.cache.budget().ahead as u64);
-                        ra.window = (ra.window * 2).clamp(1, max);
+                        // No further ahead than the cache holds until the reader arrives.
+                        ra.window = (ra.window * 2).clamp(1, self.cache.budget().ahead as u64);
                         let last = (end - 1) / bs;
                         let from = ra.until.max(last + 1);
                         let to = (last + 1 + ra.window).min(content.blocks.len() as u64);
@@ -1089,10 +1086,10 @@ impl Vfs {
         for (b, r) in sent? {
             blocks[b as usize] = Some(r);
         }
-        let blocks: Vec<BlockRef> = blocks.into_iter().flatten().collect();
-        if blocks.len() as u64 != n {
-            return Err(VfsError::Io(format!("{path}: a block is missing from the upload")));
-        }
+        let blocks: Vec<BlockRef> = blocks
+            .into_iter()
+            .collect::<Option<_>>()
+            .ok_or_else(|| VfsError::Io(format!("{path}: a block is missing from the upload")))?;
         let req = CommitRequest { base_version: st.rec.base_version, blocks: blocks.clone(), force: false };
         match self.seen(self.client.commit_manifest(path, &req).await) {
             Ok(entry) => Ok(Committed::Same(entry, blocks)),
