@@ -41,6 +41,7 @@ pub mod gateway;
 pub mod http;
 pub mod minio;
 pub mod mount;
+pub mod netproxy;
 pub mod ops;
 pub mod postgres;
 
