@@ -97,6 +97,8 @@ try {
   await page.getByRole('link', { name: USER }).click();
   await page.getByRole('heading', { name: USER }).waitFor();
   await page.getByTestId('usage').filter({ hasText: '300000 bytes' }).waitFor();
+  await page.getByTestId('usage-current').filter({ hasText: '293.0 KiB' }).waitFor();
+  await page.getByTestId('usage-versions').filter({ hasText: '0 B' }).waitFor();
   await shot('05-user-page');
 
   step('the admin lowers the quota; the next upload is refused');

@@ -16,7 +16,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the gateway.
     Serve(Box<ServeArgs>),
-    /// Remove blocks no version references once unused for the grace period.
+    /// Apply the retention policy (older versions, trash), then remove blocks no version
+    /// references once unused for the grace period; also repairs usage counts.
     Gc(Box<GcArgs>),
     /// Check that every block is in the store intact; optionally repair.
     Fsck(Box<FsckArgs>),
@@ -137,20 +138,48 @@ pub struct ServeArgs {
     /// address, e.g. `127.0.0.1:9100`. Off by default. Uses the gateway's TLS settings.
     #[arg(long, env = "NIMBUS_S3_LISTEN")]
     pub s3_listen: Option<SocketAddr>,
+
+    /// Which older versions of a file are kept: comma-separated `AGE:all` / `AGE:EVERY` steps
+    /// with growing ages (younger than AGE: every version, or the newest per EVERY), older ones
+    /// go; `forever` keeps all, `none` keeps no older version. Applied by the maintenance worker
+    /// and by `gc`; a write that would pass the quota also expires the oldest versions first.
+    #[arg(long, env = "NIMBUS_VERSION_RETENTION", default_value = crate::meta::retention::DEFAULT_VERSION_RETENTION,
+          value_parser = crate::meta::retention::parse_version_policy)]
+    pub version_retention: crate::meta::retention::VersionPolicy,
+
+    /// How long deleted items stay in the trash (e.g. `30d`), or `forever`.
+    #[arg(long, env = "NIMBUS_TRASH_RETENTION", default_value = crate::meta::retention::DEFAULT_TRASH_RETENTION,
+          value_parser = parse_trash_retention)]
+    pub trash_retention: TrashRetention,
+
+    /// How often the gateway applies retention and collects garbage blocks (as `gc` does), e.g.
+    /// `1h`; `0` turns the worker off (then run `nimbus-gateway gc` on a schedule).
+    #[arg(long, env = "NIMBUS_MAINTENANCE_INTERVAL", default_value = "1h", value_parser = crate::ops::parse_duration)]
+    pub maintenance_interval: std::time::Duration,
+
+    /// Garbage collection removes only blocks nobody reported present or uploaded for this long
+    /// (e.g. `24h`, `30m`, `0`): longer than any client takes from upload to commit.
+    #[arg(long = "gc-grace", alias = "grace", env = "NIMBUS_GC_GRACE", default_value = "24h",
+          value_parser = crate::ops::parse_duration)]
+    pub gc_grace: std::time::Duration,
+
+    /// S3 multipart uploads started longer ago than this and never completed are aborted by
+    /// garbage collection (their parts then become garbage like any other unreferenced block).
+    #[arg(long = "gc-upload-expiry", alias = "upload-expiry", env = "NIMBUS_GC_UPLOAD_EXPIRY", default_value = "7d",
+          value_parser = crate::ops::parse_duration)]
+    pub gc_upload_expiry: std::time::Duration,
+}
+
+/// `--trash-retention`: None keeps trash items until they are purged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrashRetention(pub Option<std::time::Duration>);
+
+fn parse_trash_retention(s: &str) -> Result<TrashRetention, String> {
+    crate::meta::retention::parse_trash_retention(s).map(TrashRetention)
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct GcArgs {
-    /// Only blocks nobody reported present or uploaded for this long are removed
-    /// (e.g. `24h`, `30m`, `0`): longer than any client takes from upload to commit.
-    #[arg(long, env = "NIMBUS_GC_GRACE", default_value = "24h", value_parser = crate::ops::parse_duration)]
-    pub grace: std::time::Duration,
-
-    /// S3 multipart uploads started longer ago than this and never completed are aborted
-    /// first (their parts then become garbage like any other unreferenced block).
-    #[arg(long, env = "NIMBUS_GC_UPLOAD_EXPIRY", default_value = "7d", value_parser = crate::ops::parse_duration)]
-    pub upload_expiry: std::time::Duration,
-
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -205,5 +234,9 @@ impl ServeArgs {
 
     pub fn default_quota(&self) -> Option<u64> {
         (self.default_quota_bytes > 0).then_some(self.default_quota_bytes)
+    }
+
+    pub fn retention(&self) -> crate::meta::Retention {
+        crate::meta::Retention { versions: self.version_retention.clone(), trash: self.trash_retention.0 }
     }
 }

@@ -41,6 +41,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         upload_parallelism: 4,
         admin_ui_dir: args.admin_ui_dir.clone(),
         tls: serves_tls(args),
+        retention: args.retention(),
     };
     let cache_cfg = CacheConfig {
         dir: (args.cache_size > 0).then(|| args.cache_dir()),
@@ -162,6 +163,20 @@ async fn bootstrap_admin(meta: &Meta) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Counts the usage of spaces that never had it counted by kind (from before that existed),
+/// once, before serving: quota checks need the parts.
+async fn count_usage_once(meta: &Meta) -> anyhow::Result<()> {
+    let spaces = meta.uncounted_spaces().await?;
+    if spaces.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(spaces = spaces.len(), "counting usage by kind (once, after an upgrade)");
+    for space in spaces {
+        meta.recount_usage(space).await?;
+    }
+    Ok(())
+}
+
 /// Runs the gateway until `shutdown` resolves.
 pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -170,7 +185,15 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     let state = build_state(&args).await?;
     bootstrap_admin(&state.meta).await?;
     let meta = state.meta.clone();
+    count_usage_once(&meta).await?;
     meta.listen_for_other_gateways();
+    let maintenance = crate::ops::gc::GcOptions {
+        grace: args.gc_grace,
+        upload_expiry: args.gc_upload_expiry,
+        retention: args.retention(),
+        recount_all: false,
+    };
+    crate::ops::maintenance::spawn(meta.clone(), state.store.clone(), maintenance, args.maintenance_interval);
 
     let listener =
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -37,4 +37,6 @@ pub struct Settings {
     pub admin_ui_dir: Option<std::path::PathBuf>,
     /// The gateway itself serves TLS: the WebDAV door accepts account passwords only then.
     pub tls: bool,
+    /// How long older versions and trash items are kept (shown in `/api/v1/info`).
+    pub retention: crate::meta::Retention,
 }

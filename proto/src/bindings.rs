@@ -24,6 +24,8 @@ pub fn typescript() -> String {
         LoginResponse::decl(&cfg),
         UserRef::decl(&cfg),
         Me::decl(&cfg),
+        UsageBreakdown::decl(&cfg),
+        RetentionInfo::decl(&cfg),
         ServerInfo::decl(&cfg),
         EntryKind::decl(&cfg),
         Entry::decl(&cfg),

@@ -90,7 +90,37 @@ pub struct Me {
     pub role: Role,
     /// `null` means no quota.
     pub quota_bytes: Option<u64>,
+    /// Everything the space holds (the sum of `usage`); the quota applies to it.
     pub used_bytes: u64,
+    pub usage: UsageBreakdown,
+}
+
+/// What a space holds, by kind (bytes). Every version counts at its full size.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct UsageBreakdown {
+    /// Current versions of the files in the space.
+    pub current: u64,
+    /// Older versions of those files (expired by the retention policy, or to make room).
+    pub versions: u64,
+    /// Files in the trash, with their older versions.
+    pub trash: u64,
+    /// Blocks uploaded that no version uses yet (uploads in progress or abandoned).
+    pub pending: u64,
+}
+
+/// The gateway's retention settings (`--version-retention`, `--trash-retention`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct RetentionInfo {
+    /// `AGE:all` / `AGE:EVERY` steps, `forever` or `none`, e.g. `24h:all,30d:1d,365d:7d`.
+    pub versions: String,
+    /// How long an item stays in the trash, e.g. `30d`, or `forever`.
+    pub trash: String,
+    /// The trash retention in seconds; `null`: forever.
+    pub trash_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,6 +130,11 @@ pub struct ServerInfo {
     pub version: String,
     /// Files are split into blocks of exactly this size (the last may be shorter).
     pub block_size: u64,
+    /// The version retention policy, as `--version-retention` takes it.
+    pub version_retention: String,
+    /// The trash retention, as `--trash-retention` takes it.
+    pub trash_retention: String,
+    pub retention: RetentionInfo,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -240,7 +275,10 @@ pub struct TrashEntry {
     pub name: String,
     pub original_path: String,
     pub kind: EntryKind,
+    /// What its files hold (current versions).
     pub size: u64,
+    /// Their older versions, also freed by a purge.
+    pub versions_bytes: u64,
     pub deleted_at: String,
 }
 
@@ -310,6 +348,7 @@ pub struct UserInfo {
     pub role: Role,
     pub quota_bytes: Option<u64>,
     pub used_bytes: u64,
+    pub usage: UsageBreakdown,
     pub disabled: bool,
     pub created: String,
 }

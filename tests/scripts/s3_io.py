@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
-"""One S3 operation with boto3, for tests that compare the doors (tests/tests/doors.rs).
+"""One S3 operation with boto3, for tests that drive the S3 door (tests/src/s3.rs).
 
 Usage (credentials in env S3_KEY, S3_SECRET):
-  s3_io.py ENDPOINT put BUCKET KEY FILE   upload FILE as KEY (multipart above 8 MiB)
-  s3_io.py ENDPOINT get BUCKET KEY FILE   download KEY into FILE
-  s3_io.py ENDPOINT code BUCKET KEY       try to PUT a small body at KEY; print the error code or OK
+  s3_io.py ENDPOINT put BUCKET KEY FILE         upload FILE as KEY (multipart above 8 MiB)
+  s3_io.py ENDPOINT get BUCKET KEY FILE         download KEY into FILE
+  s3_io.py ENDPOINT code BUCKET KEY             try to PUT a small body at KEY; print the error code or OK
+  s3_io.py ENDPOINT marker BUCKET KEY/          try to PUT an empty folder marker; print the error code or OK
+  s3_io.py ENDPOINT selfcopy BUCKET KEY         try to copy KEY onto itself with new metadata; code or OK
+  s3_io.py ENDPOINT mpu BUCKET KEY FILE PART    multipart upload of FILE in PART-byte parts, all parts
+                                                at once; print OK, or the first error code (the upload
+                                                is aborted then)
 """
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 from botocore.client import Config
@@ -20,17 +26,55 @@ c = boto3.client(
     aws_access_key_id=os.environ["S3_KEY"],
     aws_secret_access_key=os.environ["S3_SECRET"],
     region_name="us-east-1",
-    config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, max_pool_connections=32),
 )
-if op == "put":
-    c.upload_file(sys.argv[5], bucket, key)
-elif op == "get":
-    c.download_file(bucket, key, sys.argv[5])
-elif op == "code":
+
+
+def code(e):
+    return f'{e.response["Error"]["Code"]} {e.response["ResponseMetadata"]["HTTPStatusCode"]}'
+
+
+def multipart(path, part_size):
+    data = open(path, "rb").read()
+    parts = [data[i : i + part_size] for i in range(0, len(data), part_size)] or [b""]
+    upload = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+    def send(n):
+        r = c.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=n + 1, Body=parts[n])
+        return {"PartNumber": n + 1, "ETag": r["ETag"]}
+
     try:
-        c.put_object(Bucket=bucket, Key=key, Body=b"probe")
+        with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+            done = list(pool.map(send, range(len(parts))))
+        c.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done})
         print("OK")
     except ClientError as e:
-        print(e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
-else:
-    sys.exit(f"unknown operation {op}")
+        c.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+        print(code(e))
+
+
+try:
+    if op == "put":
+        c.upload_file(sys.argv[5], bucket, key)
+    elif op == "get":
+        c.download_file(bucket, key, sys.argv[5])
+    elif op == "code":
+        c.put_object(Bucket=bucket, Key=key, Body=b"probe")
+        print("OK")
+    elif op == "marker":
+        c.put_object(Bucket=bucket, Key=key, Body=b"")
+        print("OK")
+    elif op == "selfcopy":
+        c.copy_object(
+            Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key},
+            MetadataDirective="REPLACE", Metadata={"touched": "yes"},
+        )
+        print("OK")
+    elif op == "mpu":
+        multipart(sys.argv[5], int(sys.argv[6]))
+    else:
+        sys.exit(f"unknown operation {op}")
+except ClientError as e:
+    if op in ("put", "get"):
+        raise
+    print(code(e))

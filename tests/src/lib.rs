@@ -36,6 +36,7 @@
 pub mod backend;
 pub mod bins;
 pub mod data;
+pub mod dav;
 pub mod garage;
 pub mod gateway;
 pub mod http;
@@ -44,6 +45,7 @@ pub mod mount;
 pub mod netproxy;
 pub mod ops;
 pub mod postgres;
+pub mod s3;
 
 pub use backend::Backend;
 pub use gateway::{ADMIN_PASSWORD, Gateway, GatewayOptions, run_on};

@@ -829,13 +829,20 @@ backend_test!(quota, |gw| async move {
     ensure!(root.len() == 1 && root[0].name == "one.bin", "{root:?}");
     ensure!(content(&api, "/one.bin").await? == first);
 
-    // Over the quota by commit.
+    // Over the quota by the block protocol: the block is refused as it arrives (it would count
+    // as pending), and a commit of blocks never uploaded is refused for them.
     let bs = api.block_size().await?;
-    let refs = api.upload_blocks(&second, bs).await?;
-    api.commit("/two.bin", None, &refs).await?.check_error(413, "quota_exceeded")?;
+    let refs: Vec<BlockRef> = data::split_blocks(&second, bs)
+        .iter()
+        .map(|(h, b)| BlockRef { hash: h.clone(), size: b.len() as u64 })
+        .collect();
+    let r = api.put_block(&refs[0].hash, second.clone()).await?;
+    r.check_error(413, "quota_exceeded")?;
+    let api = api.fresh_connection()?;
+    api.commit("/two.bin", None, &refs).await?.check_error(400, "missing_blocks")?;
     api.stat("/two.bin").await?.check_error(404, "not_found")?;
     let me3: Me = api.get("/api/v1/me").await?.ok(200)?;
-    ensure!(me3.used_bytes == me.used_bytes, "a refused commit changed the usage: {me3:?}");
+    ensure!(me3.used_bytes == me.used_bytes, "a refused upload changed the usage: {me3:?}");
 
     // Lifting the quota lets it through.
     let admin = gw.admin().await?;
@@ -843,6 +850,7 @@ backend_test!(quota, |gw| async move {
         .patch_json(&format!("/api/v1/admin/users/{id}"), &serde_json::json!({"quota_bytes": null}))
         .await?
         .check(200)?;
+    let refs = api.upload_blocks(&second, bs).await?;
     api.commit("/two.bin", None, &refs).await?.entry(201)?;
     let me4: Me = api.get("/api/v1/me").await?.ok(200)?;
     ensure!(me4.quota_bytes.is_none() && me4.used_bytes == (1200 * KIB) as u64, "{me4:?}");

@@ -4,32 +4,14 @@
 //! created) at every door, because they all go through one check (`RemotePath`).
 
 use std::path::Path;
-use std::process::Stdio;
 
 use anyhow::{Context, ensure};
 use nimbus_e2e::gateway::user_password;
 use nimbus_e2e::mount::{Device, Drive, MountMode, eventually};
+use nimbus_e2e::s3::s3_io as s3;
 use nimbus_e2e::{Api, GatewayOptions, backend_test, data, raw_request};
 use nimbus_proto::wire::CreatedS3Key;
 use reqwest::Method;
-use tokio::process::Command;
-
-/// One S3 operation through tests/scripts/s3_io.py (boto3); returns stdout.
-async fn s3(endpoint: &str, key: &CreatedS3Key, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/s3_io.py"))
-        .arg(endpoint)
-        .args(args)
-        .env("S3_KEY", &key.access_key_id)
-        .env("S3_SECRET", &key.secret_access_key)
-        .env_remove("AWS_CA_BUNDLE")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .context("cannot run python3 (apt-get install python3-boto3)")?;
-    ensure!(out.status.success(), "s3_io.py {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
 
 async fn dav_put(api: &Api, path: &str, body: Vec<u8>) -> anyhow::Result<u16> {
     Ok(api.req(Method::PUT, &format!("/dav/{path}")).body(body).send().await?.status)
@@ -200,6 +182,57 @@ backend_test!(
             .check(204)?;
         let code = s3(&endpoint, &key, &["code", "alice", "report.docx"]).await?;
         ensure!(code == "OK", "S3 PUT after UNLOCK: {code}");
+        Ok(())
+    }
+);
+
+// Every namespace write honours WebDAV locks, whatever the door: creating a folder inside a
+// locked folder, restoring from the trash into it, an S3 folder marker there, an S3 self-copy
+// (a metadata-only write) of a locked object. With the lock's token they go through.
+backend_test!(
+    locks_guard_every_namespace_write,
+    opts = GatewayOptions::default().arg("--s3-listen").arg("127.0.0.1:0"),
+    |gw| async move {
+        use nimbus_e2e::dav::{dav, lock};
+        let (_, alice) = gw.user("alice", None).await?;
+        let key = nimbus_e2e::s3::new_key(&alice).await?;
+        let endpoint = gw.s3_endpoint()?;
+        alice.put_file("/locked/in.txt", "in").await?.check(201)?;
+        alice.put_file("/gone.txt", "gone").await?.check(201)?;
+        alice.delete("/api/v1/files/gone.txt").await?.check(204)?;
+        let trash: nimbus_proto::wire::TrashList = alice.get("/api/v1/trash").await?.ok(200)?;
+        let item = trash.entries.first().context("a trash item")?.id;
+        let token = lock(&alice, "/dav/locked/", &[("depth", "infinity"), ("timeout", "Second-600")]).await?;
+        let restore = format!("/api/v1/trash/{item}/restore");
+        let into_locked = serde_json::json!({"to": "/locked/gone.txt"});
+
+        alice.mkdir("/locked/sub").await?.check_error(423, "locked")?;
+        dav(&alice, "MKCOL", "/dav/locked/sub", &[], vec![]).await?.check(423)?;
+        alice.post_json(&restore, &into_locked).await?.check_error(423, "locked")?;
+        let out = s3(&endpoint, &key, &["marker", "alice", "locked/sub/"]).await?;
+        ensure!(out == "Locked 423", "S3 folder marker in a locked folder: {out}");
+        let out = s3(&endpoint, &key, &["selfcopy", "alice", "locked/in.txt"]).await?;
+        ensure!(out == "Locked 423", "S3 self-copy of a locked object: {out}");
+        // Nothing changed.
+        alice.stat("/locked/sub").await?.check_error(404, "not_found")?;
+        alice.stat("/locked/gone.txt").await?.check_error(404, "not_found")?;
+        let t: nimbus_proto::wire::TrashList = alice.get("/api/v1/trash").await?.ok(200)?;
+        ensure!(t.entries.len() == 1, "{t:?}");
+
+        // The lock's holder may.
+        let with = |m: Method, url: &str| alice.req(m, url).header("x-nimbus-lock-token", &token);
+        with(Method::POST, "/api/v1/dirs/locked/sub").send().await?.check(201)?;
+        with(Method::POST, &restore).json(&into_locked).send().await?.check(200)?;
+        ensure!(alice.get_file("/locked/gone.txt").await?.body.as_ref() == b"gone");
+        let iff = format!("(<{token}>)");
+        dav(&alice, "MKCOL", "/dav/locked/sub2", &[("if", &iff)], vec![]).await?.check(201)?;
+
+        // Unlocked, every door may again.
+        let lt = format!("<{token}>");
+        dav(&alice, "UNLOCK", "/dav/locked/", &[("lock-token", &lt)], vec![]).await?.check(204)?;
+        ensure!(s3(&endpoint, &key, &["marker", "alice", "locked/sub3/"]).await? == "OK");
+        ensure!(s3(&endpoint, &key, &["selfcopy", "alice", "locked/in.txt"]).await? == "OK");
+        alice.mkdir("/locked/sub4").await?.check(201)?;
         Ok(())
     }
 );

@@ -9,7 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
-use nimbus_e2e::{Api, Gateway, Resp, backend_test, data, raw_request};
+use nimbus_e2e::dav::{dav, lock};
+use nimbus_e2e::{Api, Gateway, backend_test, data, raw_request};
 use nimbus_proto::wire::Entry;
 use reqwest::Method;
 use tokio::io::AsyncWriteExt;
@@ -38,15 +39,6 @@ fn basic(user: &str, secret: &str) -> String {
         }
     }
     format!("Basic {out}")
-}
-
-/// A WebDAV request as `api`'s user (bearer token).
-async fn dav(api: &Api, m: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> anyhow::Result<Resp> {
-    let mut r = api.req(method(m)?, path);
-    for (k, v) in headers {
-        r = r.header(k, v);
-    }
-    r.body(body).send().await
 }
 
 const PROPFIND_ALL: &str =
@@ -493,16 +485,6 @@ backend_test!(webdav_auth_and_isolation, |gw| async move {
     );
     Ok(())
 });
-
-const LOCKINFO: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>e2e</D:owner></D:lockinfo>"#;
-
-/// LOCKs `path` and returns the token (without the angle brackets).
-async fn lock(api: &Api, path: &str, headers: &[(&str, &str)]) -> anyhow::Result<String> {
-    let r = dav(api, "LOCK", path, headers, LOCKINFO.as_bytes().to_vec()).await?;
-    r.check_any(&[200, 201])?;
-    let t = r.header("lock-token").with_context(|| format!("no Lock-Token: {r}"))?;
-    Ok(t.trim_matches(|c| c == '<' || c == '>').to_string())
-}
 
 backend_test!(webdav_locks_across_doors, |gw| async move {
     let (_, alice) = gw.user("alice", None).await?;

@@ -32,7 +32,7 @@ describe('CreateUserForm', () => {
 
   it('sends a valid user and shows the generated password once', async () => {
     const onCreate = vi.fn().mockResolvedValue({
-      id: 7, username: 'carol', role: 'user', quota_bytes: 1073741824, used_bytes: 0, disabled: false,
+      id: 7, username: 'carol', role: 'user', quota_bytes: 1073741824, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, disabled: false,
       created: '2026-01-01T00:00:00Z', generated_password: 'Gen-Pass-123',
     });
     setup(onCreate);

@@ -45,6 +45,7 @@ export function UserPage({ id }: { id: number }) {
           {formatSize(u.used_bytes)} of {formatSize(u.quota_bytes)} ({u.used_bytes} bytes)
         </Text>
         {u.quota_bytes !== null && <Progress value={pct} aria-label="Usage of quota" mt="xs" />}
+        <UsageParts usage={u.usage} />
       </Paper>
       <EditForm user={u} onSave={(body) => patch.mutate({ body, done: 'Quota and role saved.' })} busy={patch.isPending} />
       <Paper withBorder p="md">
@@ -63,6 +64,28 @@ export function UserPage({ id }: { id: number }) {
       <Activity id={id} username={u.username} />
       <DeleteUser user={u} />
     </Stack>
+  );
+}
+
+/** What the usage is made of; every part counts against the quota. */
+function UsageParts({ usage }: { usage: UserInfo['usage'] }) {
+  const parts: [string, string, number][] = [
+    ['current', 'Current files', usage.current],
+    ['versions', 'Older versions', usage.versions],
+    ['trash', 'Trash', usage.trash],
+    ['pending', 'Uploads not yet committed', usage.pending],
+  ];
+  return (
+    <Table mt="xs" aria-label="Usage by kind" withRowBorders={false}>
+      <Table.Tbody>
+        {parts.map(([key, label, n]) => (
+          <Table.Tr key={key}>
+            <Table.Td>{label}</Table.Td>
+            <Table.Td data-testid={`usage-${key}`} title={`${n} bytes`}>{formatSize(n)}</Table.Td>
+          </Table.Tr>
+        ))}
+      </Table.Tbody>
+    </Table>
   );
 }
 

@@ -22,6 +22,7 @@ fn user_info(u: &UserRow) -> UserInfo {
         role: Role::parse(&u.role).unwrap_or_default(),
         quota_bytes: u.quota_bytes.map(|q| q.max(0) as u64),
         used_bytes: u.used_bytes.max(0) as u64,
+        usage: super::usage_breakdown(u),
         disabled: u.disabled,
         created: rfc3339(u.created_at),
     }

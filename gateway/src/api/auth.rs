@@ -120,11 +120,13 @@ pub async fn revoke_token(State(st): State<AppState>, user: AuthUser, Path(id): 
 
 pub async fn me(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<Me>> {
     let u = st.meta.user(user.id).await?.ok_or(ApiError::Unauthorized)?;
+    let usage = super::usage_breakdown(&u);
     Ok(Json(Me {
         id: u.id,
         username: u.username,
         role: user.role,
         quota_bytes: u.quota_bytes.map(|q| q.max(0) as u64),
         used_bytes: u.used_bytes.max(0) as u64,
+        usage,
     }))
 }

@@ -138,7 +138,7 @@ pub async fn put_file(
         Base::Any
     };
     let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-    let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None };
+    let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0 };
     let held = lock_tokens(&headers);
     let result = space::put_stream_held(&st, user.id, &path, body.into_data_stream(), opts, &held).await;
     let (node, created, path) = match result {
@@ -207,9 +207,9 @@ pub async fn list_dir(
     Ok(Json(DirListing { entries, next_cursor }))
 }
 
-pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Response> {
+pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, "/api/v1/dirs/")?;
-    let (node, created, path) = st.meta.mkdir(user.id, &path).await?;
+    let (node, created, path) = st.meta.mkdir_held(user.id, &path, &lock_tokens(&headers)).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }
@@ -262,4 +262,34 @@ pub async fn restore_version(
     let path = space_path(&uri, "/api/v1/versions/")?;
     let (node, path) = st.meta.restore_version(user.id, &path, req.version, Some(&user.device)).await?;
     Ok(Json(entry(&node, &path)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DeleteVersionQuery {
+    pub version: Option<String>,
+}
+
+/// `DELETE /versions/{path}?version=ID`: removes one older version for good.
+pub async fn delete_version(
+    State(st): State<AppState>,
+    user: AuthUser,
+    uri: Uri,
+    Query(q): Query<DeleteVersionQuery>,
+) -> ApiResult<StatusCode> {
+    let path = space_path(&uri, "/api/v1/versions/")?;
+    let raw = q.version.ok_or_else(|| ApiError::BadRequest("say which version to delete with ?version=ID".into()))?;
+    // Not a version id of this file (whatever it looks like) is the same as a missing one.
+    let version: i64 = raw.parse().map_err(|_| ApiError::NotFound("no such version".into()))?;
+    let freed = st.meta.delete_version(user.id, &path, version).await?;
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: "version.delete".into(),
+            target: Some(path.to_string()),
+            detail: Some(format!("version {version}, {freed} bytes")),
+            ..Default::default()
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use nimbus_proto::wire::ServerInfo;
+use nimbus_proto::wire::{RetentionInfo, ServerInfo};
 use serde_json::json;
 
 use super::Json;
@@ -44,5 +44,17 @@ pub async fn metrics(
 }
 
 pub async fn info(State(st): State<AppState>) -> Json<ServerInfo> {
-    Json(ServerInfo { version: env!("CARGO_PKG_VERSION").to_string(), block_size: st.settings.block_size })
+    let r = &st.settings.retention;
+    let retention = RetentionInfo {
+        versions: r.versions.to_string(),
+        trash: r.trash_spec(),
+        trash_secs: r.trash.map(|d| d.as_secs()),
+    };
+    Json(ServerInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        block_size: st.settings.block_size,
+        version_retention: retention.versions.clone(),
+        trash_retention: retention.trash.clone(),
+        retention,
+    })
 }

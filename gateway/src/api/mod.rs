@@ -72,7 +72,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/copy", post(files::copy_entry))
         .route("/api/v1/blocks/missing", post(blocks::missing))
         .route("/api/v1/manifests/{*path}", get(blocks::get_manifest).post(blocks::commit))
-        .route("/api/v1/versions/{*path}", get(files::list_versions).post(files::restore_version))
+        .route(
+            "/api/v1/versions/{*path}",
+            get(files::list_versions).post(files::restore_version).delete(files::delete_version),
+        )
         .route("/api/v1/trash", get(trash::list).delete(trash::empty))
         .route("/api/v1/trash/{id}", axum::routing::delete(trash::purge))
         .route("/api/v1/trash/{id}/restore", post(trash::restore))
@@ -249,4 +252,15 @@ pub fn lock_tokens(headers: &axum::http::HeaderMap) -> Vec<String> {
 /// Parses a client-supplied JSON path field with the shared rules.
 pub fn parse_path(raw: &str) -> Result<RemotePath, ApiError> {
     Ok(RemotePath::parse(raw)?)
+}
+
+/// A user's usage by kind, as the wire shows it.
+pub(crate) fn usage_breakdown(u: &crate::meta::UserRow) -> nimbus_proto::wire::UsageBreakdown {
+    let n = |v: i64| v.max(0) as u64;
+    nimbus_proto::wire::UsageBreakdown {
+        current: n(u.current_bytes),
+        versions: n(u.versions_bytes),
+        trash: n(u.trash_bytes),
+        pending: n(u.pending_bytes),
+    }
 }

@@ -22,6 +22,8 @@ use utoipa::openapi::{Ref, Required};
         LoginResponse,
         UserRef,
         Me,
+        UsageBreakdown,
+        RetentionInfo,
         ServerInfo,
         EntryKind,
         Entry,
@@ -73,7 +75,15 @@ type Route =
 const OCTETS: &str = "<octets>";
 
 const ROUTES: &[Route] = &[
-    (HttpMethod::Get, "/api/v1/info", "service", "Server version and block size", None, "200", Some("ServerInfo")),
+    (
+        HttpMethod::Get,
+        "/api/v1/info",
+        "service",
+        "Server version, block size and retention",
+        None,
+        "200",
+        Some("ServerInfo"),
+    ),
     (
         HttpMethod::Post,
         "/api/v1/auth/login",
@@ -201,6 +211,15 @@ const ROUTES: &[Route] = &[
         Some("RestoreVersionRequest"),
         "200",
         Some("Entry"),
+    ),
+    (
+        HttpMethod::Delete,
+        "/api/v1/versions/{path}",
+        "versions",
+        "Delete one older version (?version=)",
+        None,
+        "204",
+        None,
     ),
     (HttpMethod::Get, "/api/v1/trash", "trash", "List the trash", None, "200", Some("TrashList")),
     (HttpMethod::Delete, "/api/v1/trash", "trash", "Empty the trash", None, "204", None),

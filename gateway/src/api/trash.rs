@@ -37,6 +37,7 @@ pub async fn list(
             original_path: r.original_path,
             kind: if r.kind == "dir" { EntryKind::Dir } else { EntryKind::File },
             size: r.size.max(0) as u64,
+            versions_bytes: r.versions_bytes.max(0) as u64,
             deleted_at: rfc3339(r.deleted_at),
         })
         .collect();
@@ -47,6 +48,7 @@ pub async fn restore(
     State(st): State<AppState>,
     user: AuthUser,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<Entry>> {
     let id = trash_id(&id)?;
@@ -60,7 +62,8 @@ pub async fn restore(
         Some(t) => Some(parse_path(&t)?),
         None => None,
     };
-    let (node, path) = st.meta.restore_trash(user.id, id, to.as_ref()).await?;
+    let held = super::lock_tokens(&headers);
+    let (node, path) = st.meta.restore_trash_held(user.id, id, to.as_ref(), &held).await?;
     Ok(Json(entry(&node, &path)))
 }
 

@@ -5,8 +5,9 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
 use super::locks::check_locks;
-use super::tree::{CHILD_SQL, NODE_SQL, charge, ensure_dir, journal, resolve};
-use super::{BlockEntry, Meta, MetaError, MetaResult, NodeRow, VersionRow, begin_space, now_ms, on_pool};
+use super::tree::{CHILD_SQL, NODE_SQL, ensure_dir, journal, resolve};
+use super::usage::{REFERENCED, UsageTx};
+use super::{BlockEntry, Limit, Meta, MetaError, MetaResult, NodeRow, Usage, VersionRow, begin_space, now_ms, on_pool};
 
 /// What the committer believes the file's current version is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +36,15 @@ pub struct Manifest {
     pub blocks: Vec<BlockEntry>,
 }
 
+/// What an upload of one block must do, as decided by [`Meta::claim_block`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The space holds the block already: nothing to write.
+    Held,
+    /// Write the object, then call [`Meta::block_stored`].
+    Write,
+}
+
 /// Hashes per `IN (...)` query: far below SQLite's and PostgreSQL's parameter limits.
 const CHUNK: usize = 500;
 
@@ -45,17 +55,135 @@ fn in_list(first_param: usize, n: usize) -> String {
 impl Meta {
     /// The subset of `hashes` the space does not hold, in the given order.
     /// The held ones are touched: garbage collection leaves them for its grace period.
+    /// A held block nothing references (garbage awaiting collection) is charged again as
+    /// pending, so announcing blocks cannot keep data alive outside the quota; one that no
+    /// longer fits is reported missing (its upload then meets the quota).
     pub async fn missing_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<String>> {
-        let held: std::collections::HashSet<String> = self.touch_blocks(space, hashes).await?.into_iter().collect();
+        let mut held: std::collections::HashSet<String> = self.touch_blocks(space, hashes).await?.into_iter().collect();
+        let touched: Vec<String> = held.iter().cloned().collect();
+        for chunk in touched.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT b.hash, b.size FROM blocks b WHERE b.space_id = $1 AND b.hash IN ({}) AND b.stored \
+                 AND NOT b.pending AND NOT {REFERENCED}",
+                in_list(2, chunk.len())
+            );
+            let garbage: Vec<BlockEntry> = on_pool!(self, p => {
+                let mut q = sqlx::query_as::<_, BlockEntry>(sqlx::AssertSqlSafe(sql)).bind(space);
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                q.fetch_all(p).await?
+            });
+            for b in garbage {
+                match self.claim_block(space, &b.hash, b.size, 0).await {
+                    Ok(Claim::Held) => {}
+                    Ok(Claim::Write) | Err(MetaError::QuotaExceeded(_)) => {
+                        held.remove(&b.hash);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         Ok(hashes.iter().filter(|h| !held.contains(*h)).cloned().collect())
+    }
+
+    /// Claims the block `hash` of `size` bytes for an upload into `space`, under the space
+    /// lock. A stored block is touched (garbage collection keeps it) and, if nothing references
+    /// it and it is not charged yet, charged as pending: [`Claim::Held`]. Otherwise the block
+    /// is charged as pending against the quota (with `allowance`, see [`Limit::Quota`]; room is
+    /// made first) and its row inserted unstored: [`Claim::Write`]. A row another upload left
+    /// unstored is reused without a second charge. Fails with [`MetaError::QuotaExceeded`].
+    pub async fn claim_block(&self, space: i64, hash: &str, size: i64, allowance: i64) -> MetaResult<Claim> {
+        let now = now_ms();
+        let referenced = format!("SELECT {REFERENCED} FROM blocks b WHERE b.space_id = $1 AND b.hash = $2");
+        let limit = Limit::Quota { allowance };
+        let (claim, expired) = on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let row: Option<(bool, bool)> = sqlx::query_as("SELECT stored, pending FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+            let mut expired = 0;
+            let claim = match row {
+                Some((stored, pending)) => {
+                    if stored && !pending {
+                        let used: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(referenced))
+                            .bind(space).bind(hash).fetch_one(&mut *tx).await?;
+                        if !used {
+                            expired = (*tx).charge(space, Usage::pending(size), limit).await?;
+                            sqlx::query("UPDATE blocks SET pending = TRUE WHERE space_id = $1 AND hash = $2")
+                                .bind(space).bind(hash).execute(&mut *tx).await?;
+                        }
+                    }
+                    sqlx::query("UPDATE blocks SET touched_at = $3 WHERE space_id = $1 AND hash = $2")
+                        .bind(space).bind(hash).bind(now).execute(&mut *tx).await?;
+                    if stored { Claim::Held } else { Claim::Write }
+                }
+                None => {
+                    expired = (*tx).charge(space, Usage::pending(size), limit).await?;
+                    sqlx::query(
+                        "INSERT INTO blocks (space_id, hash, size, created_at, touched_at, stored, pending) \
+                         VALUES ($1, $2, $3, $4, $4, FALSE, TRUE)")
+                        .bind(space).bind(hash).bind(size).bind(now).execute(&mut *tx).await?;
+                    Claim::Write
+                }
+            };
+            tx.commit().await?;
+            (claim, expired)
+        });
+        if expired > 0 {
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
+        }
+        Ok(claim)
+    }
+
+    /// Ends the pending charge of those of `hashes` nothing references (no version, no S3
+    /// multipart upload): the blocks of an upload that failed. They stay in the store until
+    /// garbage collection; if a commit uses them meanwhile, it charges them then.
+    pub async fn release_pending(&self, space: i64, hashes: &[String]) -> MetaResult<()> {
+        let mut distinct = hashes.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        for chunk in distinct.chunks(CHUNK) {
+            let sql = format!(
+                "UPDATE blocks AS b SET pending = FALSE WHERE b.space_id = $1 AND b.pending AND b.hash IN ({}) \
+                 AND NOT {REFERENCED} AND NOT EXISTS (SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u \
+                 ON u.id = ub.upload_id WHERE ub.hash = b.hash AND u.user_id = b.space_id) RETURNING size",
+                in_list(2, chunk.len())
+            );
+            on_pool!(self, p => {
+                let mut tx = begin_space!(p, space)?;
+                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                let freed: i64 = q.fetch_all(&mut *tx).await?.iter().sum();
+                if freed != 0 {
+                    (*tx).charge(space, Usage::pending(-freed), Limit::Free).await?;
+                }
+                tx.commit().await?;
+            });
+        }
+        Ok(())
+    }
+
+    /// Records that the store now holds the claimed block: from now on it exists for readers
+    /// and commits. If its claim is gone (the space was emptied meanwhile), registers it anew.
+    pub async fn block_stored(&self, space: i64, hash: &str, size: i64) -> MetaResult<()> {
+        let n = on_pool!(self, p => sqlx::query("UPDATE blocks SET stored = TRUE, touched_at = $3 WHERE space_id = $1 AND hash = $2")
+            .bind(space).bind(hash).bind(now_ms()).execute(p).await?.rows_affected());
+        if n == 0 {
+            self.register_block(space, hash, size).await?;
+        }
+        Ok(())
     }
 
     /// The blocks among `hashes` that the space holds, with their sizes.
     pub async fn held_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<BlockEntry>> {
         let mut held = Vec::new();
         for chunk in hashes.chunks(CHUNK) {
-            let sql =
-                format!("SELECT hash, size FROM blocks WHERE space_id = $1 AND hash IN ({})", in_list(2, chunk.len()));
+            let sql = format!(
+                "SELECT hash, size FROM blocks WHERE space_id = $1 AND stored AND hash IN ({})",
+                in_list(2, chunk.len())
+            );
             let rows: Vec<BlockEntry> = on_pool!(self, p => {
                 let mut q = sqlx::query_as::<_, BlockEntry>(sqlx::AssertSqlSafe(sql)).bind(space);
                 for h in chunk {
@@ -70,17 +198,25 @@ impl Meta {
 
     /// The size of a block the space holds, or None.
     pub async fn block_size_of(&self, space: i64, hash: &str) -> MetaResult<Option<i64>> {
-        let n: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2")
+        let n: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2 AND stored")
             .bind(space).bind(hash).fetch_optional(p).await?);
         Ok(n)
     }
 
-    /// Records that the store now holds this block for the space. Call after the write.
+    /// Records that the store holds this block for the space (found there, not uploaded
+    /// through a claim), charged as pending: bytes in the store count whatever brought them.
     pub async fn register_block(&self, space: i64, hash: &str, size: i64) -> MetaResult<()> {
         on_pool!(self, p => {
-            sqlx::query("INSERT INTO blocks (space_id, hash, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (space_id, hash) DO NOTHING")
+            let mut tx = begin_space!(p, space)?;
+            let n = sqlx::query(
+                "INSERT INTO blocks (space_id, hash, size, created_at, stored, pending) VALUES ($1, $2, $3, $4, TRUE, TRUE) \
+                 ON CONFLICT (space_id, hash) DO NOTHING")
                 .bind(space).bind(hash).bind(size).bind(now_ms())
-                .execute(p).await?;
+                .execute(&mut *tx).await?.rows_affected();
+            if n > 0 {
+                (*tx).charge(space, Usage::pending(size), Limit::Free).await?;
+            }
+            tx.commit().await?;
         });
         Ok(())
     }
@@ -140,7 +276,7 @@ impl Meta {
             // Again under the space lock, which garbage collection takes too: a block it
             // removed since the check above fails the commit cleanly (retry re-uploads it).
             for chunk in distinct.chunks(CHUNK) {
-                let sql = format!("SELECT COUNT(*) FROM blocks WHERE space_id = $1 AND hash IN ({})", in_list(2, chunk.len()));
+                let sql = format!("SELECT COUNT(*) FROM blocks WHERE space_id = $1 AND stored AND hash IN ({})", in_list(2, chunk.len()));
                 let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
                 for h in chunk {
                     q = q.bind(h);
@@ -175,7 +311,6 @@ impl Meta {
                 }
             }
             let old_size = existing.as_ref().map_or(0, |e| e.size);
-            charge!(&mut *tx, space, size - old_size)?;
 
             let node_id = match &existing {
                 Some(ex) => ex.id,
@@ -218,6 +353,22 @@ impl Meta {
             if n == 0 {
                 return Err(MetaError::Conflict(format!("`{shown}` changed on the server during this commit; try again")));
             }
+            // The blocks stop being pending: from now on the version counts them. Charged after
+            // the node moved on, so the replaced version can be expired to make room.
+            let mut unpended = 0i64;
+            for chunk in distinct.chunks(CHUNK) {
+                let sql = format!(
+                    "UPDATE blocks SET pending = FALSE WHERE space_id = $1 AND pending AND hash IN ({}) RETURNING size",
+                    in_list(2, chunk.len())
+                );
+                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                unpended += q.fetch_all(&mut *tx).await?.iter().sum::<i64>();
+            }
+            let delta = Usage { current: size - old_size, versions: old_size, trash: 0, pending: -unpended };
+            (*tx).charge(space, delta, Limit::WRITE).await?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
             let canon = parent_canon.join(&node.name)?;
             let op = if existing.is_some() { "update" } else { "create" };
@@ -301,7 +452,6 @@ impl Meta {
             .bind(version).bind(node.id)
             .fetch_optional(&mut *tx).await?
             .ok_or(MetaError::NotFound)?;
-            charge!(&mut *tx, space, old.size - node.size)?;
             let vid: i64 = sqlx::query_scalar(
                 "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
@@ -313,6 +463,7 @@ impl Meta {
             sqlx::query("UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1")
                 .bind(node.id).bind(vid).bind(old.size).bind(now)
                 .execute(&mut *tx).await?;
+            (*tx).charge(space, Usage { current: old.size - node.size, versions: node.size, ..Default::default() }, Limit::WRITE).await?;
             journal!(&mut *tx, space, node.id, "update", "file", canon.to_string(), None::<&str>, now)?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
             tx.commit().await?;

@@ -9,7 +9,8 @@
 //!   with a retryable conflict) or has already referenced the blocks (and GC keeps them);
 //! - an uploader that finds the row gone writes the object again before registering it.
 
-use super::{BlockEntry, Meta, MetaResult, begin_space, now_ms, on_pool};
+use super::usage::UsageTx;
+use super::{BlockEntry, Limit, Meta, MetaResult, Usage, begin_space, now_ms, on_pool};
 
 /// One registered block.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -39,7 +40,7 @@ impl Meta {
         let mut held = Vec::new();
         for chunk in hashes.chunks(500) {
             let sql = format!(
-                "UPDATE blocks SET touched_at = $2 WHERE space_id = $1 AND hash IN ({}) RETURNING hash",
+                "UPDATE blocks SET touched_at = $2 WHERE space_id = $1 AND stored AND hash IN ({}) RETURNING hash",
                 in_list(3, chunk.len())
             );
             let rows: Vec<String> = on_pool!(self, p => {
@@ -80,16 +81,24 @@ impl Meta {
         Fut: Future<Output = Result<(), String>>,
     {
         let sql = format!(
-            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} RETURNING space_id, hash, size",
+            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} \
+             RETURNING space_id, hash, size, pending",
             in_list(3, hashes.len())
         );
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
-            let mut q = sqlx::query_as::<_, BlockRow>(sqlx::AssertSqlSafe(sql)).bind(cutoff_ms).bind(space);
+            let mut q = sqlx::query_as::<_, (i64, String, i64, bool)>(sqlx::AssertSqlSafe(sql)).bind(cutoff_ms).bind(space);
             for h in hashes {
                 q = q.bind(h);
             }
-            let gone: Vec<BlockRow> = q.fetch_all(&mut *tx).await?;
+            let rows = q.fetch_all(&mut *tx).await?;
+            // Uploads never committed stop counting as pending as they go.
+            let pending: i64 = rows.iter().filter(|r| r.3).map(|r| r.2).sum();
+            if pending != 0 {
+                (*tx).charge(space, Usage::pending(-pending), Limit::Free).await?;
+            }
+            let gone: Vec<BlockRow> =
+                rows.into_iter().map(|(space_id, hash, size, _)| BlockRow { space_id, hash, size }).collect();
             let failed = if gone.is_empty() {
                 None
             } else {
@@ -103,9 +112,9 @@ impl Meta {
     /// Every registered block, or `sample` of them picked at random.
     pub async fn registered_blocks(&self, sample: Option<i64>) -> MetaResult<Vec<BlockRow>> {
         Ok(on_pool!(self, p => match sample {
-            Some(n) => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks ORDER BY RANDOM() LIMIT $1")
+            Some(n) => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks WHERE stored ORDER BY RANDOM() LIMIT $1")
                 .bind(n).fetch_all(p).await?,
-            None => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks ORDER BY space_id, hash")
+            None => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks WHERE stored ORDER BY space_id, hash")
                 .fetch_all(p).await?,
         }))
     }
@@ -114,7 +123,7 @@ impl Meta {
     pub async fn unregistered_references(&self) -> MetaResult<Vec<BlockRow>> {
         Ok(on_pool!(self, p => sqlx::query_as::<_, BlockRow>(
             "SELECT DISTINCT v.space_id, vb.hash, vb.size FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
-             WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.space_id = v.space_id AND b.hash = vb.hash) \
+             WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.space_id = v.space_id AND b.hash = vb.hash AND b.stored) \
              ORDER BY v.space_id, vb.hash",
         ).fetch_all(p).await?))
     }
@@ -124,8 +133,18 @@ impl Meta {
     pub async fn drop_block_rows(&self, space: i64, hashes: &[String]) -> MetaResult<u64> {
         let mut n = 0;
         for h in hashes {
-            n += on_pool!(self, p => sqlx::query("DELETE FROM blocks WHERE space_id = $1 AND hash = $2")
-                .bind(space).bind(h).execute(p).await?.rows_affected());
+            on_pool!(self, p => {
+                let mut tx = begin_space!(p, space)?;
+                let gone: Option<(i64, bool)> = sqlx::query_as("DELETE FROM blocks WHERE space_id = $1 AND hash = $2 RETURNING size, pending")
+                    .bind(space).bind(h).fetch_optional(&mut *tx).await?;
+                if let Some((size, pending)) = gone {
+                    n += 1;
+                    if pending {
+                        (*tx).charge(space, Usage::pending(-size), Limit::Free).await?;
+                    }
+                }
+                tx.commit().await?;
+            });
         }
         Ok(n)
     }

@@ -151,6 +151,23 @@ impl Meta {
         on_pool!(self, p => Ok(sqlx::query_as(LIVE_LOCKS_SQL).bind(space).bind(now_ms()).fetch_all(p).await?))
     }
 
+    /// Fails with [`MetaError::Locked`] if a live lock not in `held` guards `path` (with
+    /// `subtree`: or anything below it). For changes outside the namespace transactions (an
+    /// upload before its body is read, metadata-only writes); those check again inside.
+    pub async fn check_unlocked(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        subtree: bool,
+        held: &[String],
+    ) -> MetaResult<()> {
+        let locks = self.live_locks(space).await?;
+        match conflict(&locks, &lock_key(path), subtree, held) {
+            Some(l) => Err(locked_error(&path.to_string(), l)),
+            None => Ok(()),
+        }
+    }
+
     /// Takes a lock unless a live one conflicts (returned as `Err(Some(lock))`). Expired locks
     /// of the space are cleared on the way.
     pub async fn insert_lock(&self, lock: &LockRow) -> MetaResult<Result<(), LockRow>> {

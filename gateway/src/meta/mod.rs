@@ -20,20 +20,25 @@ mod gc;
 mod hot;
 pub(crate) mod locks;
 mod notify;
+pub mod retention;
 mod s3keys;
 mod s3objects;
 mod tree;
-mod usage;
+pub(crate) mod usage;
+#[cfg(test)]
+mod usage_model;
 mod users;
 
 pub use changes::ChangeRow;
-pub use files::{Base, CommitSpec, Manifest};
+pub use files::{Base, Claim, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
 pub use locks::{LockRow, PropPatch, PropRow, lock_key};
+pub use retention::{Expired, Retention};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use s3objects::{PartRow, S3ObjectMeta, UploadRow, WALK_LIMIT, WalkRow};
 pub use tree::TrashItem;
+pub use usage::{Limit, Usage};
 pub use users::{AuditFilter, NewAudit, UserCursor, UserOrder, UserSort, UserUpdate};
 
 #[derive(Debug, thiserror::Error)]
@@ -199,9 +204,25 @@ pub struct UserRow {
     pub password_hash: String,
     pub role: String,
     pub quota_bytes: Option<i64>,
+    /// Everything the space holds: the sum of the four parts below (see `usage.rs`).
     pub used_bytes: i64,
+    pub current_bytes: i64,
+    pub versions_bytes: i64,
+    pub trash_bytes: i64,
+    pub pending_bytes: i64,
     pub disabled: bool,
     pub created_at: i64,
+}
+
+impl UserRow {
+    pub fn usage(&self) -> Usage {
+        Usage {
+            current: self.current_bytes,
+            versions: self.versions_bytes,
+            trash: self.trash_bytes,
+            pending: self.pending_bytes,
+        }
+    }
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]

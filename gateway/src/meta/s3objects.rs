@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use nimbus_proto::RemotePath;
 
 use super::tree::resolve;
-use super::{BlockEntry, Meta, MetaError, MetaResult, now_ms, on_pool};
+use super::usage::{REFERENCED, UsageTx};
+use super::{BlockEntry, Limit, Meta, MetaError, MetaResult, Usage, begin_space, now_ms, on_pool};
 
 /// Most entries a recursive listing walks; beyond it the caller must narrow the prefix or
 /// list folder by folder with a delimiter.
@@ -177,18 +178,28 @@ impl Meta {
         .bind(upload).bind(part).fetch_all(p).await?))
     }
 
-    /// Bytes held by the user's unfinished uploads (they count against the quota's room).
-    pub async fn open_upload_bytes(&self, user_id: i64) -> MetaResult<i64> {
-        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>(
-            "SELECT CAST(COALESCE(SUM(pp.size), 0) AS BIGINT) FROM s3_upload_parts pp \
-             JOIN s3_uploads u ON u.id = pp.upload_id WHERE u.user_id = $1",
-        )
-        .bind(user_id).fetch_one(p).await?))
-    }
-
+    /// Ends an upload (completed or aborted). Its blocks that nothing else uses stop counting
+    /// as pending: an aborted upload frees its room at once (garbage collection reclaims the
+    /// blocks after its grace period).
     pub async fn delete_upload(&self, upload: i64) -> MetaResult<()> {
+        let release = format!(
+            "UPDATE blocks AS b SET pending = FALSE WHERE b.space_id = $1 AND b.pending \
+             AND b.hash IN (SELECT hash FROM s3_upload_blocks WHERE upload_id = $2) AND NOT {REFERENCED} \
+             AND NOT EXISTS (SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u ON u.id = ub.upload_id \
+                 WHERE ub.hash = b.hash AND u.user_id = b.space_id AND u.id <> $2) RETURNING size"
+        );
+        let space: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT user_id FROM s3_uploads WHERE id = $1")
+            .bind(upload).fetch_optional(p).await?);
+        let Some(space) = space else { return Ok(()) };
         on_pool!(self, p => {
-            sqlx::query("DELETE FROM s3_uploads WHERE id = $1").bind(upload).execute(p).await?;
+            let mut tx = begin_space!(p, space)?;
+            let freed: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(release)).bind(space).bind(upload).fetch_all(&mut *tx).await?;
+            let freed: i64 = freed.iter().sum();
+            if freed != 0 {
+                (*tx).charge(space, Usage::pending(-freed), Limit::Free).await?;
+            }
+            sqlx::query("DELETE FROM s3_uploads WHERE id = $1").bind(upload).execute(&mut *tx).await?;
+            tx.commit().await?;
         });
         Ok(())
     }

@@ -8,7 +8,9 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
 use super::locks::{check_locks, drop_locks_under};
-use super::{Meta, MetaError, MetaResult, NodeRow, begin_space, node_cols, now_ms, on_pool};
+use super::retention::RetentionTx;
+use super::usage::UsageTx;
+use super::{Limit, Meta, MetaError, MetaResult, NodeRow, Usage, begin_space, node_cols, now_ms, on_pool};
 
 pub(crate) const ROOT_SQL: &str =
     concat!("SELECT ", node_cols!(), " FROM nodes WHERE space_id = $1 AND parent_id IS NULL");
@@ -143,39 +145,40 @@ macro_rules! journal {
 }
 pub(crate) use journal;
 
-/// Adds `$delta` bytes to the space's usage, refusing if that would pass the quota.
-macro_rules! charge {
-    ($ex:expr, $space:expr, $delta:expr) => {
+/// Moves `$node` (a `NodeRow`, at `$path`) with its subtree to the trash: marks it, records the
+/// trash item with what it holds (moved from current and older versions to trash usage) and
+/// journals the delete. Yields the trash item's id.
+macro_rules! trash_node {
+    ($ex:expr, $space:expr, $node:expr, $path:expr, $now:expr) => {
         async {
-            let delta: i64 = $delta;
-            let n = sqlx::query(
-                "UPDATE users SET used_bytes = used_bytes + $2 \
-                 WHERE id = $1 AND ($2 <= 0 OR quota_bytes IS NULL OR used_bytes + $2 <= quota_bytes)",
+            let node: &$crate::meta::NodeRow = $node;
+            let held = $crate::meta::usage::UsageTx::trash_subtree_usage($ex, node.id).await?;
+            sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind($now).execute($ex).await?;
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO trash (space_id, node_id, original_path, deleted_at, current_bytes, versions_bytes) \
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
             .bind($space)
-            .bind(delta)
-            .execute($ex)
-            .await?
-            .rows_affected();
-            if n == 0 {
-                let (quota, used): (Option<i64>, i64) =
-                    sqlx::query_as("SELECT quota_bytes, used_bytes FROM users WHERE id = $1")
-                        .bind($space)
-                        .fetch_one($ex)
-                        .await?;
-                let quota = quota.unwrap_or(0);
-                let left = (quota - used).max(0);
-                return Err($crate::meta::MetaError::QuotaExceeded(format!(
-                    "quota exceeded: this needs {delta} more bytes but only {left} of your {quota} bytes are left; \
-                     delete files or empty the trash, or ask an administrator for more space"
-                )));
-            }
-            Ok::<(), $crate::meta::MetaError>(())
+            .bind(node.id)
+            .bind($path)
+            .bind($now)
+            .bind(held.current)
+            .bind(held.versions)
+            .fetch_one($ex)
+            .await?;
+            let moved = $crate::meta::Usage {
+                current: -held.current,
+                versions: -held.versions,
+                trash: held.current + held.versions,
+                pending: 0,
+            };
+            $crate::meta::usage::UsageTx::charge($ex, $space, moved, $crate::meta::Limit::Free).await?;
+            $crate::meta::tree::journal!($ex, $space, node.id, "delete", &node.kind, $path, None::<&str>, $now)?;
+            Ok::<i64, $crate::meta::MetaError>(id)
         }
         .await
     };
 }
-pub(crate) use charge;
 
 /// One entry of the trash as listed.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -187,12 +190,9 @@ pub struct TrashItem {
     pub name: String,
     pub kind: String,
     pub size: i64,
+    /// Older versions of its files, also freed when it is purged.
+    pub versions_bytes: i64,
 }
-
-const SUBTREE_FILE_BYTES: &str = "WITH RECURSIVE sub(id) AS (\
-        SELECT id FROM nodes WHERE id = $1 \
-        UNION ALL SELECT n.id FROM nodes n JOIN sub s ON n.parent_id = s.id) \
-     SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM nodes WHERE kind = 'file' AND id IN (SELECT id FROM sub)";
 
 impl Meta {
     /// The node at `path` and its canonical path.
@@ -226,9 +226,24 @@ impl Meta {
     /// Creates a directory and its missing parents. Returns it, whether it was created, and
     /// its canonical path.
     pub async fn mkdir(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, bool, RemotePath)> {
+        self.mkdir_held(space, path, &[]).await
+    }
+
+    /// [`Meta::mkdir`] for a caller holding the lock tokens `held`: a folder is not created at a
+    /// path a lock not held guards (inside a depth-infinity locked folder, or a locked path).
+    pub async fn mkdir_held(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        held: &[String],
+    ) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
+            let exists = resolve!(&mut *tx, space, path).is_ok_and(|(n, _)| n.is_dir());
+            if !exists {
+                check_locks!(&mut *tx, space, path, false, held)?;
+            }
             let (dir, _, created, canon) = ensure_dir!(&mut *tx, space, path, now)?;
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::Space(space)).await;
@@ -254,13 +269,7 @@ impl Meta {
             check_locks!(&mut *tx, space, &canon, true, held)?;
             drop_locks_under!(&mut *tx, space, &canon)?;
             let shown = canon.to_string();
-            sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(&mut *tx).await?;
-            let trash_id: i64 = sqlx::query_scalar(
-                "INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4) RETURNING id",
-            )
-            .bind(space).bind(node.id).bind(&shown).bind(now)
-            .fetch_one(&mut *tx).await?;
-            journal!(&mut *tx, space, node.id, "delete", &node.kind, &shown, None::<&str>, now)?;
+            let trash_id = trash_node!(&mut *tx, space, &node, &shown, now)?;
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok(trash_id)
@@ -316,12 +325,8 @@ impl Meta {
                 if !overwrite || ex.is_dir() || src.is_dir() {
                     return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
                 }
-                sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(ex.id).bind(now).execute(&mut *tx).await?;
                 let ex_path = parent_canon.join(&ex.name)?.to_string();
-                sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
-                    .bind(space).bind(ex.id).bind(&ex_path).bind(now)
-                    .execute(&mut *tx).await?;
-                journal!(&mut *tx, space, ex.id, "delete", &ex.kind, &ex_path, None::<&str>, now)?;
+                trash_node!(&mut *tx, space, &ex, &ex_path, now)?;
             }
             sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4 WHERE id = $1")
                 .bind(src.id).bind(parent.id).bind(to_name).bind(&key)
@@ -379,12 +384,8 @@ impl Meta {
                 if !overwrite || ex.is_dir() || src.is_dir() || ex.id == src.id {
                     return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
                 }
-                sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(ex.id).bind(now).execute(&mut *tx).await?;
                 let ex_path = parent_canon.join(&ex.name)?.to_string();
-                sqlx::query("INSERT INTO trash (space_id, node_id, original_path, deleted_at) VALUES ($1, $2, $3, $4)")
-                    .bind(space).bind(ex.id).bind(&ex_path).bind(now)
-                    .execute(&mut *tx).await?;
-                journal!(&mut *tx, space, ex.id, "delete", &ex.kind, &ex_path, None::<&str>, now)?;
+                trash_node!(&mut *tx, space, &ex, &ex_path, now)?;
             }
             let kind = src.kind.clone();
             // Breadth-first over a snapshot: (source node, new parent id, new name).
@@ -427,7 +428,7 @@ impl Meta {
                     }
                 }
             }
-            charge!(&mut *tx, space, bytes)?;
+            (*tx).charge(space, Usage::current(bytes), Limit::WRITE).await?;
             let top = top.ok_or(MetaError::NotFound)?;
             journal!(&mut *tx, space, top, "create", &kind, &to_shown, None::<&str>, now)?;
             let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
@@ -440,17 +441,14 @@ impl Meta {
     /// Up to `limit` trash items, newest first, older than the id `before`.
     pub async fn list_trash(&self, space: i64, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
         on_pool!(self, p => {
-            let mut items: Vec<TrashItem> = sqlx::query_as(
-                "SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, n.size \
-                 FROM trash t JOIN nodes n ON n.id = t.node_id \
+            // An item's size is what its files hold now (a folder's: recorded when it was trashed).
+            let items: Vec<TrashItem> = sqlx::query_as(
+                "SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, t.current_bytes AS size, \
+                 t.versions_bytes FROM trash t JOIN nodes n ON n.id = t.node_id \
                  WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3",
             )
             .bind(space).bind(before).bind(limit)
             .fetch_all(p).await?;
-            // A folder's size in the trash is what purging it would free.
-            for item in items.iter_mut().filter(|i| i.kind == "dir") {
-                item.size = sqlx::query_scalar(SUBTREE_FILE_BYTES).bind(item.node_id).fetch_one(p).await?;
-            }
             Ok(items)
         })
     }
@@ -462,17 +460,31 @@ impl Meta {
         trash_id: i64,
         to: Option<&RemotePath>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        self.restore_trash_held(space, trash_id, to, &[]).await
+    }
+
+    /// [`Meta::restore_trash`] for a caller holding the lock tokens `held`: nothing is restored
+    /// into a path a lock not held guards.
+    pub async fn restore_trash_held(
+        &self,
+        space: i64,
+        trash_id: i64,
+        to: Option<&RemotePath>,
+        held: &[String],
+    ) -> MetaResult<(NodeRow, RemotePath)> {
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
-            let item: Option<(i64, String)> = sqlx::query_as("SELECT node_id, original_path FROM trash WHERE id = $1 AND space_id = $2")
+            let item: Option<(i64, String, i64, i64)> = sqlx::query_as(
+                "SELECT node_id, original_path, current_bytes, versions_bytes FROM trash WHERE id = $1 AND space_id = $2")
                 .bind(trash_id).bind(space)
                 .fetch_optional(&mut *tx).await?;
-            let (node_id, original) = item.ok_or(MetaError::NotFound)?;
+            let (node_id, original, current, versions) = item.ok_or(MetaError::NotFound)?;
             let target = match to {
                 Some(t) => t.clone(),
                 None => RemotePath::parse(&original).map_err(|e| MetaError::Invalid(e.to_string()))?,
             };
+            check_locks!(&mut *tx, space, &target, true, held)?;
             let (target_parent, target_name) = split(&target)?;
             let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &target_parent, now)?;
             let target = parent_canon.join(target_name)?;
@@ -487,6 +499,8 @@ impl Meta {
                 .bind(node_id).bind(parent.id).bind(target_name).bind(&key)
                 .execute(&mut *tx).await?;
             sqlx::query("DELETE FROM trash WHERE id = $1").bind(trash_id).execute(&mut *tx).await?;
+            let back = Usage { current, versions, trash: -(current + versions), pending: 0 };
+            (*tx).charge(space, back, Limit::Free).await?;
             let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
             journal!(&mut *tx, space, node_id, "restore", &node.kind, target.to_string(), None::<&str>, now)?;
             tx.commit().await?;
@@ -501,9 +515,8 @@ impl Meta {
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
-            let items: Vec<(i64, i64, String, String)> = sqlx::query_as(
-                "SELECT t.id, t.node_id, t.original_path, n.kind FROM trash t JOIN nodes n ON n.id = t.node_id \
-                 WHERE t.space_id = $1 AND ($2 IS NULL OR t.id = $2) ORDER BY t.id",
+            let items: Vec<i64> = sqlx::query_scalar(
+                "SELECT id FROM trash WHERE space_id = $1 AND ($2 IS NULL OR id = $2) ORDER BY id",
             )
             .bind(space).bind(trash_id)
             .fetch_all(&mut *tx).await?;
@@ -511,13 +524,9 @@ impl Meta {
                 return Err(MetaError::NotFound);
             }
             let mut purged = 0u64;
-            for (_, node_id, path, kind) in items {
+            for item in items {
                 // An earlier item's subtree may already have taken this one with it.
-                let bytes: Option<i64> = sqlx::query_scalar(SUBTREE_FILE_BYTES).bind(node_id).fetch_optional(&mut *tx).await?;
-                let n = sqlx::query("DELETE FROM nodes WHERE id = $1").bind(node_id).execute(&mut *tx).await?.rows_affected();
-                if n > 0 {
-                    charge!(&mut *tx, space, -bytes.unwrap_or(0))?;
-                    journal!(&mut *tx, space, node_id, "purge", &kind, &path, None::<&str>, now)?;
+                if (*tx).purge_item(space, item, now).await?.is_some() {
                     purged += 1;
                 }
             }

@@ -4,7 +4,8 @@ use nimbus_proto::names::name_key;
 
 use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, WriteTx, now_ms, on_pool};
 
-const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, disabled, created_at";
+const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
+     trash_bytes, pending_bytes, disabled, created_at";
 
 /// What the admin user list is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +77,8 @@ impl Meta {
         on_pool!(self, p => {
             let mut tx = p.begin_write().await?;
             let id: i64 = sqlx::query_scalar(
-                "INSERT INTO users (username, username_key, password_hash, role, quota_bytes, used_bytes, disabled, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6) RETURNING id",
+                "INSERT INTO users (username, username_key, password_hash, role, quota_bytes, used_bytes, disabled, \
+                 created_at, updated_at, usage_counted) VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6, TRUE) RETURNING id",
             )
             .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now)
             .fetch_one(&mut *tx)

@@ -4,6 +4,7 @@
 
 pub mod fsck;
 pub mod gc;
+pub mod maintenance;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,7 +22,13 @@ pub async fn gc_command(args: &GcArgs) -> anyhow::Result<ExitCode> {
     init_logs(&args.serve);
     let meta = open_meta(&args.serve).await?;
     let store = open_store(&args.serve).await?;
-    let report = gc::run(&meta, &store, args.grace, args.upload_expiry).await?;
+    let opts = gc::GcOptions {
+        grace: args.serve.gc_grace,
+        upload_expiry: args.serve.gc_upload_expiry,
+        retention: args.serve.retention(),
+        recount_all: true,
+    };
+    let report = gc::run(&meta, &store, &opts).await?;
     meta.close().await;
     print_report(args.json, &report, gc::human);
     Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })

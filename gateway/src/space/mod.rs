@@ -12,13 +12,14 @@ use nimbus_proto::RemotePath;
 use crate::blocks::StoreError;
 use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{Base, BlockEntry, CommitSpec, NodeRow};
+use crate::meta::{Base, BlockEntry, Claim, CommitSpec, NodeRow};
 use crate::state::AppState;
 
 /// Blocks fetched ahead of the one being sent.
 const READ_AHEAD: usize = 2;
 
 /// Stores one block for a space after checking its hash. Returns true if it was new.
+/// The block counts against the quota as pending until a commit references it.
 pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) -> ApiResult<bool> {
     if data.len() as u64 > state.settings.block_size {
         return Err(ApiError::PayloadTooLarge(format!("a block holds at most {} bytes", state.settings.block_size)));
@@ -29,25 +30,30 @@ pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) ->
             "the uploaded bytes hash to {actual}, not {hash}; the block was not stored"
         )));
     }
-    // Blocks count against the quota when a commit references them (a full space must still
-    // be able to upload the new version of a file it replaces). Uncommitted blocks are
-    // reclaimed by garbage collection after a grace period.
-    let (_, created) = store_block(state, space, hash.to_string(), data).await?;
+    let (_, created) = store_block(state, space, hash.to_string(), data, 0).await?;
     Ok(created)
 }
 
-/// Writes a block to the store unless the space holds it already; true if it was new.
-async fn store_block(state: &AppState, space: i64, hash: String, data: Bytes) -> ApiResult<(BlockEntry, bool)> {
+/// Writes a block to the store unless the space holds it already; true if it was new. The
+/// claim comes first (charging the quota, with `allowance`, under the space lock), so
+/// concurrent uploads through every door meet the quota one after the other.
+async fn store_block(
+    state: &AppState,
+    space: i64,
+    hash: String,
+    data: Bytes,
+    allowance: u64,
+) -> ApiResult<(BlockEntry, bool)> {
     let size = data.len() as i64;
-    // Touching (not just checking) keeps garbage collection off a block about to be committed.
-    let new = state.meta.touch_blocks(space, std::slice::from_ref(&hash)).await?.is_empty();
-    if new {
+    let allowance = i64::try_from(allowance).unwrap_or(i64::MAX);
+    let claim = state.meta.claim_block(space, &hash, size, allowance).await?;
+    if claim == Claim::Write {
         state.store.put(space, &hash, data).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
-        // Registered only once the store has it: a registered block is always readable.
-        state.meta.register_block(space, &hash, size).await?;
+        // Readable only once the store has it: a stored block is always readable.
+        state.meta.block_stored(space, &hash, size).await?;
     }
-    Ok((BlockEntry { hash, size }, new))
+    Ok((BlockEntry { hash, size }, claim == Claim::Write))
 }
 
 /// What a streaming upload knows up front.
@@ -58,6 +64,49 @@ pub struct PutOptions<'a> {
     /// Runs once the whole body is in and before the commit: a door's own integrity check
     /// (S3's Content-MD5) can still refuse the upload and leave the old version.
     pub verify: Option<&'a (dyn Fn() -> ApiResult<()> + Send + Sync)>,
+    /// Bytes the upload may take beyond the quota besides the file it replaces: what its
+    /// success frees at once (the parts of an S3 multipart upload it re-splits).
+    pub allowance: u64,
+}
+
+/// The blocks an upload in progress has claimed (see [`Meta::claim_block`]). If the upload
+/// fails, or its request is dropped halfway, they stop counting as pending: nothing will commit
+/// them, and garbage collection reclaims them after its grace period.
+///
+/// [`Meta::claim_block`]: crate::meta::Meta::claim_block
+pub struct Claims {
+    state: AppState,
+    space: i64,
+    hashes: Vec<String>,
+    kept: bool,
+}
+
+impl Claims {
+    pub fn new(state: &AppState, space: i64) -> Claims {
+        Claims { state: state.clone(), space, hashes: Vec::new(), kept: false }
+    }
+
+    /// The upload succeeded: its blocks are referenced (or listed by a multipart upload).
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Claims {
+    fn drop(&mut self) {
+        if self.kept || self.hashes.is_empty() {
+            return;
+        }
+        let (meta, space, hashes) = (self.state.meta.clone(), self.space, std::mem::take(&mut self.hashes));
+        // Also when the request's task is being dropped: the release runs on its own task.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = meta.release_pending(space, &hashes).await {
+                    tracing::warn!(error = %e, space, "cannot release a failed upload's pending blocks; gc will");
+                }
+            });
+        }
+    }
 }
 
 /// Streams a request body into the space as the new content of `path`.
@@ -89,23 +138,30 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
     E: std::fmt::Display,
 {
-    let room = check_put(state, space, path, opts.content_length, held).await?;
-    let (blocks, _) = store_stream(state, space, body, room).await?;
+    let mut room = check_put(state, space, path, opts.content_length, held).await?;
+    room.bytes = room.bytes.map(|b| b.saturating_add(opts.allowance));
+    room.allowance = room.allowance.saturating_add(opts.allowance);
+    let mut claims = Claims::new(state, space);
+    let (blocks, _) = store_stream(state, space, body, room, &mut claims).await?;
     if let Some(verify) = opts.verify {
         verify()?;
     }
     let block_size = state.settings.block_size as i64;
     let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
-    Ok(state.meta.commit_held(space, path, &spec, held).await?)
+    let done = state.meta.commit_held(space, path, &spec, held).await?;
+    claims.keep();
+    Ok(done)
 }
 
 /// Splits a body into blocks and stores the ones the space lacks, a few at a time; returns
-/// the block list and the byte count. Fails once more than `room` bytes arrive.
+/// the block list and the byte count. Fails once more than `room.bytes` arrive; every block is
+/// claimed against the quota with `room.allowance` (see [`Room`]) and recorded in `claims`.
 pub async fn store_stream<S, E>(
     state: &AppState,
     space: i64,
     body: S,
-    room: Option<u64>,
+    room: Room,
+    claims: &mut Claims,
 ) -> ApiResult<(Vec<BlockEntry>, u64)>
 where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
@@ -122,10 +178,10 @@ where
         match body.next().await {
             Some(Ok(chunk)) => {
                 total += chunk.len() as u64;
-                if let Some(room) = room
-                    && total > room
+                if let Some(left) = room.bytes
+                    && total > left
                 {
-                    return Err(quota_error(total, room));
+                    return Err(quota_error(total, left));
                 }
                 buf.extend_from_slice(&chunk);
             }
@@ -138,10 +194,10 @@ where
             let idx = blocks.len();
             blocks.push(None);
             let st = state.clone();
-            in_flight.push(async move {
-                let hash = blake3::hash(&block).to_hex().to_string();
-                store_block(&st, space, hash, block).await.map(|(b, _)| (idx, b))
-            });
+            let allowance = room.allowance;
+            let hash = blake3::hash(&block).to_hex().to_string();
+            claims.hashes.push(hash.clone());
+            in_flight.push(async move { store_block(&st, space, hash, block, allowance).await.map(|(b, _)| (idx, b)) });
             // Backpressure: stop reading the body while enough uploads are running.
             while in_flight.len() >= state.settings.upload_parallelism {
                 if let Some(r) = in_flight.next().await {
@@ -162,43 +218,52 @@ where
     Ok((blocks, total))
 }
 
+/// Room for an upload, as known before its first byte.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Room {
+    /// The most it can bring (None: no quota): the quota less current data and pending uploads,
+    /// plus what it replaces. Older versions and trash do not count: they make room.
+    pub bytes: Option<u64>,
+    /// The size of the file it replaces. Its blocks may take that much beyond the quota, since
+    /// the replaced content becomes an older version (expirable) once the upload commits.
+    pub allowance: u64,
+}
+
 /// What can be known before an upload's first byte is read: the path is not locked by a lock
-/// not in `held`, and a known length fits the quota. Returns the room left (None: no quota).
+/// not in `held`, and a known length fits the quota.
 pub async fn check_put(
     state: &AppState,
     space: i64,
     path: &RemotePath,
     content_length: Option<u64>,
     held: &[String],
-) -> ApiResult<Option<u64>> {
-    let locks = state.meta.live_locks(space).await?;
-    if let Some(l) = crate::meta::locks::conflict(&locks, &crate::meta::lock_key(path), false, held) {
-        return Err(crate::meta::locks::locked_error(&path.to_string(), l).into());
-    }
+) -> ApiResult<Room> {
+    state.meta.check_unlocked(space, path, false, held).await?;
     let room = quota_room(state, space, path).await?;
-    if let (Some(room), Some(len)) = (room, content_length)
-        && len > room
+    if let (Some(left), Some(len)) = (room.bytes, content_length)
+        && len > left
     {
-        return Err(quota_error(len, room));
+        return Err(quota_error(len, left));
     }
     Ok(room)
 }
 
-/// Bytes the space may still grow by when `path` is replaced, or None without a quota.
-pub async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Option<u64>> {
+/// The room an upload replacing `path` has (see [`Room`]).
+pub async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Room> {
     let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
-    let Some(quota) = user.quota_bytes else { return Ok(None) };
     let replaced = match state.meta.stat(space, path).await {
-        Ok((n, _)) if !n.is_dir() => n.size,
+        Ok((n, _)) if !n.is_dir() => n.size.max(0) as u64,
         _ => 0,
     };
-    Ok(Some((quota - user.used_bytes + replaced).max(0) as u64))
+    let Some(quota) = user.quota_bytes else { return Ok(Room { bytes: None, allowance: replaced }) };
+    let left = (quota - user.current_bytes - user.pending_bytes).max(0) as u64 + replaced;
+    Ok(Room { bytes: Some(left), allowance: replaced })
 }
 
 pub fn quota_error(needed: u64, room: u64) -> ApiError {
     ApiError::QuotaExceeded(format!(
-        "quota exceeded: this upload needs at least {needed} bytes but only {room} bytes are left; \
-         delete files or empty the trash, or ask an administrator for more space"
+        "quota exceeded: this upload needs at least {needed} bytes but only {room} bytes are left \
+         once older versions and the trash are freed; delete files, or ask an administrator for more space"
     ))
 }
 

@@ -1377,10 +1377,15 @@ impl Vfs {
 
     pub async fn statfs(&self) -> (u64, u64) {
         match self.seen(self.client.me().await) {
-            Ok(me) => match me.quota_bytes {
-                Some(q) => (q, q.saturating_sub(me.used_bytes)),
-                None => (1 << 50, (1u64 << 50).saturating_sub(me.used_bytes)),
-            },
+            // Free is what can still be written: older versions and the trash give way to new
+            // data (the gateway expires them to make room), so they do not count as taken.
+            Ok(me) => {
+                let taken = me.usage.current.saturating_add(me.usage.pending);
+                match me.quota_bytes {
+                    Some(q) => (q, q.saturating_sub(taken)),
+                    None => (1 << 50, (1u64 << 50).saturating_sub(taken)),
+                }
+            }
             Err(_) => (1 << 50, 1 << 49),
         }
     }

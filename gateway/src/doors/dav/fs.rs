@@ -260,7 +260,7 @@ impl DavFileSystem for SpaceFs {
                 Ok(_) | Err(MetaError::NotFound) => return Err(FsError::NotFound),
                 Err(e) => return Err(meta_error(e)),
             }
-            match self.st.meta.mkdir(self.space, &p).await {
+            match self.st.meta.mkdir_held(self.space, &p, &self.held()).await {
                 Ok((_, true, _)) => Ok(()),
                 Ok((_, false, _)) | Err(MetaError::NotADirectory(_)) => Err(FsError::Exists),
                 Err(e) => Err(meta_error(e)),
@@ -638,7 +638,13 @@ impl WriteFile {
         });
         let (st, space, device) = (fs.st.clone(), fs.space, fs.device.clone());
         let task = tokio::spawn(async move {
-            let opts = PutOptions { base: Base::Any, device: Some(&device), content_length: expected, verify: None };
+            let opts = PutOptions {
+                base: Base::Any,
+                device: Some(&device),
+                content_length: expected,
+                verify: None,
+                allowance: 0,
+            };
             let r = space::put_stream_held(&st, space, &path, Box::pin(body), opts, &held).await;
             if let Err(e) = &r {
                 tracing::info!(path = %path, error = %e, "WebDAV upload not committed");

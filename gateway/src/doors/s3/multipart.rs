@@ -70,23 +70,19 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     }
     let upload = find(door, user.id, &i.upload_id, &i.key).await?;
     let st = door.state();
-    // Parts are not charged until the commit, but they cannot outgrow what is left.
+    // Parts count as pending uploads from the moment their blocks are stored: concurrent
+    // parts (and other uploads) meet the quota one block after the other.
     let (path, _) = key_path(&i.key)?;
-    let room = match space::quota_room(st, user.id, &path).await.map_err(s3)? {
-        Some(room) => {
-            let open = st.meta.open_upload_bytes(user.id).await.map_err(meta)?.max(0) as u64;
-            Some(room.saturating_sub(open))
-        }
-        None => None,
-    };
-    if let (Some(room), Some(len)) = (room, i.content_length.and_then(|l| u64::try_from(l).ok()))
-        && len > room
+    let room = space::quota_room(st, user.id, &path).await.map_err(s3)?;
+    if let (Some(left), Some(len)) = (room.bytes, i.content_length.and_then(|l| u64::try_from(l).ok()))
+        && len > left
     {
-        return Err(s3(space::quota_error(len, room)));
+        return Err(s3(space::quota_error(len, left)));
     }
     let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
     let (stream, hasher) = Md5Stream::new(body);
-    let (blocks, _) = space::store_stream(st, user.id, stream, room).await.map_err(s3)?;
+    let mut claims = space::Claims::new(st, user.id);
+    let (blocks, _) = space::store_stream(st, user.id, stream, room, &mut claims).await.map_err(s3)?;
     let md5 = finish_md5(&hasher);
     if let Some(expected) = &i.content_md5 {
         use base64::Engine;
@@ -97,6 +93,7 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     }
     let etag = format!("\"{}\"", hex::encode(md5));
     st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
+    claims.keep();
     Ok(S3Response::new(UploadPartOutput { e_tag: etag.parse().ok(), ..Default::default() }))
 }
 
@@ -230,7 +227,14 @@ pub async fn complete(
         // Parts that are not multiples of the block size leave short blocks in the middle;
         // re-split the content so the version has the layout the drive and sync rely on.
         let total: u64 = blocks.iter().map(|b| b.size.max(0) as u64).sum();
-        let opts = PutOptions { base: Base::Any, device: Some("S3"), content_length: Some(total), verify: None };
+        // Its own parts (pending until the upload is deleted below) must not stand in its way.
+        let opts = PutOptions {
+            base: Base::Any,
+            device: Some("S3"),
+            content_length: Some(total),
+            verify: None,
+            allowance: total,
+        };
         if total == 0 {
             let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
             space::put_stream(st, user.id, &path, empty, opts).await.map_err(super::error::write)?.0

@@ -380,6 +380,7 @@ impl Door {
             device: Some("S3"),
             content_length: content_length.and_then(|l| u64::try_from(l).ok()),
             verify: Some(&verify),
+            allowance: 0,
         };
         let (node, _, _) = match space::put_stream(&self.state, user.id, path, stream, opts).await {
             Err(crate::error::ApiError::Conflict(m)) if base != Base::Any => {
@@ -684,6 +685,8 @@ impl S3 for Door {
                     "copying an object onto itself needs x-amz-metadata-directive: REPLACE"
                 ));
             }
+            // A metadata-only write still changes a locked object.
+            self.state.meta.check_unlocked(user.id, &dst, false, &[]).await.map_err(meta)?;
             src_m.node.clone()
         } else {
             let (node, _) = self
