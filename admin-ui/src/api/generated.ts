@@ -29,13 +29,57 @@ export type Me = { id: number, username: string, role: Role,
 /**
  * `null` means no quota.
  */
-quota_bytes: number | null, used_bytes: number, };
+quota_bytes: number | null, 
+/**
+ * Everything the space holds (the sum of `usage`); the quota applies to it.
+ */
+used_bytes: number, usage: UsageBreakdown, };
+
+export type UsageBreakdown = { 
+/**
+ * Current versions of the files in the space.
+ */
+current: number, 
+/**
+ * Older versions of those files (expired by the retention policy, or to make room).
+ */
+versions: number, 
+/**
+ * Files in the trash, with their older versions.
+ */
+trash: number, 
+/**
+ * Blocks uploaded that no version uses yet (uploads in progress or abandoned).
+ */
+pending: number, };
+
+export type RetentionInfo = { 
+/**
+ * `AGE:all` / `AGE:EVERY` steps, `forever` or `none`, e.g. `24h:all,30d:1d,365d:7d`.
+ */
+versions: string, 
+/**
+ * How long an item stays in the trash, e.g. `30d`, or `forever`.
+ */
+trash: string, 
+/**
+ * The trash retention in seconds; `null`: forever.
+ */
+trash_secs: number | null, };
 
 export type ServerInfo = { version: string, 
 /**
  * Files are split into blocks of exactly this size (the last may be shorter).
  */
-block_size: number, };
+block_size: number, 
+/**
+ * The version retention policy, as `--version-retention` takes it.
+ */
+version_retention: string, 
+/**
+ * The trash retention, as `--trash-retention` takes it.
+ */
+trash_retention: string, retention: RetentionInfo, };
 
 export type EntryKind = "file" | "dir";
 
@@ -90,7 +134,15 @@ export type VersionList = { versions: Array<VersionInfo>, };
 
 export type RestoreVersionRequest = { version: number, };
 
-export type TrashEntry = { id: number, name: string, original_path: string, kind: EntryKind, size: number, deleted_at: string, };
+export type TrashEntry = { id: number, name: string, original_path: string, kind: EntryKind, 
+/**
+ * What its files hold (current versions).
+ */
+size: number, 
+/**
+ * Their older versions, also freed by a purge.
+ */
+versions_bytes: number, deleted_at: string, };
 
 export type TrashList = { entries: Array<TrashEntry>, next_cursor: string | null, };
 
@@ -118,13 +170,13 @@ password?: string | null,
  */
 quota_bytes?: number | null, role: Role, };
 
-export type UserInfo = { id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, disabled: boolean, created: string, };
+export type UserInfo = { id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, created: string, };
 
 export type CreatedUser = { 
 /**
  * Set only when the server generated the password; shown once, never stored in clear.
  */
-generated_password?: string, id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, disabled: boolean, created: string, };
+generated_password?: string, id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, created: string, };
 
 export type UserList = { users: Array<UserInfo>, next_cursor: string | null, };
 

@@ -166,14 +166,13 @@ impl Meta {
     }
 
     /// Records that the store now holds the claimed block: from now on it exists for readers
-    /// and commits. If its claim is gone (the space was emptied meanwhile), registers it anew.
-    pub async fn block_stored(&self, space: i64, hash: &str, size: i64) -> MetaResult<()> {
+    /// and commits. False if the claim is gone (garbage collection took the unstored row, and
+    /// with it maybe the object just written): the caller writes the object again and then
+    /// [`Meta::register_block`]s it, as an upload that finds no row does.
+    pub async fn block_stored(&self, space: i64, hash: &str) -> MetaResult<bool> {
         let n = on_pool!(self, p => sqlx::query("UPDATE blocks SET stored = TRUE, touched_at = $3 WHERE space_id = $1 AND hash = $2")
             .bind(space).bind(hash).bind(now_ms()).execute(p).await?.rows_affected());
-        if n == 0 {
-            self.register_block(space, hash, size).await?;
-        }
-        Ok(())
+        Ok(n > 0)
     }
 
     /// The blocks among `hashes` that the space holds, with their sizes.

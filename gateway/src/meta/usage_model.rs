@@ -55,6 +55,8 @@ enum Op {
     },
     /// Announces every block the space ever stored (garbage included) as present.
     Announce,
+    /// Garbage collection with no grace period.
+    Gc,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -73,6 +75,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..6usize, 0..6usize).prop_map(|(f, to)| Op::Move { f, to }),
         1 => any::<bool>().prop_map(|keep_none| Op::Retention { keep_none }),
         1 => Just(Op::Announce),
+        1 => Just(Op::Gc),
     ]
 }
 
@@ -110,7 +113,9 @@ impl World {
     async fn upload(&mut self, kib: i64) -> Result<BlockEntry, MetaError> {
         let b = self.block(kib);
         if self.meta.claim_block(self.space, &b.hash, b.size, 0).await? == Claim::Write {
-            self.meta.block_stored(self.space, &b.hash, b.size).await?;
+            if !self.meta.block_stored(self.space, &b.hash).await? {
+                self.meta.register_block(self.space, &b.hash, b.size).await?;
+            }
         }
         Ok(b)
     }
@@ -168,6 +173,14 @@ impl World {
             Op::Announce => {
                 let hashes: Vec<String> = self.blocks.iter().map(|b| b.hash.clone()).collect();
                 m.missing_blocks(s, &hashes).await.map(|_| ())
+            }
+            Op::Gc => {
+                let cutoff = super::now_ms() + 1;
+                let hashes: Vec<String> = m.gc_candidates(cutoff, 10_000).await?.into_iter().map(|b| b.hash).collect();
+                if !hashes.is_empty() {
+                    m.gc_remove(s, &hashes, cutoff, |_| async { Ok(()) }).await?;
+                }
+                Ok(())
             }
         }
     }

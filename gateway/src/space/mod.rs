@@ -48,10 +48,15 @@ async fn store_block(
     let allowance = i64::try_from(allowance).unwrap_or(i64::MAX);
     let claim = state.meta.claim_block(space, &hash, size, allowance).await?;
     if claim == Claim::Write {
-        state.store.put(space, &hash, data).await?;
+        state.store.put(space, &hash, data.clone()).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
         // Readable only once the store has it: a stored block is always readable.
-        state.meta.block_stored(space, &hash, size).await?;
+        if !state.meta.block_stored(space, &hash).await? {
+            // Garbage collection took the claim (and maybe the object) meanwhile: write it
+            // again, then register it; without a row, collection cannot touch it.
+            state.store.put(space, &hash, data).await?;
+            state.meta.register_block(space, &hash, size).await?;
+        }
     }
     Ok((BlockEntry { hash, size }, claim == Claim::Write))
 }
