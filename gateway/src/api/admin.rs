@@ -32,6 +32,11 @@ pub(super) fn user_id(raw: &str) -> ApiResult<i64> {
     raw.parse().map_err(|_| ApiError::NotFound("no such user".into()))
 }
 
+/// A quota as the audit log shows it.
+fn quota_text(q: Option<i64>) -> String {
+    q.map_or("unlimited".to_string(), |b| format!("{b} bytes"))
+}
+
 fn quota(q: u64) -> ApiResult<i64> {
     i64::try_from(q).map_err(|_| ApiError::BadRequest("quota_bytes is too large".into()))
 }
@@ -92,7 +97,7 @@ pub async fn create_user(
         ip,
         "user_create",
         user.username.clone(),
-        Some(format!("role {}, quota {:?}", user.role, user.quota_bytes)),
+        Some(format!("role {}, quota {}", user.role, quota_text(user.quota_bytes))),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(CreatedUser { user: user_info(&user), generated_password: generated }))
@@ -195,7 +200,7 @@ pub async fn update_user(
     let user = st.meta.update_user(id, &upd).await?;
     let mut changed = Vec::new();
     if let Some(q) = upd.quota_bytes {
-        changed.push(format!("quota {q:?}"));
+        changed.push(format!("quota {}", quota_text(q)));
     }
     if let Some(d) = upd.disabled {
         changed.push(if d { "disabled".into() } else { "enabled".into() });

@@ -140,7 +140,11 @@ pub async fn put_file(
     let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0 };
     let held = lock_tokens(&headers);
-    let result = space::put_stream_held(&st, user.id, &path, body.into_data_stream(), opts, &held).await;
+    let mut stream = body.into_data_stream();
+    let result = space::put_stream_held(&st, user.id, &path, &mut stream, opts, &held).await;
+    if result.is_err() {
+        drain_rejected(&mut stream).await;
+    }
     let (node, created, path) = match result {
         // For PUT, a failed base check is a failed precondition (the headers set it).
         Err(ApiError::Conflict(m)) if base != Base::Any => return Err(ApiError::PreconditionFailed(m)),
@@ -152,6 +156,28 @@ pub async fn put_file(
         resp.headers_mut().typed_insert(e);
     }
     Ok(resp)
+}
+
+/// Reads and discards what is left of a refused upload's body, up to a few MiB for a few
+/// seconds: a client still sending when the server closes the connection gets a reset instead
+/// of the error answer (the connection is closed afterwards either way, see server.rs).
+async fn drain_rejected<S, E>(body: &mut S)
+where
+    S: futures::Stream<Item = Result<axum::body::Bytes, E>> + Unpin,
+{
+    use futures::StreamExt;
+    const DRAIN_LIMIT: usize = 8 * 1024 * 1024;
+    const DRAIN_TIME: Duration = Duration::from_secs(5);
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        let mut seen = 0;
+        while let Some(Ok(chunk)) = body.next().await {
+            seen += chunk.len();
+            if seen > DRAIN_LIMIT {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
