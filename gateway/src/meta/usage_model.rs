@@ -112,10 +112,10 @@ impl World {
     /// Claims and "stores" a block (there is no store here: the registry is what counts).
     async fn upload(&mut self, kib: i64) -> Result<BlockEntry, MetaError> {
         let b = self.block(kib);
-        if self.meta.claim_block(self.space, &b.hash, b.size, 0).await? == Claim::Write {
-            if !self.meta.block_stored(self.space, &b.hash).await? {
-                self.meta.register_block(self.space, &b.hash, b.size).await?;
-            }
+        if self.meta.claim_block(self.space, &b.hash, b.size, 0).await? == Claim::Write
+            && !self.meta.block_stored(self.space, &b.hash).await?
+        {
+            self.meta.register_block(self.space, &b.hash, b.size).await?;
         }
         Ok(b)
     }
