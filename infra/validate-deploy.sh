@@ -17,9 +17,9 @@
 #    names swapped for 127.0.0.1 (nginx resolves upstream hosts at load time) and a throwaway
 #    self-signed certificate.
 # 4. Negative self-tests: deliberately broken copies (a misspelled `readinesProbe`, a string
-#    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, a
-#    misspelled unit key) must be rejected, each for the expected reason; a validator that
-#    accepts them fails this script.
+#    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, gateways
+#    behind nginx without NIMBUS_TRUSTED_PROXIES, an invalid CIDR, a misspelled unit key) must
+#    be rejected, each for the expected reason; a validator that accepts them fails this script.
 #
 # Environment: NIMBUS_CACHE_DIR (default /var/cache/nimbus), VALIDATE_VERBOSE=1 (list every check).
 set -euo pipefail
@@ -184,6 +184,16 @@ expect_reject "compose: misspelled key healtcheck" 'services\.[a-z0-9-]+\.healtc
 d=$(broken_copy metric)
 sed -i 's/nimbus_store_corrupt_blocks_total/nimbus_store_corupt_blocks_total/' "$d/prometheus/alerts.yaml"
 expect_reject "prometheus: unknown metric" 'nimbus_store_corupt_blocks_total' validate "$d"
+
+d=$(broken_copy trusted-proxies)
+sed -i '/^    NIMBUS_TRUSTED_PROXIES:/d' "$d/compose/compose.yaml"
+grep -q "^    NIMBUS_TRUSTED_PROXIES:" "$d/compose/compose.yaml" && die "could not remove NIMBUS_TRUSTED_PROXIES"
+expect_reject "compose: gateways behind nginx without NIMBUS_TRUSTED_PROXIES" 'NIMBUS_TRUSTED_PROXIES .* names it' validate "$d"
+
+d=$(broken_copy trusted-proxies-cidr)
+sed -i 's#^  NIMBUS_TRUSTED_PROXIES: .*#  NIMBUS_TRUSTED_PROXIES: "10.244.0.0/33"#' "$d/k8s/configmap.yaml"
+grep -q '10.244.0.0/33' "$d/k8s/configmap.yaml" || die "could not plant a bad CIDR"
+expect_reject "k8s: NIMBUS_TRUSTED_PROXIES that does not parse" 'NIMBUS_TRUSTED_PROXIES "10.244.0.0/33"' validate "$d"
 
 if command -v systemd-analyze >/dev/null 2>&1; then
     d=$(broken_copy unit-key)

@@ -141,6 +141,8 @@ try {
   const devices = page.getByRole('table', { name: 'Devices' });
   await devices.getByRole('cell', { name: 'alice-phone', exact: true }).waitFor();
   await devices.getByRole('cell', { name: 'alice-laptop', exact: true }).waitFor();
+  // The client address each device signed in from (this script's: loopback).
+  await devices.getByRole('cell', { name: '127.0.0.1', exact: true }).first().waitFor();
   await shot('07b-devices');
   await page.getByRole('button', { name: 'Revoke alice-phone' }).click();
   await page.getByText('alice-phone signed out.').waitFor();

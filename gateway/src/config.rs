@@ -130,6 +130,18 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_S3_KEY_FILE")]
     pub s3_key_file: Option<PathBuf>,
 
+    /// Reverse proxies / load balancers in front of the gateway, `CIDR[,CIDR...]` (a bare
+    /// address is that address). From these peers the client is the rightmost address of
+    /// `X-Forwarded-For` that is not itself trusted: the address that sign-in throttling, the
+    /// audit log and the device list use. Default: none (the header is ignored).
+    #[arg(long, env = "NIMBUS_TRUSTED_PROXIES", value_name = "CIDR[,CIDR...]")]
+    pub trusted_proxies: Option<crate::auth::TrustedProxies>,
+
+    /// Password hashes (argon2id, ~19 MiB and tens of ms of CPU each) computed at once; more
+    /// sign-ins wait briefly, then get 429. Default: the number of CPU cores.
+    #[arg(long, env = "NIMBUS_PASSWORD_HASH_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub password_hash_concurrency: Option<u16>,
+
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,

@@ -51,6 +51,9 @@ pub enum ApiError {
     MissingBlocks(String),
     #[error("too many failed sign-in attempts; try again in {retry_after} seconds")]
     TooManyRequests { retry_after: u64 },
+    /// The password-hashing bound is reached (`auth::PasswordGate`).
+    #[error("the gateway is checking too many passwords at once; try again in a moment")]
+    Busy { retry_after: u64 },
     #[error("the object store is unavailable; try again shortly")]
     StoreUnavailable(#[source] StoreError),
     #[error("internal error")]
@@ -71,7 +74,7 @@ impl ApiError {
             ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -98,7 +101,7 @@ impl ApiError {
             ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             ApiError::HashMismatch(_) => "hash_mismatch",
             ApiError::MissingBlocks(_) => "missing_blocks",
-            ApiError::TooManyRequests { .. } => "too_many_requests",
+            ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => "too_many_requests",
             ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -127,6 +130,15 @@ impl From<MetaError> for ApiError {
             MetaError::Locked(m) => ApiError::Locked(m),
             MetaError::Db(e) => ApiError::Internal(e.into()),
             MetaError::Migrate(e) => ApiError::Internal(e.into()),
+        }
+    }
+}
+
+impl From<crate::auth::GateError> for ApiError {
+    fn from(e: crate::auth::GateError) -> Self {
+        match e {
+            crate::auth::GateError::Busy => ApiError::Busy { retry_after: 1 },
+            other => ApiError::internal(other),
         }
     }
 }
@@ -160,7 +172,7 @@ impl IntoResponse for ApiError {
         let body = ErrorBody { error: ErrorDetail { code: self.code().to_string(), message } };
         let mut resp = (status, axum::Json(body)).into_response();
         match self {
-            ApiError::TooManyRequests { retry_after } => {
+            ApiError::TooManyRequests { retry_after } | ApiError::Busy { retry_after } => {
                 if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
                     resp.headers_mut().insert(header::RETRY_AFTER, v);
                 }

@@ -18,7 +18,7 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::auth::{Throttle, generate_password, hash_password};
+use crate::auth::{PasswordGate, Throttle, generate_password, hash_password};
 use crate::blocks::{DynStore, LocalStore, S3Config, S3Store};
 use crate::cache::{BlockCache, CacheConfig};
 use crate::config::{ServeArgs, StoreKind};
@@ -42,7 +42,10 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         admin_ui_dir: args.admin_ui_dir.clone(),
         tls: serves_tls(args),
         retention: args.retention(),
+        trusted_proxies: args.trusted_proxies.clone().unwrap_or_default(),
     };
+    let throttle = Arc::new(Throttle::new(meta.clone()));
+    let hash_concurrency = args.password_hash_concurrency.map_or_else(PasswordGate::default_concurrency, usize::from);
     let cache_cfg = CacheConfig {
         dir: (args.cache_size > 0).then(|| args.cache_dir()),
         disk_capacity: args.cache_size,
@@ -56,7 +59,8 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         store,
         cache,
         warmer: Default::default(),
-        throttle: Arc::new(Throttle::default()),
+        throttle,
+        passwords: Arc::new(PasswordGate::new(hash_concurrency)),
         metrics: crate::metrics::recorder(),
         history,
         settings: Arc::new(settings),
@@ -194,6 +198,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         recount_all: false,
     };
     crate::ops::maintenance::spawn(meta.clone(), state.store.clone(), maintenance, args.maintenance_interval);
+    state.throttle.spawn_pruner();
 
     let listener =
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;

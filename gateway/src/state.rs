@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::auth::Throttle;
+use crate::auth::{PasswordGate, Throttle, TrustedProxies};
 use crate::blocks::DynStore;
 use crate::cache::BlockCache;
 use crate::cache::warm::Warmer;
@@ -17,6 +17,8 @@ pub struct AppState {
     pub cache: Arc<BlockCache>,
     pub warmer: Arc<Warmer>,
     pub throttle: Arc<Throttle>,
+    /// Bounds concurrent password hashing (sign-ins, WebDAV passwords, admin password sets).
+    pub passwords: Arc<PasswordGate>,
     pub metrics: PrometheusHandle,
     /// The last hour of request rate and cache hit ratio, for the console's charts.
     pub history: Arc<crate::metrics::history::History>,
@@ -39,4 +41,6 @@ pub struct Settings {
     pub tls: bool,
     /// How long older versions and trash items are kept (shown in `/api/v1/info`).
     pub retention: crate::meta::Retention,
+    /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxies`).
+    pub trusted_proxies: TrustedProxies,
 }

@@ -310,6 +310,10 @@ pub struct TokenInfo {
     pub created: String,
     pub expires_at: String,
     pub last_used: Option<String>,
+    /// The client address of the last recorded use (or of the sign-in): behind a trusted
+    /// proxy, the client it forwarded for. Absent from older gateways.
+    #[serde(default)]
+    pub last_ip: Option<String>,
     /// This is the token the request was made with.
     pub current: bool,
 }

@@ -51,14 +51,27 @@ pub struct Api {
 impl Api {
     /// `base` is `http://127.0.0.1:PORT` (no trailing `/`).
     pub fn new(base: &str) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let http = Self::client_builder().build().context("cannot build the HTTP client")?;
+        Ok(Self { http, base: base.trim_end_matches('/').to_string(), token: None })
+    }
+
+    fn client_builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(10))
             // An idle deadline, not a total one: big transfers run as long as they make progress.
             .read_timeout(Duration::from_secs(120))
+    }
+
+    /// The same credentials on a new connection pool whose connections leave from `source`:
+    /// another client machine, as far as the gateway can tell. On Linux every 127.0.0.0/8
+    /// address is loopback, so `127.0.0.2`, `127.0.0.3`, ... need no setup.
+    pub fn from_address(&self, source: std::net::IpAddr) -> anyhow::Result<Api> {
+        let http = Self::client_builder()
+            .local_address(source)
             .build()
-            .context("cannot build the HTTP client")?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_string(), token: None })
+            .with_context(|| format!("cannot build an HTTP client bound to {source}"))?;
+        Ok(Api { http, base: self.base.clone(), token: self.token.clone() })
     }
 
     pub fn base(&self) -> &str {

@@ -154,6 +154,11 @@ to?: string | null, };
 
 export type TokenInfo = { id: number, device: string, created: string, expires_at: string, last_used: string | null, 
 /**
+ * The client address of the last recorded use (or of the sign-in): behind a trusted
+ * proxy, the client it forwarded for. Absent from older gateways.
+ */
+last_ip: string | null, 
+/**
  * This is the token the request was made with.
  */
 current: boolean, };

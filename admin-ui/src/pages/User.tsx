@@ -175,6 +175,7 @@ function Devices({ id }: { id: number }) {
               <Table.Tr>
                 <Table.Th>Device</Table.Th>
                 <Table.Th>Last seen</Table.Th>
+                <Table.Th>From</Table.Th>
                 <Table.Th>Signed in</Table.Th>
                 <Table.Th />
               </Table.Tr>
@@ -184,6 +185,7 @@ function Devices({ id }: { id: number }) {
                 <Table.Tr key={t.id}>
                   <Table.Td>{t.device}{t.current ? ' (this session)' : ''}</Table.Td>
                   <Table.Td>{t.last_used ? new Date(t.last_used).toLocaleString() : 'never'}</Table.Td>
+                  <Table.Td>{t.last_ip ?? '—'}</Table.Td>
                   <Table.Td>{new Date(t.created).toLocaleString()}</Table.Td>
                   <Table.Td>
                     <Button

@@ -41,13 +41,11 @@ fn quota(q: u64) -> ApiResult<i64> {
     i64::try_from(q).map_err(|_| ApiError::BadRequest("quota_bytes is too large".into()))
 }
 
-async fn hash(password: String) -> ApiResult<String> {
-    tokio::task::spawn_blocking(move || hash_password(&password)).await.map_err(ApiError::internal)?.map_err(
-        |e| match e {
-            PasswordError::Hash(_) => ApiError::internal(e),
-            other => ApiError::BadRequest(other.to_string()),
-        },
-    )
+async fn hash(st: &AppState, password: String) -> ApiResult<String> {
+    st.passwords.run(move || hash_password(&password)).await?.map_err(|e| match e {
+        PasswordError::Hash(_) => ApiError::internal(e),
+        other => ApiError::BadRequest(other.to_string()),
+    })
 }
 
 pub(super) async fn audit(
@@ -85,7 +83,7 @@ pub async fn create_user(
             (p.clone(), Some(p))
         }
     };
-    let password_hash = hash(password).await?;
+    let password_hash = hash(&st, password).await?;
     let quota = match req.quota_bytes.or(st.settings.default_quota) {
         Some(q) => Some(quota(q)?),
         None => None,
@@ -192,7 +190,7 @@ pub async fn update_user(
         },
         disabled: req.disabled,
         password_hash: match req.password {
-            Some(p) => Some(hash(p).await?),
+            Some(p) => Some(hash(&st, p).await?),
             None => None,
         },
         role: req.role.map(|r| r.as_str().to_string()),

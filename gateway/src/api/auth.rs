@@ -16,21 +16,18 @@ pub async fn login(
     ClientIp(ip): ClientIp,
     Json(req): Json<LoginRequest>,
 ) -> ApiResult<Json<LoginResponse>> {
-    let key = name_key(&req.username);
-    if let Some(retry_after) = st.throttle.check(&key, ip) {
-        return Err(ApiError::TooManyRequests { retry_after });
-    }
+    // Locked (this name at this address, or this address): 429 before any work.
+    let attempt = st.throttle.begin(&name_key(&req.username), ip).await?;
     let user = if req.username.len() <= 64 { st.meta.user_by_name(&req.username).await? } else { None };
     let stored = user.as_ref().map(|u| u.password_hash.clone());
     let password = req.password.clone();
-    let ok = tokio::task::spawn_blocking(move || verify_password_or_dummy(&password, stored.as_deref()))
-        .await
-        .map_err(ApiError::internal)?;
+    // Bounded: beyond the hashing limit this is a quick 429 `too_many_requests`, not a queue.
+    let ok = st.passwords.run(move || verify_password_or_dummy(&password, stored.as_deref())).await?;
     let audit_ip = ip.map(|i| i.to_string());
     let user = match user {
         Some(u) if ok && !u.disabled => u,
         other => {
-            st.throttle.failure(&key, ip);
+            st.throttle.failed(&attempt).await;
             metrics::counter!("nimbus_logins_total", "result" => "failure").increment(1);
             let _ = st
                 .meta
@@ -46,7 +43,7 @@ pub async fn login(
             return Err(ApiError::Unauthorized);
         }
     };
-    st.throttle.success(&key);
+    st.throttle.succeeded(&attempt).await;
     let device: String = req
         .device
         .as_deref()
@@ -58,7 +55,7 @@ pub async fn login(
         .collect();
     let (token, hash) = new_token();
     let expires_at = now_ms() + (st.settings.token_ttl_secs as i64).saturating_mul(1000);
-    st.meta.insert_token(user.id, &hash, &device, expires_at).await?;
+    st.meta.insert_token(user.id, &hash, &device, expires_at, audit_ip.as_deref()).await?;
     metrics::counter!("nimbus_logins_total", "result" => "success").increment(1);
     st.meta
         .audit(NewAudit {
@@ -105,6 +102,7 @@ pub(super) fn token_info(t: TokenRow, caller_token: Option<i64>) -> TokenInfo {
         created: rfc3339(t.created_at),
         expires_at: rfc3339(t.expires_at),
         last_used: t.last_used_at.map(rfc3339),
+        last_ip: t.last_ip,
         current: Some(t.id) == caller_token,
     }
 }

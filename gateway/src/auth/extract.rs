@@ -42,14 +42,17 @@ impl FromRequestParts<AppState> for AuthUser {
             .map(str::trim)
             .filter(|t| !t.is_empty() && t.len() <= 256)
             .ok_or(ApiError::Unauthorized)?;
-        AuthUser::from_token(state, token).await
+        let ClientIp(ip) = ClientIp::of(parts, state);
+        AuthUser::from_token(state, token, ip).await
     }
 }
 
 impl AuthUser {
     /// The user a bearer token stands for: refused if it is unknown, expired, revoked, or its
-    /// user is disabled. Shared by every door that takes tokens (REST, WebDAV).
-    pub async fn from_token(state: &AppState, token: &str) -> Result<AuthUser, ApiError> {
+    /// user is disabled. Shared by every door that takes tokens (REST, WebDAV). `ip` (the
+    /// client's address) is recorded with the token's last use for the device list. Never
+    /// throttled: a token is 256 random bits, there is nothing to guess.
+    pub async fn from_token(state: &AppState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
         if token.is_empty() || token.len() > 256 {
             return Err(ApiError::Unauthorized);
         }
@@ -60,11 +63,12 @@ impl AuthUser {
             return Err(ApiError::Unauthorized);
         }
         if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
-            state.meta.mark_token_used(row.token_id, now);
+            let ip = ip.map(|i| i.to_string());
+            state.meta.mark_token_used(row.token_id, now, ip.as_deref());
             let meta = state.meta.clone();
             let id = row.token_id;
             tokio::spawn(async move {
-                if let Err(e) = meta.touch_token(id).await {
+                if let Err(e) = meta.touch_token(id, ip.as_deref()).await {
                     tracing::debug!(error = %e, "could not record token use");
                 }
             });
@@ -95,14 +99,23 @@ impl FromRequestParts<AppState> for AdminUser {
     }
 }
 
-/// The peer address of the connection (for throttling and the audit log).
+/// The client's address (for throttling, the audit log and the device list): the peer of the
+/// connection, or behind a trusted proxy (`--trusted-proxies`) the client it forwarded for
+/// (see `forwarded.rs`). None only without a socket (tests driving the router directly).
 #[derive(Debug, Clone, Copy)]
 pub struct ClientIp(pub Option<IpAddr>);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+impl ClientIp {
+    pub fn of(parts: &Parts, state: &AppState) -> ClientIp {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        ClientIp(peer.map(|p| state.settings.trusted_proxies.client_address(p, &parts.headers)))
+    }
+}
+
+impl FromRequestParts<AppState> for ClientIp {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(ClientIp(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        Ok(ClientIp::of(parts, state))
     }
 }

@@ -1,16 +1,20 @@
-//! Authentication: argon2id passwords, opaque bearer tokens stored hashed, login throttling,
-//! and the extractors (`AuthUser`, `AdminUser`) that make a handler impossible to reach
-//! without a valid identity.
+//! Authentication: argon2id passwords (hashed under a concurrency bound), opaque bearer tokens
+//! stored hashed, sign-in throttling per client address, the client address itself (behind
+//! trusted proxies), and the extractors (`AuthUser`, `AdminUser`) that make a handler
+//! impossible to reach without a valid identity.
 
 mod extract;
+mod forwarded;
 mod password;
 pub mod s3key;
-mod throttle;
+pub mod throttle;
 mod token;
 
 pub use extract::{AdminUser, AuthUser, ClientIp};
+pub use forwarded::{TrustedProxies, client_key};
 pub use password::{
-    MIN_PASSWORD_LEN, PasswordError, generate_password, hash_password, verify_password, verify_password_or_dummy,
+    GateError, MIN_PASSWORD_LEN, PasswordError, PasswordGate, generate_password, hash_password, verify_password,
+    verify_password_or_dummy,
 };
-pub use throttle::Throttle;
+pub use throttle::{Attempt, Throttle};
 pub use token::{TOKEN_PREFIX, new_token, token_hash};

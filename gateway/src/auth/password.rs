@@ -1,9 +1,15 @@
 //! Password hashing with argon2id (the crate's default parameters: m=19 MiB, t=2, p=1, per
-//! OWASP). Hashing is CPU-heavy, so callers run it on the blocking pool.
+//! OWASP). Hashing is CPU-heavy, so request handlers run it through the [`PasswordGate`]: on
+//! the blocking pool, at most `--password-hash-concurrency` at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use rand::Rng;
+use tokio::sync::Semaphore;
 
 pub const MIN_PASSWORD_LEN: usize = 8;
 
@@ -49,6 +55,96 @@ pub fn verify_password_or_dummy(password: &str, stored: Option<&str>) -> bool {
     }
 }
 
+/// Bounds the password hashing (argon2id: tens of ms of CPU and 19 MiB each) that requests
+/// can start: a burst of unauthenticated sign-ins must not occupy every core and hundreds of
+/// MiB. At most `concurrency` hashes run; up to [`WAITERS_PER_PERMIT`] per permit wait at most
+/// [`MAX_WAIT`] for one; anyone else is answered at once with 429 (`Retry-After: 1`).
+pub struct PasswordGate {
+    permits: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    max_waiting: usize,
+    max_wait: Duration,
+}
+
+/// Waiters allowed per hashing slot: enough to absorb a normal burst (a few sign-ins at once)
+/// without refusing, few enough that a queued request waits well under a second.
+pub const WAITERS_PER_PERMIT: usize = 8;
+/// The longest a request waits for a hashing slot.
+pub const MAX_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// Too many password checks at once.
+    #[error("the gateway is checking too many passwords at once")]
+    Busy,
+    #[error("a password hashing task failed: {0}")]
+    Task(String),
+}
+
+impl PasswordGate {
+    pub fn new(concurrency: usize) -> Self {
+        Self::with_limits(concurrency, WAITERS_PER_PERMIT, MAX_WAIT)
+    }
+
+    fn with_limits(concurrency: usize, waiters_per_permit: usize, max_wait: Duration) -> Self {
+        let c = concurrency.max(1);
+        PasswordGate {
+            permits: Arc::new(Semaphore::new(c)),
+            waiting: AtomicUsize::new(0),
+            max_waiting: c.saturating_mul(waiters_per_permit),
+            max_wait,
+        }
+    }
+
+    /// The default bound: one hash per core.
+    pub fn default_concurrency() -> usize {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
+
+    /// Runs `f` (a hash or a verification) on the blocking pool once a slot is free.
+    pub async fn run<T, F>(&self, f: F) -> Result<T, GateError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let permit = match self.permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_waiting {
+                    self.waiting.fetch_sub(1, Ordering::SeqCst);
+                    metrics::counter!("nimbus_password_checks_refused_total").increment(1);
+                    return Err(GateError::Busy);
+                }
+                // Counted down however this wait ends, including the caller going away.
+                let _waiting = Waiting(&self.waiting);
+                match tokio::time::timeout(self.max_wait, self.permits.clone().acquire_owned()).await {
+                    Ok(Ok(p)) => p,
+                    _ => {
+                        metrics::counter!("nimbus_password_checks_refused_total").increment(1);
+                        return Err(GateError::Busy);
+                    }
+                }
+            }
+        };
+        // The permit moves into the blocking task: a client that disconnects mid-check does
+        // not free the slot while the hash still runs.
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f()
+        })
+        .await
+        .map_err(|e| GateError::Task(e.to_string()))
+    }
+}
+
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A generated password: 20 characters from an alphabet without look-alikes (~114 bits).
 pub fn generate_password() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
@@ -69,6 +165,62 @@ mod tests {
         assert!(!verify_password_or_dummy("x", None));
         assert!(matches!(hash_password("short"), Err(PasswordError::TooShort)));
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_gate_bounds_running_and_waiting_checks() {
+        use std::sync::mpsc;
+        let gate = Arc::new(PasswordGate::with_limits(1, 1, Duration::from_secs(30)));
+        // One check holds the only slot until told to finish.
+        let (release, hold) = mpsc::channel::<()>();
+        let running = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.run(move || hold.recv().is_ok()).await }
+        });
+        while gate.permits.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        // One may wait; the next is refused at once.
+        let waiter = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.run(|| 7).await }
+        });
+        while gate.waiting.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(matches!(gate.run(|| 8).await, Err(GateError::Busy)));
+        release.send(()).expect("release");
+        assert!(matches!(running.await.expect("join"), Ok(true)));
+        assert!(matches!(waiter.await.expect("join"), Ok(7)));
+        assert_eq!(gate.waiting.load(Ordering::SeqCst), 0);
+        assert!(matches!(gate.run(|| 9).await, Ok(9)));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gives_up_after_the_wait_and_a_cancelled_one_frees_its_place() {
+        use std::sync::mpsc;
+        let gate = Arc::new(PasswordGate::with_limits(1, 4, Duration::from_millis(50)));
+        let (release, hold) = mpsc::channel::<()>();
+        let running = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.run(move || hold.recv().is_ok()).await }
+        });
+        while gate.permits.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(matches!(gate.run(|| 1).await, Err(GateError::Busy)), "the wait is bounded");
+        let cancelled = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.run(|| 2).await }
+        });
+        while gate.waiting.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        cancelled.abort();
+        let _ = cancelled.await;
+        assert_eq!(gate.waiting.load(Ordering::SeqCst), 0);
+        release.send(()).expect("release");
+        assert!(matches!(running.await.expect("join"), Ok(true)));
     }
 
     #[test]

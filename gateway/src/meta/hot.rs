@@ -91,10 +91,13 @@ impl HotCache {
     }
 
     /// Records a use in the cached row, so the next requests don't write it again.
-    pub fn mark_used(&self, token_id: i64, at_ms: i64) {
+    pub fn mark_used(&self, token_id: i64, at_ms: i64, ip: Option<&str>) {
         for (row, _) in lock(&self.tokens).values_mut() {
             if row.token_id == token_id {
                 row.last_used_at = Some(at_ms);
+                if let Some(ip) = ip {
+                    row.last_ip = Some(ip.to_string());
+                }
             }
         }
     }
@@ -199,6 +202,7 @@ mod tests {
             expires_at: i64::MAX,
             revoked_at: None,
             last_used_at: None,
+            last_ip: None,
             username: "u".into(),
             role: "user".into(),
             disabled: false,

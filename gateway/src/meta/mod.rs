@@ -23,6 +23,7 @@ mod notify;
 pub mod retention;
 mod s3keys;
 mod s3objects;
+mod throttle;
 mod tree;
 pub(crate) mod usage;
 #[cfg(test)]
@@ -233,6 +234,8 @@ pub struct TokenAuthRow {
     pub expires_at: i64,
     pub revoked_at: Option<i64>,
     pub last_used_at: Option<i64>,
+    /// The client address of the last recorded use (or of the sign-in).
+    pub last_ip: Option<String>,
     pub username: String,
     pub role: String,
     pub disabled: bool,
@@ -245,6 +248,7 @@ pub struct TokenRow {
     pub created_at: i64,
     pub expires_at: i64,
     pub last_used_at: Option<i64>,
+    pub last_ip: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -211,12 +211,20 @@ impl Meta {
         )
     }
 
-    pub async fn insert_token(&self, user_id: i64, token_hash: &str, device: &str, expires_at: i64) -> MetaResult<i64> {
+    /// A new token; `ip` is the client address it was signed in from.
+    pub async fn insert_token(
+        &self,
+        user_id: i64,
+        token_hash: &str,
+        device: &str,
+        expires_at: i64,
+        ip: Option<&str>,
+    ) -> MetaResult<i64> {
         let now = now_ms();
         Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>(
-            "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at, last_ip) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
-        .bind(user_id).bind(token_hash).bind(device).bind(now).bind(expires_at)
+        .bind(user_id).bind(token_hash).bind(device).bind(now).bind(expires_at).bind(ip)
         .fetch_one(p).await?))
     }
 
@@ -227,7 +235,7 @@ impl Meta {
             return Ok(Some(row));
         }
         let row = on_pool!(self, p => sqlx::query_as::<_, TokenAuthRow>(
-            "SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, \
+            "SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, t.last_ip, \
                     u.username, u.role, u.disabled \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1",
         )
@@ -239,14 +247,16 @@ impl Meta {
         Ok(row)
     }
 
-    /// Notes in memory that a token was just used; `touch_token` then records it durably.
-    pub fn mark_token_used(&self, token_id: i64, at_ms: i64) {
-        self.hot.mark_used(token_id, at_ms);
+    /// Notes in memory that a token was just used (from client address `ip`); `touch_token`
+    /// then records it durably.
+    pub fn mark_token_used(&self, token_id: i64, at_ms: i64, ip: Option<&str>) {
+        self.hot.mark_used(token_id, at_ms, ip);
     }
 
-    pub async fn touch_token(&self, token_id: i64) -> MetaResult<()> {
+    pub async fn touch_token(&self, token_id: i64, ip: Option<&str>) -> MetaResult<()> {
         on_pool!(self, p => {
-            sqlx::query("UPDATE tokens SET last_used_at = $2 WHERE id = $1").bind(token_id).bind(now_ms()).execute(p).await?;
+            sqlx::query("UPDATE tokens SET last_used_at = $2, last_ip = COALESCE($3, last_ip) WHERE id = $1")
+                .bind(token_id).bind(now_ms()).bind(ip).execute(p).await?;
         });
         Ok(())
     }
@@ -254,7 +264,7 @@ impl Meta {
     /// The user's tokens that still work.
     pub async fn list_tokens(&self, user_id: i64) -> MetaResult<Vec<TokenRow>> {
         Ok(on_pool!(self, p => sqlx::query_as::<_, TokenRow>(
-            "SELECT id, device, created_at, expires_at, last_used_at FROM tokens \
+            "SELECT id, device, created_at, expires_at, last_used_at, last_ip FROM tokens \
              WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 ORDER BY id",
         )
         .bind(user_id).bind(now_ms())

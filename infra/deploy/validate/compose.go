@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,6 +73,7 @@ func checkCompose(r *report, gw *gateway, file, envFile string) {
 	r.check(len(gateways) >= 2, "at least 2 gateway services (image %s*)", gatewayImage)
 	cacheSources := map[string]string{}
 	shared := map[string]string{}
+	trusted := map[string][]netip.Prefix{}
 	for _, s := range gateways {
 		where := "gateway " + s.Name
 		env := map[string]string{}
@@ -146,11 +148,12 @@ func checkCompose(r *report, gw *gateway, file, envFile string) {
 				shared[k] = env[k]
 			}
 		}
+		trusted[s.Name] = checkTrustedProxies(r, where, env)
 		r.check(strings.HasPrefix(env["NIMBUS_DATABASE_URL"], "postgres://"), "%s: several gateways use PostgreSQL (NIMBUS_DATABASE_URL)", where)
 		r.check(env["NIMBUS_STORE"] == "s3", "%s: several gateways use an S3 store (NIMBUS_STORE=s3)", where)
 	}
 
-	checkNginxUpstreams(r, project, gateways)
+	checkNginxUpstreams(r, project, gateways, trusted)
 }
 
 func hasHCOn(s types.ServiceConfig, path string) bool {
@@ -170,13 +173,16 @@ func contains(l []string, v string) bool {
 }
 
 // checkNginxUpstreams reads the nginx.conf a service bind-mounts and checks that its upstream
-// servers are compose services exposing those ports, and that every gateway is in them.
-func checkNginxUpstreams(r *report, project *types.Project, gateways []types.ServiceConfig) {
+// servers are compose services exposing those ports, that every gateway is in them, and that
+// the gateways trust nginx's (fixed) address and nginx tells them the client's.
+func checkNginxUpstreams(r *report, project *types.Project, gateways []types.ServiceConfig, trusted map[string][]netip.Prefix) {
 	var confPath string
+	var nginx types.ServiceConfig
 	for _, s := range project.Services {
 		for _, v := range s.Volumes {
 			if v.Type == types.VolumeTypeBind && strings.HasSuffix(v.Source, "nginx.conf") {
 				confPath = v.Source
+				nginx = s
 			}
 		}
 	}
@@ -206,5 +212,29 @@ func checkNginxUpstreams(r *report, project *types.Project, gateways []types.Ser
 	}
 	for _, g := range gateways {
 		r.check(inUpstream[g.Name], "nginx: gateway %s is in an upstream", g.Name)
+	}
+
+	// The client's address reaches the gateways only through X-Forwarded-For from an address
+	// they trust: nginx needs a fixed one (ipv4_address), inside every gateway's list.
+	r.check(strings.Contains(string(b), "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for") ||
+		strings.Contains(string(b), "proxy_set_header X-Forwarded-For $remote_addr"),
+		"nginx.conf: sets X-Forwarded-For to the client's address")
+	var addrs []netip.Addr
+	for name, n := range nginx.Networks {
+		if n == nil || n.Ipv4Address == "" {
+			r.fail("service %s: a fixed ipv4_address on network %s (the gateways trust that address)", nginx.Name, name)
+			continue
+		}
+		a, err := netip.ParseAddr(n.Ipv4Address)
+		r.check(err == nil, "service %s: ipv4_address %q parses%s", nginx.Name, n.Ipv4Address, errSuffix(err))
+		if err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	r.check(len(addrs) > 0, "service %s: has a fixed address the gateways can trust (networks.*.ipv4_address)", nginx.Name)
+	for _, g := range gateways {
+		for _, a := range addrs {
+			r.check(trustsAddr(trusted[g.Name], a), "gateway %s: NIMBUS_TRUSTED_PROXIES holds nginx's address %s", g.Name, a)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -117,4 +118,52 @@ const (
 
 func minMemory(cacheMem uint64) uint64 {
 	return cacheMem + baselineMem + minTransfers*perTransferMem
+}
+
+// parseTrustedProxies mirrors the gateway's --trusted-proxies parser (gateway/src/auth/
+// forwarded.rs): comma-separated CIDR networks or bare addresses; spaces and empty items are
+// ignored.
+func parseTrustedProxies(raw string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(raw, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(item); err == nil && a.Zone() == "" {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		return nil, fmt.Errorf("%q is not an address or a CIDR network", item)
+	}
+	return out, nil
+}
+
+// trustsAddr: one of the networks holds the address (IPv4-mapped IPv6 compared as IPv4, as the
+// gateway does).
+func trustsAddr(nets []netip.Prefix, a netip.Addr) bool {
+	for _, p := range nets {
+		if p.Contains(a.Unmap()) || p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTrustedProxies: a gateway behind a TLS-terminating proxy (plain HTTP) must name that
+// proxy in NIMBUS_TRUSTED_PROXIES, or every client has the proxy's address and one password
+// guesser locks everyone out of signing in. Returns the parsed networks.
+func checkTrustedProxies(r *report, where string, env map[string]string) []netip.Prefix {
+	if env["NIMBUS_PLAIN_HTTP"] != "true" {
+		return nil
+	}
+	raw, set := env["NIMBUS_TRUSTED_PROXIES"]
+	nets, err := parseTrustedProxies(raw)
+	r.check(set && err == nil && len(nets) > 0,
+		"%s: behind a proxy (NIMBUS_PLAIN_HTTP), NIMBUS_TRUSTED_PROXIES %q names it%s", where, raw, errSuffix(err))
+	return nets
 }

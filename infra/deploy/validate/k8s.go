@@ -304,6 +304,7 @@ func checkPod(r *report, gw *gateway, objs *k8sObjects, where string, pod *corev
 			} else {
 				r.fail("%s: NIMBUS_CACHE_MEM is set (the memory limit is sized from it)", cw)
 			}
+			checkTrustedProxies(r, cw, env)
 		}
 
 		// Security context: the container's settings, else the pod's.

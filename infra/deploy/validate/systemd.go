@@ -40,6 +40,10 @@ func checkSystemd(r *report, gw *gateway, dir string) {
 					gw.checkEnvName(r, base, m[1])
 					seen++
 				}
+				if v, ok := strings.CutPrefix(line, "NIMBUS_TRUSTED_PROXIES="); ok {
+					_, err := parseTrustedProxies(v)
+					r.check(err == nil, "%s: NIMBUS_TRUSTED_PROXIES %q parses%s", base, v, errSuffix(err))
+				}
 			} else if m := reUnitEnv.FindStringSubmatch(line); m != nil {
 				if k, _, ok := strings.Cut(strings.Trim(m[1], `"`), "="); ok {
 					gw.checkEnvName(r, base, k)

@@ -161,6 +161,7 @@ pub async fn tokens(ctx: &Ctx) -> Result<()> {
                 t.id.to_string(),
                 short_time(&t.created),
                 t.last_used.as_deref().map(short_time).unwrap_or_else(|| "-".into()),
+                t.last_ip.clone().unwrap_or_else(|| "-".into()),
                 short_time(&t.expires_at),
                 if t.current { format!("{} (this device)", t.device) } else { t.device.clone() },
             ]
@@ -170,6 +171,7 @@ pub async fn tokens(ctx: &Ctx) -> Result<()> {
         ("ID", Align::Right),
         ("CREATED", Align::Left),
         ("LAST USED", Align::Left),
+        ("FROM", Align::Left),
         ("EXPIRES", Align::Left),
         ("DEVICE", Align::Left),
     ];

@@ -22,7 +22,7 @@ use dav_server::{DavConfig, DavHandler, DavMethod, DavMethodSet};
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
-use crate::auth::{AuthUser, ClientIp, TOKEN_PREFIX, verify_password_or_dummy};
+use crate::auth::{Attempt, AuthUser, ClientIp, TOKEN_PREFIX, verify_password_or_dummy};
 use crate::error::ApiError;
 use crate::meta::NewAudit;
 use crate::state::AppState;
@@ -261,7 +261,8 @@ fn lock_tokens_in_if(headers: &HeaderMap) -> Vec<String> {
 
 /// Signs the caller in: `Authorization: Bearer <token>`, or Basic with the username and a
 /// device token (an "app password"), or Basic with the account password when the gateway
-/// itself serves TLS. Failed Basic sign-ins feed the login throttle.
+/// itself serves TLS. A valid token is never throttled; failed Basic sign-ins feed the login
+/// throttle and are refused (429) while the name at this address, or the address, is locked.
 async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) -> Result<DavUser, ApiError> {
     const HOW: &str = "sign in with your username and an app password (a device token from `nimbus login` or \
                        POST /api/v1/auth/login)";
@@ -270,7 +271,8 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     };
     let (scheme, value) = h.trim().split_once(' ').unwrap_or((h, ""));
     if scheme.eq_ignore_ascii_case("bearer") {
-        let u = AuthUser::from_token(st, value.trim()).await.map_err(|_| ApiError::BasicAuthRequired(HOW.into()))?;
+        let u =
+            AuthUser::from_token(st, value.trim(), ip).await.map_err(|_| ApiError::BasicAuthRequired(HOW.into()))?;
         return Ok(DavUser { id: u.id, username: u.username, device: u.device });
     }
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -286,20 +288,22 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
         return Err(ApiError::BasicAuthRequired(HOW.into()));
     }
     let key = name_key(name);
-    if let Some(retry_after) = st.throttle.check(&key, ip) {
-        return Err(ApiError::TooManyRequests { retry_after });
-    }
     let looks_like_token = secret.starts_with(TOKEN_PREFIX);
-    if looks_like_token && let Ok(u) = AuthUser::from_token(st, secret).await {
+    // A valid app password of this user goes through whatever others did from this address:
+    // checked before the throttle, and it costs no hashing.
+    let token_user = if looks_like_token { AuthUser::from_token(st, secret, ip).await.ok() } else { None };
+    if let Some(u) = &token_user
+        && name_key(&u.username) == key
+    {
+        return Ok(DavUser { id: u.id, username: u.username.clone(), device: u.device.clone() });
+    }
+    let attempt = st.throttle.begin(&key, ip).await?;
+    if token_user.is_some() {
         // A token of another user with this username is refused like a wrong password.
-        if name_key(&u.username) == key {
-            st.throttle.success(&key);
-            return Ok(DavUser { id: u.id, username: u.username, device: u.device });
-        }
-        return Err(failed(st, name, &key, ip, "WebDAV: token of another user").await);
+        return Err(failed(st, &attempt, name, ip, "WebDAV: token of another user").await);
     }
     if looks_like_token && !st.settings.tls {
-        return Err(failed(st, name, &key, ip, "WebDAV: unknown, expired or revoked token").await);
+        return Err(failed(st, &attempt, name, ip, "WebDAV: unknown, expired or revoked token").await);
     }
     if !st.settings.tls {
         // Never verify (or cache) an account password that crossed the network in clear.
@@ -317,25 +321,23 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     let cached = stored.is_some() && password_cached(&cache_key);
     let ok = cached || {
         let (password, stored) = (secret.to_string(), stored.clone());
-        tokio::task::spawn_blocking(move || verify_password_or_dummy(&password, stored.as_deref()))
-            .await
-            .map_err(ApiError::internal)?
+        st.passwords.run(move || verify_password_or_dummy(&password, stored.as_deref())).await?
     };
     match user {
         Some(u) if ok && !u.disabled => {
-            st.throttle.success(&key);
+            st.throttle.succeeded(&attempt).await;
             if !cached {
                 remember_password(cache_key);
             }
             Ok(DavUser { id: u.id, username: u.username, device: "WebDAV".into() })
         }
-        _ => Err(failed(st, name, &key, ip, "WebDAV").await),
+        _ => Err(failed(st, &attempt, name, ip, "WebDAV").await),
     }
 }
 
 /// Records a failed sign-in (throttle, audit log) and returns the 401.
-async fn failed(st: &AppState, name: &str, key: &str, ip: Option<IpAddr>, detail: &str) -> ApiError {
-    st.throttle.failure(key, ip);
+async fn failed(st: &AppState, attempt: &Attempt, name: &str, ip: Option<IpAddr>, detail: &str) -> ApiError {
+    st.throttle.failed(attempt).await;
     metrics::counter!("nimbus_logins_total", "result" => "failure").increment(1);
     let _ = st
         .meta

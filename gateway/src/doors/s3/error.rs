@@ -43,7 +43,7 @@ pub fn s3(e: ApiError) -> S3Error {
         }
         ApiError::PayloadTooLarge(_) => with(S3ErrorCode::EntityTooLarge),
         ApiError::RangeNotSatisfiable { .. } => with(S3ErrorCode::InvalidRange),
-        ApiError::TooManyRequests { .. } => with(S3ErrorCode::SlowDown),
+        ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => with(S3ErrorCode::SlowDown),
         ApiError::StoreUnavailable(e) => {
             tracing::warn!(error = %e, "S3 door: object store unavailable");
             with(S3ErrorCode::ServiceUnavailable)
