@@ -259,8 +259,10 @@ backend_test!(login_whoami_and_wrong_password, |gw| async move {
     let out = cli.run(&["whoami"]).await?;
     out.ok()?;
     ensure!(out.stdout().contains(&format!("admin (admin) on {}", gw.url)), "{out}");
+    ensure!(out.stdout().contains("files 0 B, older versions 0 B, trash 0 B, uploads in progress 0 B"), "{out}");
     let me = cli.json(&["whoami"]).await?;
     ensure!(me["username"] == "admin" && me["role"] == "admin" && me["url"] == gw.url.as_str(), "{me}");
+    ensure!(me["usage"]["current"] == 0 && me["usage"]["pending"] == 0, "{me}");
 
     // A second user on another "machine".
     gw.create_user("bob", None).await?;

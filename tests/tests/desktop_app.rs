@@ -32,7 +32,9 @@ fn find_tool(env: &str, name: &str) -> Option<PathBuf> {
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(PathBuf::from(home).join(".cargo/bin"));
     }
-    dirs.push(PathBuf::from("/var/cache/nimbus/bin"));
+    // infra/install-deps.sh builds tauri-driver into $NIMBUS_CACHE_DIR/bin.
+    let cache = std::env::var_os("NIMBUS_CACHE_DIR").filter(|p| !p.is_empty());
+    dirs.push(cache.map_or_else(|| PathBuf::from("/var/cache/nimbus"), PathBuf::from).join("bin"));
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 

@@ -132,7 +132,7 @@ pub async fn whoami(ctx: &Ctx) -> Result<()> {
     let me = client.me().await?;
     if ctx.json {
         print_json(
-            &json!({"url": session.url, "id": me.id, "username": me.username, "role": me.role, "quota_bytes": me.quota_bytes, "used_bytes": me.used_bytes}),
+            &json!({"url": session.url, "id": me.id, "username": me.username, "role": me.role, "quota_bytes": me.quota_bytes, "used_bytes": me.used_bytes, "usage": me.usage}),
         )?;
         return Ok(());
     }
@@ -145,6 +145,14 @@ pub async fn whoami(ctx: &Ctx) -> Result<()> {
         Some(q) => outln!("used {} of {}", human_bytes(me.used_bytes), human_bytes(q)),
         None => outln!("used {} (no quota)", human_bytes(me.used_bytes)),
     }
+    let u = me.usage;
+    outln!(
+        "  files {}, older versions {}, trash {}, uploads in progress {}",
+        human_bytes(u.current),
+        human_bytes(u.versions),
+        human_bytes(u.trash),
+        human_bytes(u.pending)
+    );
     Ok(())
 }
 
