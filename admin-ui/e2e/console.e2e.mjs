@@ -39,6 +39,7 @@ const browser = await chromium.launch({
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
 });
 let page;
+const violations = [];
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   page = await ctx.newPage();
@@ -57,8 +58,21 @@ try {
     );
   };
 
+  // The gateway sends the console a strict CSP (gateway/src/browser.rs): anything it blocks
+  // (an inline script, a style, a font, a data: image) is a console bug this run must catch.
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
+  });
+  await page.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (e) =>
+      console.error(`Content Security Policy violation: ${e.violatedDirective} ${e.blockedURI}`),
+    );
+  });
+
   step('admin signs in');
-  await page.goto(`${base}/admin/`);
+  const first = await page.goto(`${base}/admin/`);
+  const csp = (await first.allHeaders())['content-security-policy'] || '';
+  check(csp.includes("frame-ancestors 'none'") && csp.includes("script-src 'self'"), `the console's CSP: ${csp}`);
   await page.getByLabel('Username').fill('admin');
   await page.getByLabel('Password', { exact: true }).fill('wrong password');
   await page.getByRole('button', { name: 'Sign in' }).click();
@@ -228,10 +242,12 @@ try {
   await page.getByRole('heading', { name: 'Not an administrator' }).waitFor();
   check((await page.getByRole('link', { name: 'Users' }).count()) === 0, 'a non-admin sees the console');
   await shot('13-not-admin');
+  check(violations.length === 0, `the console broke its CSP:\n${violations.join('\n')}`);
   console.log('[e2e] all steps passed');
 } catch (e) {
   if (page) await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});
   console.error(`[e2e] FAILED: ${e.stack || e}`);
+  if (violations.length) console.error(`[e2e] CSP violations:\n${violations.join('\n')}`);
   process.exitCode = 1;
 } finally {
   await browser.close();

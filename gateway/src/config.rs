@@ -89,7 +89,8 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Serve plain HTTP on a non-loopback address (only behind a TLS-terminating proxy).
+    /// Serve plain HTTP on a non-loopback `--listen` / `--s3-listen` address (only behind a
+    /// TLS-terminating proxy).
     #[arg(long, env = "NIMBUS_PLAIN_HTTP")]
     pub plain_http: bool,
 
@@ -147,7 +148,8 @@ pub struct ServeArgs {
     pub log: String,
 
     /// Also serve the S3-compatible API (path-style, SigV4 with per-user access keys) on this
-    /// address, e.g. `127.0.0.1:9100`. Off by default. Uses the gateway's TLS settings.
+    /// address, e.g. `127.0.0.1:9100`. Off by default. Uses the gateway's TLS settings; like
+    /// `--listen`, plain HTTP only on loopback (or with `--plain-http`).
     #[arg(long, env = "NIMBUS_S3_LISTEN")]
     pub s3_listen: Option<SocketAddr>,
 

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod blocks;
+pub mod browser;
 pub mod cache;
 pub mod config;
 pub mod doors;

@@ -101,11 +101,13 @@ pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
 
 /// The router with every cross-cutting layer; what tests drive with `oneshot`.
 pub fn app(state: AppState) -> Router {
-    layered(crate::api::router(state).layer(axum::middleware::from_fn(crate::metrics::track)))
+    let tls = state.settings.tls;
+    layered(crate::api::router(state).layer(axum::middleware::from_fn(crate::metrics::track)), tls)
 }
 
-/// The layers every listener's router gets (the REST API's and the S3 door's).
-fn layered(router: Router) -> Router {
+/// The layers every listener's router gets (the REST API's and the S3 door's); `tls`: the
+/// listener serves HTTPS.
+fn layered(router: Router, tls: bool) -> Router {
     router
         .layer(axum::middleware::from_fn(crate::metrics::count))
         .layer(axum::middleware::from_fn(close_after_rejected_upload))
@@ -124,6 +126,8 @@ fn layered(router: Router) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        // Outermost, so that every answer (the panic layer's too) gets the headers.
+        .layer(axum::middleware::from_fn_with_state(tls, crate::browser::headers))
 }
 
 /// An upload refused before its body was read (quota, bad name, stale If-Match, ...) leaves
@@ -220,8 +224,8 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         s3_listener.set_nonblocking(true)?;
         let s3_addr = s3_listener.local_addr()?;
         println!("S3-compatible API on {scheme}://{s3_addr} (path-style; create a key with `nimbus keys create`)");
-        let s3_service =
-            layered(crate::doors::s3::router(state.clone())).into_make_service_with_connect_info::<SocketAddr>();
+        let s3_service = layered(crate::doors::s3::router(state.clone()), tls.is_some())
+            .into_make_service_with_connect_info::<SocketAddr>();
         let (tls, handle) = (tls.clone(), handle.clone());
         tokio::spawn(async move {
             let served = match tls {
@@ -296,6 +300,18 @@ async fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<RustlsConfig>> {
         bail!(
             "refusing to serve plain HTTP on {addr}: passwords and tokens would cross the network in clear. \
              Use --tls self-signed, or --tls-cert FILE --tls-key FILE, or --plain-http behind a TLS-terminating proxy"
+        );
+    }
+    // The S3 door shares the gateway's TLS settings, and so its rule.
+    if let Some(s3) = args.s3_listen
+        && !s3.ip().is_loopback()
+        && !args.plain_http
+    {
+        bail!(
+            "refusing to serve the S3 door in plain HTTP on {s3} (--s3-listen): object data would cross the network \
+             in clear and signed requests could be replayed by anyone on the path. Use --tls self-signed, or \
+             --tls-cert FILE --tls-key FILE (the S3 door uses the gateway's TLS), or a loopback --s3-listen address, \
+             or --plain-http behind a TLS-terminating proxy"
         );
     }
     Ok(None)

@@ -7,9 +7,11 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
 use nimbus_e2e::ops::run_tool;
+use nimbus_e2e::s3::presign_v4;
 use nimbus_e2e::{GatewayOptions, backend_test};
 use nimbus_proto::wire::CreatedS3Key;
 use tokio::process::Command;
@@ -260,5 +262,178 @@ backend_test!(quota_and_bad_input, only = sqlite_local, opts = s3_opts(), |gw| a
         .check(200)?;
     let r = boto(&ep, &key, "print(code(lambda: c.list_buckets()))").await?;
     ensure!(r == "InvalidAccessKeyId 403", "check 10: {r}");
+    Ok(())
+});
+
+/// Signature Version 2: base64(HMAC-SHA1(secret, string to sign)).
+fn sigv2(secret: &str, string_to_sign: &str) -> anyhow::Result<String> {
+    use base64::Engine;
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha1::Sha1>::new_from_slice(secret.as_bytes())?;
+    mac.update(string_to_sign.as_bytes());
+    Ok(base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+/// `METHOD path` signed with SigV2 in the `Authorization` header (RFC 7231 date, no
+/// Content-MD5, the given Content-Type, path-style resource); `(headers, url)`.
+fn sigv2_header_request(
+    endpoint: &str,
+    access_key: &str,
+    secret: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+) -> anyhow::Result<(reqwest::header::HeaderMap, String)> {
+    let date = httpdate(SystemTime::now())?;
+    let signature = sigv2(secret, &format!("{method}\n\n{content_type}\n{date}\n{path}"))?;
+    let mut h = reqwest::header::HeaderMap::new();
+    h.insert("date", date.parse()?);
+    h.insert("authorization", format!("AWS {access_key}:{signature}").parse()?);
+    if !content_type.is_empty() {
+        h.insert("content-type", content_type.parse()?);
+    }
+    Ok((h, format!("{endpoint}{path}")))
+}
+
+/// A SigV2 presigned URL (`AWSAccessKeyId`, `Expires`, `Signature`) for `GET path`.
+fn sigv2_presigned(endpoint: &str, access_key: &str, secret: &str, path: &str) -> anyhow::Result<String> {
+    let expires = (SystemTime::now().duration_since(UNIX_EPOCH)? + Duration::from_secs(600)).as_secs();
+    let signature = sigv2(secret, &format!("GET\n\n\n{expires}\n{path}"))?;
+    let mut url = reqwest::Url::parse(&format!("{endpoint}{path}"))?;
+    url.query_pairs_mut()
+        .append_pair("AWSAccessKeyId", access_key)
+        .append_pair("Expires", &expires.to_string())
+        .append_pair("Signature", &signature);
+    Ok(url.to_string())
+}
+
+fn httpdate(t: SystemTime) -> anyhow::Result<String> {
+    let t = time::OffsetDateTime::from(t);
+    let f = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    Ok(t.format(&f)?)
+}
+
+/// `(status, S3 error code or "")` of an answer.
+async fn s3_answer(r: reqwest::Response) -> anyhow::Result<(u16, String, String)> {
+    let status = r.status().as_u16();
+    let body = r.text().await?;
+    let code = body
+        .split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map(|(c, _)| c.to_string())
+        .unwrap_or_default();
+    Ok((status, code, body))
+}
+
+backend_test!(signature_v2_refused, opts = s3_opts(), |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let key = new_key(&alice).await?;
+    alice.put_file("/docs/hello.txt", "hello over REST\n").await?.check(201)?;
+    let ep = gw.s3_endpoint()?;
+    let http = reqwest::Client::new();
+    let (ak, sk) = (key.access_key_id.as_str(), key.secret_access_key.as_str());
+
+    // The signer is right: AWS's documented example (Signing and Authenticating REST Requests)...
+    let example = sigv2(
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "GET\n\n\nTue, 27 Mar 2007 19:36:42 +0000\n/awsexamplebucket1/photos/puppy.jpg",
+    )?;
+    ensure!(example == "qgk2+6Sv9/oM7G3qLEjTH1a1l1g=", "the SigV2 signer is wrong: {example}");
+    // ...and a real S3 server that takes SigV2 (the test's MinIO) accepts what it signs.
+    if let Some(minio) = gw.minio() {
+        let (minio_ep, mk, ms) = (minio.endpoint(), nimbus_e2e::minio::ACCESS_KEY, nimbus_e2e::minio::SECRET_KEY);
+        let (h, url) = sigv2_header_request(&minio_ep, mk, ms, "GET", "/", "")?;
+        let (status, _, body) = s3_answer(http.get(url).headers(h).send().await?).await?;
+        ensure!(status == 200 && body.contains("<Bucket>"), "MinIO refused our SigV2 header: {status} {body}");
+        let url = sigv2_presigned(&minio_ep, mk, ms, "/")?;
+        let (status, _, body) = s3_answer(http.get(url).send().await?).await?;
+        ensure!(status == 200, "MinIO refused our SigV2 presigned URL: {status} {body}");
+    }
+
+    // The door: correctly V2-signed requests by a real key are refused, as AWS does.
+    let refused = |what: &str, (status, code, body): (u16, String, String)| {
+        ensure!(
+            status == 400 && code == "InvalidRequest" && body.contains("AWS4-HMAC-SHA256"),
+            "{what}: expected 400 InvalidRequest, got {status} {body}"
+        );
+        Ok(())
+    };
+    let (h, url) = sigv2_header_request(&ep, ak, sk, "GET", "/alice/docs/hello.txt", "")?;
+    refused("V2 header GetObject", s3_answer(http.get(url).headers(h).send().await?).await?)?;
+    let (h, url) = sigv2_header_request(&ep, ak, sk, "GET", "/", "")?;
+    refused("V2 header ListBuckets", s3_answer(http.get(url).headers(h).send().await?).await?)?;
+    let (h, url) = sigv2_header_request(&ep, ak, sk, "PUT", "/alice/docs/v2.txt", "text/plain")?;
+    refused("V2 header PutObject", s3_answer(http.put(url).headers(h).body("via v2").send().await?).await?)?;
+    alice.get("/api/v1/files/docs/v2.txt").await?.check(404)?;
+    let (h, url) = sigv2_header_request(&ep, ak, sk, "DELETE", "/alice/docs/hello.txt", "")?;
+    refused("V2 header DeleteObject", s3_answer(http.delete(url).headers(h).send().await?).await?)?;
+    let url = sigv2_presigned(&ep, ak, sk, "/alice/docs/hello.txt")?;
+    refused("V2 presigned GetObject", s3_answer(http.get(url).send().await?).await?)?;
+    // A wrong V2 signature gets the same answer: nothing is learnt about the key.
+    let (h, url) = sigv2_header_request(&ep, ak, "not-the-secret", "GET", "/alice/docs/hello.txt", "")?;
+    refused("V2 with a wrong secret", s3_answer(http.get(url).headers(h).send().await?).await?)?;
+    // The file is untouched, and the same key signing with SigV4 works.
+    alice.get("/api/v1/files/docs/hello.txt").await?.check(200)?;
+    let url = presign_v4(&ep, &key, "GET", "/alice/docs/hello.txt", Duration::from_secs(300), SystemTime::now())?;
+    let r = http.get(url).send().await?;
+    ensure!(r.status() == 200, "the key does not work with SigV4: {}", r.status());
+    ensure!(r.text().await? == "hello over REST\n", "wrong body over SigV4");
+    Ok(())
+});
+
+backend_test!(presigned_urls_at_most_a_week, opts = s3_opts(), |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let key = new_key(&alice).await?;
+    alice.put_file("/docs/hello.txt", "hello over REST\n").await?.check(201)?;
+    let ep = gw.s3_endpoint()?;
+    let http = reqwest::Client::new();
+    let week = Duration::from_secs(7 * 24 * 3600);
+    let now = SystemTime::now();
+
+    // Seven days exactly: a GET and a PUT work.
+    let url = presign_v4(&ep, &key, "GET", "/alice/docs/hello.txt", week, now)?;
+    let r = http.get(url).send().await?;
+    ensure!(r.status() == 200, "a 7-day presigned GET: {}", r.status());
+    ensure!(r.text().await? == "hello over REST\n", "wrong body");
+    let url = presign_v4(&ep, &key, "PUT", "/alice/docs/week.txt", week, now)?;
+    let r = http.put(url).body("a week").send().await?;
+    ensure!(r.status() == 200, "a 7-day presigned PUT: {}", r.status());
+    ensure!(alice.get("/api/v1/files/docs/week.txt").await?.text() == "a week", "the 7-day PUT did not land");
+
+    // One second more: 403 AuthorizationQueryParametersError, for reads and writes.
+    let too_long = |what: &str, (status, code, body): (u16, String, String)| {
+        ensure!(
+            status == 403 && code == "AuthorizationQueryParametersError" && body.contains("604800"),
+            "{what}: expected 403 AuthorizationQueryParametersError, got {status} {body}"
+        );
+        Ok(())
+    };
+    let long = week + Duration::from_secs(1);
+    let url = presign_v4(&ep, &key, "GET", "/alice/docs/hello.txt", long, now)?;
+    too_long("7 days + 1 s GET", s3_answer(http.get(url).send().await?).await?)?;
+    let url = presign_v4(&ep, &key, "PUT", "/alice/docs/long.txt", long, now)?;
+    too_long("7 days + 1 s PUT", s3_answer(http.put(url).body("too long").send().await?).await?)?;
+    alice.get("/api/v1/files/docs/long.txt").await?.check(404)?;
+    let url = presign_v4(&ep, &key, "GET", "/alice/docs/hello.txt", Duration::from_secs(365 * 24 * 3600), now)?;
+    too_long("a year", s3_answer(http.get(url).send().await?).await?)?;
+
+    // Expired: signed an hour ago for ten minutes.
+    let url = presign_v4(
+        &ep,
+        &key,
+        "GET",
+        "/alice/docs/hello.txt",
+        Duration::from_secs(600),
+        now - Duration::from_secs(3600),
+    )?;
+    let (status, code, body) = s3_answer(http.get(url).send().await?).await?;
+    ensure!(status == 403 && code == "AccessDenied", "an expired URL: {status} {body}");
+    // Tampered with: the lifetime is signed.
+    let url = presign_v4(&ep, &key, "GET", "/alice/docs/hello.txt", Duration::from_secs(60), now)?;
+    let url = url.replace("X-Amz-Expires=60", "X-Amz-Expires=600");
+    let (status, code, body) = s3_answer(http.get(url).send().await?).await?;
+    ensure!(status == 403 && code == "SignatureDoesNotMatch", "a stretched URL: {status} {body}");
     Ok(())
 });

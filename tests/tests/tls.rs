@@ -1,6 +1,7 @@
 //! The gateway over HTTPS with `--tls self-signed` (SQLite + local store): the certificate it
-//! generates and keeps, clients that trust it or not, the CLI with `--ca-cert`, and the refusal
-//! to serve plain HTTP on a non-loopback address.
+//! generates and keeps, clients that trust it or not, the CLI with `--ca-cert`, HSTS on every
+//! answer of both listeners, and the refusal to serve plain HTTP on a non-loopback address
+//! (`--listen` and `--s3-listen`).
 //!
 //! The harness's readiness check only accepts `http://` URLs, so these tests start the gateway
 //! themselves.
@@ -59,7 +60,13 @@ impl TlsGateway {
     /// Starts `--tls self-signed` on loopback with the data dir `data`; waits for the
     /// `listening on https://127.0.0.1:PORT` line.
     async fn start(data: &Path, logs: &Path) -> anyhow::Result<TlsGateway> {
-        let mut cmd = gateway_command("127.0.0.1:0", data, logs, &["--tls", "self-signed"])?;
+        TlsGateway::start_with(data, logs, &[]).await
+    }
+
+    /// [`TlsGateway::start`] with more flags.
+    async fn start_with(data: &Path, logs: &Path, extra: &[&str]) -> anyhow::Result<TlsGateway> {
+        let args: Vec<&str> = ["--tls", "self-signed"].iter().chain(extra).copied().collect();
+        let mut cmd = gateway_command("127.0.0.1:0", data, logs, &args)?;
         let mut child = cmd.spawn().context("cannot start the gateway")?;
         let deadline = Instant::now() + Duration::from_secs(90);
         let url = loop {
@@ -271,4 +278,90 @@ async fn plain_http_on_all_interfaces_is_refused() -> anyhow::Result<()> {
     ensure!(!stdout.contains("listening on"), "it announced it was listening:\n{stdout}");
     ensure!(stderr.contains("--tls"), "the message should mention --tls:\n{stderr}");
     Ok(())
+}
+
+/// `--s3-listen` off loopback without TLS: the same refusal as `--listen`, before the data dir
+/// or any port is touched, saying why and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_s3_door_off_loopback_is_refused() -> anyhow::Result<()> {
+    let tmp = tempfile::Builder::new().prefix("nimbus-e2e-tls-").tempdir()?;
+    let (logs, data) = (tmp.path().join("logs"), tmp.path().join("data"));
+    let mut cmd = gateway_command("127.0.0.1:0", &data, &logs, &["--s3-listen", "0.0.0.0:0"])?;
+    let mut child = cmd.spawn().context("cannot start the gateway")?;
+    let status = match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+        Ok(s) => s?,
+        Err(_) => {
+            let _ = child.start_kill();
+            print_logs(&logs, "still running");
+            bail!("the gateway kept running with a plain-HTTP S3 door on 0.0.0.0");
+        }
+    };
+    let stdout = std::fs::read_to_string(logs.join("gateway.stdout"))?;
+    let stderr = std::fs::read_to_string(logs.join("gateway.stderr"))?;
+    ensure!(!status.success(), "expected a non-zero exit, got {status}\n{stdout}\n{stderr}");
+    ensure!(!stdout.contains("listening on") && !stdout.contains("S3-compatible API on"), "it listened:\n{stdout}");
+    for needle in ["--s3-listen", "0.0.0.0", "plain HTTP", "--tls self-signed", "--tls-cert", "loopback"] {
+        ensure!(stderr.contains(needle), "the message should mention {needle:?}:\n{stderr}");
+    }
+    ensure!(!data.exists(), "the refused start created the data dir");
+    Ok(())
+}
+
+/// With TLS the S3 door may listen on every interface; both listeners send HSTS (and the
+/// browser-safety headers) on every answer, errors included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_every_interface_with_hsts() -> anyhow::Result<()> {
+    let tmp = tempfile::Builder::new().prefix("nimbus-e2e-tls-").tempdir()?;
+    let body = async {
+        let (data, logs) = (tmp.path().join("data"), tmp.path().join("logs"));
+        let gw = TlsGateway::start_with(&data, &logs, &["--s3-listen", "0.0.0.0:0"]).await?;
+        let out = std::fs::read_to_string(logs.join("gateway.stdout"))?;
+        let s3 = out
+            .lines()
+            .find_map(|l| l.split_once("S3-compatible API on ").map(|(_, r)| r.to_string()))
+            .with_context(|| format!("no S3 listening line:\n{out}"))?;
+        let port = s3
+            .split_whitespace()
+            .next()
+            .and_then(|u| u.strip_prefix("https://0.0.0.0:"))
+            .with_context(|| format!("expected `S3-compatible API on https://0.0.0.0:PORT`, got {s3:?}"))?
+            .to_string();
+        let client = trusting_client(&std::fs::read(data.join("tls").join("cert.pem"))?)?;
+        let token = login(&client, &gw.url).await?;
+        let hsts = |what: &str, r: &reqwest::Response| {
+            let h = r.headers();
+            let v = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            ensure!(v("strict-transport-security").contains("max-age=31536000"), "{what}: no HSTS: {h:?}");
+            ensure!(v("x-content-type-options") == "nosniff", "{what}: no nosniff: {h:?}");
+            ensure!(v("content-security-policy").contains("sandbox"), "{what}: no sandbox CSP: {h:?}");
+            Ok(())
+        };
+        let r = client.get(format!("{}/api/v1/info", gw.url)).send().await?;
+        hsts("GET /api/v1/info", &r)?;
+        let r = client.get(format!("{}/api/v1/nothing-here", gw.url)).send().await?;
+        ensure!(r.status() == 404, "{}", r.status());
+        hsts("a 404", &r)?;
+        let r = client
+            .put(format!("{}/api/v1/files/page.html", gw.url))
+            .bearer_auth(&token)
+            .body("<script>alert(1)</script>")
+            .send()
+            .await?;
+        ensure!(r.status() == 201, "upload over TLS: {}", r.status());
+        let r = client.get(format!("{}/api/v1/files/page.html", gw.url)).bearer_auth(&token).send().await?;
+        ensure!(r.status() == 200, "{}", r.status());
+        hsts("a file over REST", &r)?;
+        let r = client.get(format!("{}/dav/page.html", gw.url)).bearer_auth(&token).send().await?;
+        ensure!(r.status() == 200, "{}", r.status());
+        hsts("a file over WebDAV", &r)?;
+        // The console's pages (built or not) get HSTS too; a built one its own CSP.
+        let r = client.get(format!("{}/admin/", gw.url)).send().await?;
+        ensure!(r.headers().contains_key("strict-transport-security"), "/admin/: no HSTS: {:?}", r.headers());
+        // The S3 door, reached on loopback through its all-interfaces listener.
+        let r = client.get(format!("https://127.0.0.1:{port}/")).send().await?;
+        ensure!(r.status() == 403, "anonymous ListBuckets: {}", r.status());
+        hsts("the S3 door", &r)?;
+        gw.stop().await
+    };
+    tokio::time::timeout(TEST_TIMEOUT, body).await.with_context(|| format!("not done within {TEST_TIMEOUT:?}"))?
 }

@@ -63,6 +63,11 @@ async fn file(path: &Path, hashed: bool) -> Option<Response> {
     let cache = if hashed { "public, max-age=31536000, immutable" } else { "no-cache" };
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    // The console's own policy instead of the sandbox every other answer gets (browser.rs);
+    // X-Frame-Options for browsers without CSP's frame-ancestors.
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(crate::browser::CONSOLE_CSP));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     Some(resp)
 }
 

@@ -68,6 +68,9 @@ pub async fn get_file(
     resp_headers.typed_insert(lm);
     resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     resp_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    // A download API: a browser that is sent here saves the file, never shows it as a page of
+    // this origin (browser.rs adds nosniff and the sandbox CSP).
+    resp_headers.insert(header::CONTENT_DISPOSITION, crate::browser::attachment(path.name().unwrap_or("file")));
     if let Some(inm) = headers.typed_get::<IfNoneMatch>()
         && !inm.precondition_passes(&etag)
     {

@@ -139,6 +139,15 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     if times != (None, None) && resp.status() == StatusCode::MULTI_STATUS {
         resp = apply_times(st, user.id, &path, times, &fs::held_tokens(&held_after), resp).await?;
     }
+    // A file whose type a browser would render (HTML, SVG, XML, scripts, ...) is sent as an
+    // attachment: it must never run as a page of the gateway's origin (see browser.rs).
+    if matches!(method.as_str(), "GET" | "HEAD")
+        && resp.status().is_success()
+        && !crate::browser::shows_inline(resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()))
+    {
+        let name = crate::browser::attachment(path.name().unwrap_or("file"));
+        resp.headers_mut().insert(header::CONTENT_DISPOSITION, name);
+    }
     if resp.headers().contains_key("dav") {
         // dav-server always advertises `sabredav-partialupdate`, which this door refuses.
         resp.headers_mut().insert("dav", axum::http::HeaderValue::from_static("1, 2, 3"));

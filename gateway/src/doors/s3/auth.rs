@@ -1,11 +1,17 @@
 //! Who is calling: s3s verifies the SigV4 signature (headers or presigned query) with the
 //! secret we open from the key's sealed form; the access check then binds the request to the
 //! key owner's space and refuses every bucket but theirs.
+//!
+//! s3s 0.14 also verifies Signature Version 2 and accepts presigned URLs of any lifetime; the
+//! door accepts neither (as AWS): [`refuse_unsupported`] turns them away before s3s looks at
+//! the request, and the access check refuses anything not signed with SigV4 in case a form
+//! slips past it.
 
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::path::S3Path;
-use s3s::{S3Result, s3_error};
+use s3s::{S3Error, S3ErrorCode, S3Result, s3_error};
 
 use super::error::internal;
 use crate::meta::now_ms;
@@ -23,6 +29,61 @@ pub struct S3User {
 /// The bucket that holds a user's space.
 pub fn bucket_of(username: &str) -> String {
     username.to_ascii_lowercase()
+}
+
+/// The longest a presigned URL may be valid (`X-Amz-Expires`): seven days, as on AWS.
+pub const MAX_PRESIGNED_SECS: u64 = 7 * 24 * 3600;
+
+/// What AWS answers a Signature Version 2 request in a region that only takes SigV4.
+const V4_ONLY: &str = "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
+
+/// Refuses a request signed with Signature Version 2 (header `Authorization: AWS KEY:SIG`, or
+/// query `AWSAccessKeyId`/`Signature`/`Expires`): 400 `InvalidRequest`, as AWS. Refuses a
+/// presigned URL whose `X-Amz-Expires` is over [`MAX_PRESIGNED_SECS`] or not a number: 403
+/// `AuthorizationQueryParametersError` (AWS's code and status for it). The query is read as s3s
+/// reads it; one it cannot read is left for s3s to refuse.
+pub fn refuse_unsupported(headers: &HeaderMap, uri: &Uri) -> Result<(), S3Error> {
+    let v2 = || S3Error::with_message(S3ErrorCode::InvalidRequest, V4_ONLY);
+    for v in headers.get_all(header::AUTHORIZATION) {
+        if v.as_bytes().get(..4).is_some_and(|p| p.eq_ignore_ascii_case(b"AWS ")) {
+            return Err(v2());
+        }
+    }
+    let Some(query) = uri.query() else { return Ok(()) };
+    let Ok(pairs) = serde_urlencoded::from_str::<Vec<(String, String)>>(query) else { return Ok(()) };
+    for (name, value) in &pairs {
+        if name == "AWSAccessKeyId" || name == "Signature" {
+            return Err(v2());
+        }
+        if name == "X-Amz-Expires" {
+            let refuse = |msg: String| {
+                let mut e = S3Error::with_message(S3ErrorCode::AuthorizationQueryParametersError, msg);
+                e.set_status_code(StatusCode::FORBIDDEN);
+                Err(e)
+            };
+            match value.parse::<u64>() {
+                Ok(secs) if secs <= MAX_PRESIGNED_SECS => {}
+                Ok(secs) => {
+                    return refuse(format!(
+                        "X-Amz-Expires must be at most a week ({MAX_PRESIGNED_SECS} seconds); this URL asks for {secs}"
+                    ));
+                }
+                Err(_) => return refuse("X-Amz-Expires should be a number of seconds".into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the request carries a SigV4 signature (header or presigned query), the only kind
+/// the door accepts.
+fn signed_with_v4(headers: &HeaderMap, uri: &Uri) -> bool {
+    let header = headers.get(header::AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS4-HMAC-SHA256 "));
+    let query = uri
+        .query()
+        .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+        .is_some_and(|pairs| pairs.iter().any(|(k, v)| k == "X-Amz-Algorithm" && v == "AWS4-HMAC-SHA256"));
+    header || query
 }
 
 pub struct KeyAuth {
@@ -56,6 +117,14 @@ impl S3Access for SpaceAccess {
         let Some(cred) = cx.credentials() else {
             return Err(s3_error!(AccessDenied, "anonymous requests are not allowed; sign with an access key"));
         };
+        // The door's own checks again, after s3s: what it verified must be SigV4.
+        refuse_unsupported(cx.headers(), cx.uri())?;
+        if cx.s3_op().name() == "PostObject" {
+            return Err(s3_error!(NotImplemented, "browser form uploads (POST Object) are not supported"));
+        }
+        if !signed_with_v4(cx.headers(), cx.uri()) {
+            return Err(S3Error::with_message(S3ErrorCode::InvalidRequest, V4_ONLY));
+        }
         let row = self.state.meta.s3_key_auth(&cred.access_key).await.map_err(internal)?;
         let row = match row {
             Some(r) if r.usable() => r,
@@ -85,5 +154,44 @@ impl S3Access for SpaceAccess {
         }
         cx.extensions_mut().insert(user);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(auth: Option<&str>, uri: &str) -> Result<(), (S3ErrorCode, Option<StatusCode>)> {
+        let mut h = HeaderMap::new();
+        if let Some(a) = auth {
+            h.insert(
+                header::AUTHORIZATION,
+                axum::http::HeaderValue::from_str(a).map_err(|_| (S3ErrorCode::InternalError, None))?,
+            );
+        }
+        let uri: Uri = uri.parse().map_err(|_| (S3ErrorCode::InternalError, None))?;
+        refuse_unsupported(&h, &uri).map_err(|e| (e.code().clone(), e.status_code()))
+    }
+
+    #[test]
+    fn sigv2_refused() {
+        let v2 = Err((S3ErrorCode::InvalidRequest, Some(StatusCode::BAD_REQUEST)));
+        assert_eq!(check(Some("AWS AKIAIOSFODNN7EXAMPLE:qgk2+6Sv9/oM7G3qLEjTH1a1l1g="), "/b/k"), v2);
+        assert_eq!(check(Some("aws k:s"), "/b/k"), v2);
+        assert_eq!(check(None, "/b/k?AWSAccessKeyId=k&Expires=1&Signature=s"), v2);
+        assert_eq!(check(None, "/b/k?Signature=s"), v2);
+        assert_eq!(check(Some("AWS4-HMAC-SHA256 Credential=k/20250101/us-east-1/s3/aws4_request"), "/b/k"), Ok(()));
+        assert_eq!(check(None, "/b/k?list-type=2&prefix=Signature"), Ok(()));
+    }
+
+    #[test]
+    fn presigned_at_most_a_week() {
+        let week = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=604800&X-Amz-Signature=x";
+        assert_eq!(check(None, week), Ok(()));
+        let forbidden = Err((S3ErrorCode::AuthorizationQueryParametersError, Some(StatusCode::FORBIDDEN)));
+        assert_eq!(check(None, "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=604801"), forbidden);
+        assert_eq!(check(None, "/b/k?X-Amz-Expires=99999999999999999999999"), forbidden);
+        assert_eq!(check(None, "/b/k?X-Amz-Expires=-1"), forbidden);
+        assert_eq!(check(None, "/b/k?X-Amz-Expires=1w"), forbidden);
     }
 }

@@ -1,5 +1,6 @@
 //! The S3-compatible door (`--s3-listen`): s3s parses requests, checks SigV4 (header and
-//! presigned) and writes S3's XML; this module maps the operations onto the user's space.
+//! presigned; SigV2 and presigned URLs valid over a week are refused before, see auth.rs) and
+//! writes S3's XML; this module maps the operations onto the user's space.
 //!
 //! Each user has one bucket, named after their username in lowercase; object keys are paths
 //! in their space (`a/b.txt` is `/a/b.txt`) and go through the same `RemotePath` rules as
@@ -50,11 +51,21 @@ pub fn service(state: AppState) -> S3Service {
 /// The door as an axum router, so it shares the main listener's layers (request ids,
 /// tracing, panics, body timeouts) and its TLS.
 pub fn router(state: AppState) -> Router {
-    Router::new().fallback(handle).with_state(service(state))
+    Router::new().fallback(handle).with_state(service(state)).layer(axum::middleware::from_fn(crate::metrics::track_s3))
 }
 
 async fn handle(State(svc): State<S3Service>, req: Request) -> Response {
     use axum::http::{Version, header};
+    // SigV2 and week-long presigned URLs never reach s3s's signature checks.
+    if let Err(e) = auth::refuse_unsupported(req.headers(), req.uri()) {
+        return match e.to_http_response() {
+            Ok(resp) => resp.map(Body::new).into_response(),
+            Err(e) => {
+                tracing::error!(error = ?e, "S3 door: cannot write an error");
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        };
+    }
     // An HTTP/1 request without Content-Length or Transfer-Encoding has no body; say so
     // exactly, because the layers' body wrappers lose the size hint and s3s needs a known
     // length to check a signed payload hash.
