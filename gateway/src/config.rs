@@ -47,6 +47,18 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_DATABASE_URL")]
     pub database_url: Option<String>,
 
+    /// PostgreSQL: the URL of the one connection that LISTENs for the other gateways'
+    /// invalidations. Default: `--database-url`. Set it when the database URL goes through a
+    /// pooler in transaction mode (PgBouncer), which does not carry LISTEN.
+    #[arg(long, env = "NIMBUS_DATABASE_LISTEN_URL")]
+    pub database_listen_url: Option<String>,
+
+    /// SQLite: `full` makes every acknowledged commit survive a power cut (one more fsync per
+    /// commit); `normal` survives a crash of the gateway but may lose the last commits on a
+    /// power cut or kernel crash (never corrupting the database).
+    #[arg(long, env = "NIMBUS_SQLITE_SYNCHRONOUS", value_enum, default_value = "full")]
+    pub sqlite_synchronous: crate::meta::SqliteSync,
+
     #[arg(long, env = "NIMBUS_STORE", value_enum, default_value = "local")]
     pub store: StoreKind,
 

@@ -74,7 +74,8 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
 /// The metadata database `args` describe, migrated to this binary's schema.
 pub async fn open_meta(args: &ServeArgs) -> anyhow::Result<Meta> {
     let url = args.database_url();
-    Meta::connect(&url).await.with_context(|| format!("cannot open the database {}", redact(&url)))
+    let opts = crate::meta::MetaOptions { sqlite_synchronous: args.sqlite_synchronous };
+    Meta::connect_with(&url, opts).await.with_context(|| format!("cannot open the database {}", redact(&url)))
 }
 
 /// The block store `args` describe (also what `gc` and `fsck` open).
@@ -194,7 +195,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     bootstrap_admin(&state.meta).await?;
     let meta = state.meta.clone();
     count_usage_once(&meta).await?;
-    meta.listen_for_other_gateways();
+    meta.listen_for_other_gateways(args.database_listen_url.as_deref()).context("--database-listen-url")?;
     let maintenance = crate::ops::gc::GcOptions {
         grace: args.gc_grace,
         upload_expiry: args.gc_upload_expiry,

@@ -324,10 +324,23 @@ impl Gateway {
     /// `nimbus-gateway <subcommand>` (gc, fsck, migrate, ...) with this gateway's database,
     /// store, flags and environment, as an operator would run it beside the server.
     pub fn tool(&self, subcommand: &str) -> Command {
+        self.tool_with(subcommand, &[])
+    }
+
+    /// [`Gateway::tool`] with some flags' values replaced, e.g. `("--s3-endpoint", proxy)`
+    /// (each flag must be one the gateway was started with).
+    pub fn tool_with(&self, subcommand: &str, overrides: &[(&str, &str)]) -> Command {
         let mut args: Vec<std::ffi::OsString> =
             self.cmd.as_std().get_args().map(std::ffi::OsStr::to_os_string).collect();
         if let Some(first) = args.first_mut() {
             *first = subcommand.into();
+        }
+        for (flag, value) in overrides {
+            if let Some(i) = args.iter().position(|a| a == *flag)
+                && let Some(v) = args.get_mut(i + 1)
+            {
+                *v = value.into();
+            }
         }
         command_with_args(&self.cmd, args)
     }
@@ -343,6 +356,12 @@ impl Gateway {
     /// backends), with its own data and cache dir and port, and the same S3 server key: a
     /// two-node deployment behind a load balancer.
     pub async fn start_sibling(&self) -> anyhow::Result<Sibling> {
+        self.start_sibling_with(&[]).await
+    }
+
+    /// [`Gateway::start_sibling`] with more command-line arguments for the second gateway
+    /// (e.g. `--database-listen-url` through a fault-injecting proxy).
+    pub async fn start_sibling_with(&self, extra_args: &[String]) -> anyhow::Result<Sibling> {
         ensure!(self.pg.is_some(), "a second gateway needs the shared PostgreSQL database");
         let dir = Arc::new(tempfile::Builder::new().prefix("nimbus-e2e-gw2-").tempdir()?);
         let logs = GatewayLogs { dir };
@@ -359,6 +378,7 @@ impl Gateway {
         }
         args.push("--s3-key-file".into());
         args.push(self.data_dir().join("s3-secrets.key").into_os_string());
+        args.extend(extra_args.iter().map(std::ffi::OsString::from));
         let mut cmd = command_with_args(&self.cmd, args);
         cmd.stdin(Stdio::null())
             .stdout(std::fs::File::create(logs.stdout_path())?)

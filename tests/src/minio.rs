@@ -68,6 +68,12 @@ impl Minio {
         self.dir.path().join("minio.log")
     }
 
+    /// MinIO's drive: `<bucket>/<key>/xl.meta` and, for objects too large to inline, the
+    /// data in `<bucket>/<key>/<uuid>/part.N` (a test can damage the drive under MinIO).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.lock().as_ref().and_then(|c| c.id())
     }

@@ -36,8 +36,18 @@ impl ToolRun {
 
 /// Runs `nimbus-gateway <subcommand> <args>` on the gateway's database and store.
 pub async fn run_tool(gw: &Gateway, subcommand: &str, args: &[&str]) -> anyhow::Result<ToolRun> {
+    run_tool_with(gw, subcommand, &[], args).await
+}
+
+/// [`run_tool`] with some of the gateway's flags given other values (see [`Gateway::tool_with`]).
+pub async fn run_tool_with(
+    gw: &Gateway,
+    subcommand: &str,
+    overrides: &[(&str, &str)],
+    args: &[&str],
+) -> anyhow::Result<ToolRun> {
     let out = gw
-        .tool(subcommand)
+        .tool_with(subcommand, overrides)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -111,6 +121,25 @@ impl BlockObject {
         }
     }
 
+    /// The object's bytes, or None if the store has no such object.
+    pub async fn read(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        match self {
+            BlockObject::File(p) => match std::fs::read(p) {
+                Ok(d) => Ok(Some(d)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+            },
+            BlockObject::S3 { remote, env } => {
+                let (dir, name) = remote.rsplit_once('/').context("no key in the remote path")?;
+                let listed = rclone_output(env, &["lsf", dir, "--include", name]).await?;
+                if listed.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(None);
+                }
+                Ok(Some(rclone_output(env, &["cat", remote]).await?))
+            }
+        }
+    }
+
     /// Replaces the object's bytes with `data`.
     pub async fn overwrite(&self, data: &[u8]) -> anyhow::Result<()> {
         match self {
@@ -123,6 +152,22 @@ impl BlockObject {
             BlockObject::S3 { remote, env } => rclone(env, &["rcat", remote], Some(data)).await,
         }
     }
+}
+
+/// Runs rclone with `env` and returns what it printed; fails on a nonzero exit.
+async fn rclone_output(env: &[(String, String)], args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let out = Command::new("rclone")
+        .env_remove("AWS_CA_BUNDLE")
+        .args(args)
+        .envs(env.iter().cloned())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("cannot run rclone (apt-get install rclone)")?;
+    if !out.status.success() {
+        bail!("rclone {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(out.stdout)
 }
 
 /// Runs rclone with `env`, feeding `stdin`; fails on a nonzero exit.

@@ -3,12 +3,20 @@
 //! deletions, revoked tokens, disabled users — because invalidations travel over
 //! PostgreSQL LISTEN/NOTIFY instead of waiting for cached entries to expire (tokens would
 //! take 30 s, cached manifests would never expire). Keys and data work through both.
+//!
+//! And when B's listening connection fails — ended on the database side while B's way back is
+//! slow, or silent with both sockets open (a [`NetProxy`] between B's listener and PostgreSQL)
+//! — a token revoked and a file overwritten through A are refused and served new by B within
+//! 5 s: B notices (the connection closes, or its own heartbeat stops coming back), stops
+//! trusting its hot metadata, and starts afresh once it listens again.
 
 use std::time::Duration;
 
-use anyhow::ensure;
+use anyhow::{Context, ensure};
 use nimbus_e2e::mount::eventually;
+use nimbus_e2e::netproxy::{Mode, NetProxy};
 use nimbus_e2e::{GatewayOptions, backend_test, gateway::user_password};
+use sqlx::Connection;
 
 /// `rclone lsf` of the key owner's bucket through an S3 endpoint.
 async fn rclone_ls(endpoint: &str, key: &nimbus_proto::wire::CreatedS3Key) -> anyhow::Result<String> {
@@ -110,3 +118,157 @@ backend_test!(
         Ok(())
     }
 );
+
+/// How gateway B's listening connection fails in [`listener_fault`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListenerFault {
+    /// PostgreSQL ends B's LISTEN session (`pg_terminate_backend`), and B's way back to the
+    /// database is slow, so changes made meanwhile cannot reach it as notifications.
+    Cut,
+    /// The link stops carrying anything, sockets open on both ends: no error, no reset.
+    Silent,
+}
+
+/// `url` with its host and port replaced by `addr` and the session named `app`.
+fn via(url: &str, addr: std::net::SocketAddr, app: &str) -> anyhow::Result<String> {
+    let (scheme, rest) = url.split_once("://").context("no scheme in the database URL")?;
+    let (authority, path) = rest.split_once('/').context("no database in the database URL")?;
+    let user = authority.rsplit_once('@').map(|(u, _)| format!("{u}@")).unwrap_or_default();
+    let sep = if path.contains('?') { '&' } else { '?' };
+    Ok(format!("{scheme}://{user}{addr}/{path}{sep}application_name={app}"))
+}
+
+/// The host and port of a `postgres://` URL.
+fn pg_addr(url: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let rest = url.split_once("://").context("no scheme")?.1;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    hostport.parse().with_context(|| format!("`{hostport}` is not an address:port"))
+}
+
+/// The server processes of the sessions named `app` that are LISTENing.
+async fn listening(db_url: &str, app: &str) -> anyhow::Result<Vec<i32>> {
+    let mut conn = sqlx::PgConnection::connect(db_url).await?;
+    let pids = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND query LIKE 'LISTEN%'",
+    )
+    .bind(app)
+    .fetch_all(&mut conn)
+    .await?;
+    let _ = conn.close().await;
+    Ok(pids)
+}
+
+/// What a gateway's captured output says.
+fn log_of(logs: &nimbus_e2e::gateway::GatewayLogs) -> String {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+    read(logs.stdout_path()) + &read(logs.stderr_path())
+}
+
+/// The bound of the issue: after a change through A, B answers with it within this, whatever
+/// happened to its listening connection just before.
+const AFTER_A_FAULT: Duration = Duration::from_secs(5);
+
+/// Two gateways, B's LISTEN connection through a [`NetProxy`] (its pool goes to PostgreSQL
+/// directly, so B keeps serving): with B's token and manifest caches warm, B's listener fails
+/// as `fault` says, a token is revoked and a file overwritten through A, and within 5 s B
+/// refuses the token and serves the new bytes. Then the link heals and B follows A through
+/// notifications again.
+async fn listener_fault(gw: nimbus_e2e::Gateway, fault: ListenerFault) -> anyhow::Result<()> {
+    let db_url = gw.database().context("needs PostgreSQL")?.url().to_string();
+    let proxy = NetProxy::start(pg_addr(&db_url)?).await?;
+    let app = "nimbus-e2e-b-listener";
+    let other = gw.start_sibling_with(&["--database-listen-url".into(), via(&db_url, proxy.addr(), app)?]).await?;
+    eventually("B LISTENs through the proxy", AT_ONCE, || async {
+        ensure!(listening(&db_url, app).await?.len() == 1);
+        Ok(())
+    })
+    .await?;
+
+    let (_, a) = gw.user("alice", None).await?;
+    let b = other.api.with_token(a.token().unwrap_or_default());
+    // The token to revoke, used through B (so B holds its row in memory).
+    let doomed = gw.api().login_ok("alice", &user_password("alice")).await?;
+    let b_doomed = other.api.with_token(doomed.token().unwrap_or_default());
+    b_doomed.get("/api/v1/me").await?.check(200)?;
+
+    // The channel works through the proxy: B follows A at once, and B's caches are warm.
+    a.put_file("/doc.txt", "version one").await?.check(201)?;
+    ensure!(b.get_file("/doc.txt").await?.body.as_ref() == b"version one");
+    a.put_file("/doc.txt", "version two").await?.check(200)?;
+    eventually("B serves version two", AT_ONCE, || async {
+        ensure!(b.get_file("/doc.txt").await?.body.as_ref() == b"version two");
+        Ok(())
+    })
+    .await?;
+    for _ in 0..3 {
+        ensure!(b.get_file("/doc.txt").await?.body.as_ref() == b"version two");
+        b_doomed.get("/api/v1/me").await?.check(200)?;
+    }
+
+    match fault {
+        ListenerFault::Cut => {
+            // Every chunk through the proxy waits: B's new session takes seconds to come up,
+            // and A's changes below happen before it listens.
+            proxy.set_mode(Mode::Delay(Duration::from_millis(400)));
+            let pids = listening(&db_url, app).await?;
+            ensure!(pids.len() == 1, "B's LISTEN sessions: {pids:?}");
+            let mut pg = sqlx::PgConnection::connect(&db_url).await?;
+            let ended: bool =
+                sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(pids[0]).fetch_one(&mut pg).await?;
+            ensure!(ended, "could not end B's LISTEN session");
+        }
+        ListenerFault::Silent => proxy.set_mode(Mode::Stall),
+    }
+
+    doomed.post_json("/api/v1/auth/logout", &serde_json::json!({})).await?.check_any(&[200, 204])?;
+    a.put_file("/doc.txt", "version three, written while B was deaf").await?.check(200)?;
+    let changed = std::time::Instant::now();
+    eventually("B refuses the revoked token and serves the new version", AFTER_A_FAULT, || async {
+        b_doomed.get("/api/v1/me").await?.check(401)?;
+        let r = b.get_file("/doc.txt").await?;
+        ensure!(r.body.as_ref() == b"version three, written while B was deaf", "{r}");
+        Ok(())
+    })
+    .await?;
+    eprintln!("{fault:?}: B answered with A's changes {:?} after them", changed.elapsed());
+    // A request after that still sees it (not a lucky read between two cached answers).
+    ensure!(b.get_file("/doc.txt").await?.body.as_ref() == b"version three, written while B was deaf");
+
+    // The link heals: B listens again and follows A's changes through notifications.
+    proxy.set_mode(Mode::Forward);
+    eventually("B LISTENs again", Duration::from_secs(30), || async {
+        ensure!(listening(&db_url, app).await?.len() == 1);
+        ensure!(log_of(&other.logs).matches("listening for the other gateways' invalidations").count() >= 2);
+        Ok(())
+    })
+    .await?;
+    let log = log_of(&other.logs);
+    let why = match fault {
+        // Closed or failed, depending on how the end reaches B.
+        ListenerFault::Cut => "lost the invalidation channel",
+        ListenerFault::Silent => "no heartbeat came back",
+    };
+    ensure!(log.contains(why), "B's log does not say `{why}`:\n{log}");
+    for n in 0..3 {
+        let text = format!("version {}", 4 + n);
+        a.put_file("/doc.txt", text.clone()).await?.check(200)?;
+        eventually("B follows A again", AT_ONCE, || async {
+            ensure!(b.get_file("/doc.txt").await?.body.as_ref() == text.as_bytes());
+            Ok(())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+backend_test!(
+    listener_cut_on_the_database_side,
+    only = postgres_s3,
+    opts = GatewayOptions::default(),
+    |gw| async move { listener_fault(gw, ListenerFault::Cut).await }
+);
+
+backend_test!(listener_goes_silent, only = postgres_s3, opts = GatewayOptions::default(), |gw| async move {
+    listener_fault(gw, ListenerFault::Silent).await
+});

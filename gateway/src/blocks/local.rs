@@ -14,8 +14,9 @@ pub struct LocalStore {
 
 impl LocalStore {
     pub async fn open(root: &Path) -> StoreResult<Self> {
-        tokio::fs::create_dir_all(root.join("tmp")).await?;
-        tokio::fs::create_dir_all(root.join("spaces")).await?;
+        for dir in [root.join("tmp"), root.join("spaces")] {
+            tokio::task::spawn_blocking(move || create_dir_durably(&dir)).await.map_err(join_error)??;
+        }
         Ok(Self { root: root.to_path_buf() })
     }
 
@@ -25,25 +26,56 @@ impl LocalStore {
     }
 }
 
+fn join_error(e: tokio::task::JoinError) -> StoreError {
+    StoreError::Io(std::io::Error::other(e))
+}
+
+/// fsync of a directory: makes the entries created or renamed in it survive a power cut.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// `create_dir_all` whose every new directory is recorded durably in its parent: a block
+/// renamed into it must not vanish with it on a power cut.
+fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
+    create_dir_durably(parent)?;
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        // A concurrent writer made it and may not have synced the parent yet: sync it here too.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        Err(e) => return Err(e),
+    }
+    sync_dir(parent)
+}
+
 #[async_trait::async_trait]
 impl BlockStore for LocalStore {
     async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {
         let dest = self.path(space, hash);
-        if tokio::fs::try_exists(&dest).await? {
-            return Ok(());
+        let dir = dest
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| StoreError::Io(std::io::Error::other("bad block path")))?;
+        {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || create_dir_durably(&dir)).await.map_err(join_error)??;
         }
-        if let Some(dir) = dest.parent() {
-            tokio::fs::create_dir_all(dir).await?;
-        }
-        // Write to a temporary name, fsync, then rename: a crash never leaves a torn block
-        // under its final name.
+        // Write to a temporary name, fsync, rename over whatever is there (an identical copy,
+        // or a damaged one this upload repairs), then fsync the directory: a crash never
+        // leaves a torn block under its final name, and once this returns the block survives
+        // a power cut.
         let tmp = self.root.join("tmp").join(format!("{hash}.{}", uuid::Uuid::new_v4()));
         let mut f = tokio::fs::File::create(&tmp).await?;
         let result = async {
             f.write_all(&data).await?;
             f.sync_data().await?;
             drop(f);
-            tokio::fs::rename(&tmp, &dest).await
+            tokio::fs::rename(&tmp, &dest).await?;
+            tokio::task::spawn_blocking(move || sync_dir(&dir)).await.map_err(std::io::Error::other)?
         }
         .await;
         if result.is_err() {
@@ -111,7 +143,13 @@ fn walk_blocks(root: &Path) -> StoreResult<Vec<super::StoredBlock>> {
                 let f = f?;
                 let Some(hash) = f.file_name().to_str().map(str::to_string) else { continue };
                 if nimbus_proto::is_block_hash(&hash) {
-                    out.push(super::StoredBlock { space: id, hash, size: f.metadata()?.len() });
+                    let meta = f.metadata()?;
+                    let modified_ms = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .and_then(|d| i64::try_from(d.as_millis()).ok());
+                    out.push(super::StoredBlock { space: id, hash, size: meta.len(), modified_ms });
                 }
             }
         }
@@ -135,6 +173,20 @@ mod tests {
         assert!(matches!(store.get(8, &hash).await, Err(StoreError::NotFound(_))), "spaces are separate");
         store.delete_space(7).await?;
         assert!(matches!(store.get(7, &hash).await, Err(StoreError::NotFound(_))));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn put_replaces_a_damaged_object() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = LocalStore::open(dir.path()).await?;
+        let data = Bytes::from_static(b"worth keeping");
+        let hash = blake3::hash(&data).to_hex().to_string();
+        store.put(3, &hash, data.clone()).await?;
+        tokio::fs::write(store.path(3, &hash), b"bit rot").await?;
+        store.put(3, &hash, data.clone()).await?;
+        assert_eq!(super::super::get_verified(&store, 3, &hash).await?, data);
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp"))?.count(), 0, "temporary files left behind");
         Ok(())
     }
 

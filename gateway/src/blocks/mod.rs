@@ -2,8 +2,9 @@
 //! or an S3-compatible bucket. Keys are `spaces/<space>/blocks/<hash>`: per-space, so dedup
 //! never crosses users and deleting a user removes one prefix.
 //!
-//! Blocks are immutable; `put` of a block that exists is harmless. The store never decides
-//! what is referenced: the metadata database does.
+//! Blocks are immutable: `put` of a block that exists replaces the object with the same bytes
+//! (how an upload repairs a damaged copy). The store never decides what is referenced: the
+//! metadata database does.
 
 use std::sync::Arc;
 
@@ -35,7 +36,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 #[async_trait::async_trait]
 pub trait BlockStore: Send + Sync + 'static {
-    /// Stores a block whose hash the caller has already verified.
+    /// Stores a block whose hash the caller has already verified, replacing any object under
+    /// its name; durable once this returns.
     async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()>;
     /// Reads a whole block (blocks are at most a few MiB, so this is bounded).
     async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes>;
@@ -61,6 +63,8 @@ pub struct StoredBlock {
     pub space: i64,
     pub hash: String,
     pub size: u64,
+    /// When the object was last written (Unix ms), if the store says.
+    pub modified_ms: Option<i64>,
 }
 
 /// `spaces/<space>/blocks/<hash>` (after any prefix) back into its parts; other keys are not ours.

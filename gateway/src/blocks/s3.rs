@@ -136,7 +136,8 @@ async fn fast_get(cfg: &S3Config, sdk: &aws_config::SdkConfig) -> Option<FastGet
 
 impl S3Store {
     /// Every key (and size) under `prefix`.
-    async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+    /// Keys under `prefix` with their size and last-modified time (Unix ms).
+    async fn list(&self, prefix: &str) -> StoreResult<Vec<(String, u64, Option<i64>)>> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -151,7 +152,8 @@ impl S3Store {
                 .map_err(map_err)?;
             for o in page.contents() {
                 if let Some(k) = o.key() {
-                    out.push((k.to_string(), o.size().unwrap_or(0).max(0) as u64));
+                    let modified = o.last_modified().map(|t| t.secs().saturating_mul(1000));
+                    out.push((k.to_string(), o.size().unwrap_or(0).max(0) as u64, modified));
                 }
             }
             match page.next_continuation_token() {
@@ -234,7 +236,7 @@ impl BlockStore for S3Store {
 
     async fn delete_space(&self, space: i64) -> StoreResult<()> {
         let prefix = format!("{}spaces/{space}/", self.prefix);
-        let keys: Vec<String> = self.list(&prefix).await?.into_iter().map(|(k, _)| k).collect();
+        let keys: Vec<String> = self.list(&prefix).await?.into_iter().map(|(k, _, _)| k).collect();
         self.delete_keys(keys).await
     }
 
@@ -248,9 +250,9 @@ impl BlockStore for S3Store {
             .list(&prefix)
             .await?
             .into_iter()
-            .filter_map(|(k, size)| {
+            .filter_map(|(k, size, modified_ms)| {
                 let (space, hash) = super::parse_block_key(k.strip_prefix(&self.prefix)?)?;
-                Some(super::StoredBlock { space, hash, size })
+                Some(super::StoredBlock { space, hash, size, modified_ms })
             })
             .collect())
     }

@@ -381,14 +381,14 @@ impl Meta {
     /// The block list of the file's current version, or of `version` if given (it must be a
     /// version of this very file).
     pub async fn manifest(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
-        // Generation first: a change committed while we read makes this entry stale at once.
-        let generation = self.hot.generation(space);
+        // Stamp first: a change committed while we read makes this entry stale at once.
+        let stamp = self.hot.manifest_stamp(space);
         let key = (space, name_key(&path.to_string()), version);
         if let Some(m) = self.hot.manifest(&key) {
             return Ok(m);
         }
         let m = self.manifest_uncached(space, path, version).await?;
-        self.hot.put_manifest(key, generation, &m);
+        self.hot.put_manifest(key, stamp, &m);
         Ok(m)
     }
 

@@ -10,7 +10,7 @@
 //! - an uploader that finds the row gone writes the object again before registering it.
 
 use super::usage::UsageTx;
-use super::{BlockEntry, Limit, Meta, MetaResult, Usage, begin_space, now_ms, on_pool};
+use super::{Limit, Meta, MetaResult, Usage, begin_space, now_ms, on_pool};
 
 /// One registered block.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -128,34 +128,97 @@ impl Meta {
         ).fetch_all(p).await?))
     }
 
-    /// Forgets blocks the store lost, so a client that still has the data uploads it again
-    /// (its missing-check now says "missing") and the files heal.
-    pub async fn drop_block_rows(&self, space: i64, hashes: &[String]) -> MetaResult<u64> {
-        let mut n = 0;
-        for h in hashes {
-            on_pool!(self, p => {
-                let mut tx = begin_space!(p, space)?;
-                let gone: Option<(i64, bool)> = sqlx::query_as("DELETE FROM blocks WHERE space_id = $1 AND hash = $2 RETURNING size, pending")
-                    .bind(space).bind(h).fetch_optional(&mut *tx).await?;
-                if let Some((size, pending)) = gone {
-                    n += 1;
-                    if pending {
-                        (*tx).charge(space, Usage::pending(-size), Limit::Free).await?;
-                    }
-                }
-                tx.commit().await?;
-            });
-        }
-        Ok(n)
+    /// fsck's repair of a block the store lost or damaged: under the space lock (so no upload,
+    /// commit or collection of the space runs meanwhile), if the space still registers the
+    /// block as stored and `still_bad` confirms the store's copy is gone or damaged, the block
+    /// is marked unstored. Nothing is deleted: readers fail on it either way, the next
+    /// missing-check reports it missing, and the next upload of its bytes (which a client with
+    /// the data then sends) writes the object again and heals every file using it. True if
+    /// marked.
+    pub async fn mark_block_damaged<F, Fut>(&self, space: i64, hash: &str, still_bad: F) -> MetaResult<bool>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let stored: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+            let marked = stored == Some(true) && still_bad().await;
+            if marked {
+                sqlx::query("UPDATE blocks SET stored = FALSE WHERE space_id = $1 AND hash = $2")
+                    .bind(space).bind(hash).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(marked)
+        })
     }
 
-    /// Registers blocks found in the store (their hash already verified), untouched, so GC
-    /// reclaims them after the grace period unless a commit references them first.
-    pub async fn register_found(&self, space: i64, blocks: &[BlockEntry]) -> MetaResult<()> {
-        for b in blocks {
-            self.register_block(space, &b.hash, b.size).await?;
-        }
-        Ok(())
+    /// fsck's repair of a block the store holds intact but the registry does not (as stored):
+    /// under the space lock, if `intact` confirms the object, an unstored row becomes stored,
+    /// or a new row is inserted untouched and charged as pending (bytes in the store count
+    /// whatever brought them; GC reclaims the block after its grace period unless a commit uses
+    /// it first). True if registered.
+    pub async fn register_found<F, Fut>(&self, space: i64, hash: &str, size: i64, intact: F) -> MetaResult<bool>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let stored: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+            let registered = match stored {
+                Some(true) => false,
+                Some(false) => {
+                    let ok = intact().await;
+                    if ok {
+                        sqlx::query("UPDATE blocks SET stored = TRUE WHERE space_id = $1 AND hash = $2")
+                            .bind(space).bind(hash).execute(&mut *tx).await?;
+                    }
+                    ok
+                }
+                None => {
+                    let ok = intact().await;
+                    if ok {
+                        sqlx::query(
+                            "INSERT INTO blocks (space_id, hash, size, created_at, stored, pending) VALUES ($1, $2, $3, $4, TRUE, TRUE)")
+                            .bind(space).bind(hash).bind(size).bind(now_ms()).execute(&mut *tx).await?;
+                        (*tx).charge(space, Usage::pending(size), Limit::Free).await?;
+                    }
+                    ok
+                }
+            };
+            tx.commit().await?;
+            Ok(registered)
+        })
+    }
+
+    /// fsck's removal of a damaged store object that no row names: under the space lock, and
+    /// only if the space still has no row for it (an upload claims its row under this lock
+    /// before it writes, so an object it is about to write or register is never removed),
+    /// runs `remove` (which re-checks the object and deletes it). True if `remove` did.
+    pub async fn remove_unregistered_object<F, Fut>(&self, space: i64, hash: &str, remove: F) -> MetaResult<bool>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let row: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+            let removed = row.is_none() && remove().await;
+            tx.commit().await?;
+            Ok(removed)
+        })
+    }
+
+    /// Every row of the block registry, stored or not (uploads in progress, damaged blocks).
+    pub async fn block_rows(&self) -> MetaResult<Vec<BlockRow>> {
+        Ok(
+            on_pool!(self, p => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks ORDER BY space_id, hash")
+            .fetch_all(p).await?),
+        )
     }
 
     /// The paths of the files with a version (current or older) that uses the block.

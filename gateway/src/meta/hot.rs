@@ -3,15 +3,23 @@
 //! space to change.
 //!
 //! Correctness comes from where invalidation happens: inside the `Meta` methods that change
-//! the rows, never in handlers. Tokens are dropped when revoked (one, or all of a user's) and
-//! when their user is changed or deleted; token entries also expire after [`TOKEN_TTL`] so a
-//! change made by another gateway on the same database is seen within that time (instant
-//! cross-node invalidation belongs to the scale-out work). Manifests are stamped with their
-//! space's generation, which every namespace change in the space bumps; the generation is read
-//! before the database, so a racing change can only make a fresh entry stale, never the
-//! reverse.
+//! the rows, never in handlers, and on PostgreSQL also from the other gateways' notifications
+//! (`notify.rs`). Three stamps decide whether an entry may be stored and served:
+//! - the **epoch** changes whenever the node stops or starts trusting its notification
+//!   channel: while it is odd nothing is served or stored
+//!   (the channel may be missing changes), and an entry read under an older epoch is refused;
+//! - a space's **generation** is bumped by every namespace change in the space (local or
+//!   notified); manifests are stamped with it;
+//! - the **revocation count** is bumped by every token or user invalidation; a token row is
+//!   stored only if no revocation happened since its lookup began.
+//!
+//! Every stamp is read before the database, so a change that commits while a lookup runs can
+//! only make its result stale on arrival, never put an old row back: revocation wins races
+//! with lookups. Entries also expire ([`TOKEN_TTL`], [`MANIFEST_TTL`]) as a backstop should an
+//! invalidation be lost in a way the channel's checks cannot see.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +28,9 @@ use tokio::sync::watch;
 use super::{Manifest, TokenAuthRow};
 
 const TOKEN_TTL: Duration = Duration::from_secs(30);
+/// Manifests are kept correct by generations; the age limit only bounds how long a missed
+/// invalidation could last.
+const MANIFEST_TTL: Duration = Duration::from_secs(60);
 const MAX_TOKENS: usize = 100_000;
 const MAX_MANIFESTS: usize = 20_000;
 /// Manifests of larger files are not kept (they are read rarely per byte served).
@@ -27,13 +38,33 @@ const MAX_MANIFEST_BLOCKS: usize = 256;
 
 type ManifestKey = (i64, String, Option<i64>);
 
+/// What a token lookup saw before going to the database (see [`HotCache::token_stamp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenStamp {
+    epoch: u64,
+    revocations: u64,
+}
+
+/// What a manifest lookup saw before going to the database (see [`HotCache::manifest_stamp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ManifestStamp {
+    epoch: u64,
+    generation: u64,
+}
+
+struct Tokens {
+    /// Bumped (under this lock) by every token or user invalidation.
+    revocations: u64,
+    rows: HashMap<String, (TokenAuthRow, Instant)>,
+}
+
 pub(crate) struct HotCache {
-    /// False while cross-node invalidations may be missed (see `notify.rs`): lookups then
-    /// bypass the cache.
-    trusted: std::sync::atomic::AtomicBool,
-    tokens: Mutex<HashMap<String, (TokenAuthRow, Instant)>>,
+    /// Even: trusted; odd: the notification channel may be missing changes, nothing is served
+    /// or stored. Every change moves it on, so stamps taken before no longer match.
+    epoch: AtomicU64,
+    tokens: Mutex<Tokens>,
     generations: Mutex<HashMap<i64, u64>>,
-    manifests: Mutex<HashMap<ManifestKey, (u64, Manifest)>>,
+    manifests: Mutex<HashMap<ManifestKey, (ManifestStamp, Instant, Manifest)>>,
     /// One channel per space that has change-feed readers waiting; removed with the last one.
     signals: Mutex<HashMap<i64, watch::Sender<()>>>,
 }
@@ -41,8 +72,8 @@ pub(crate) struct HotCache {
 impl Default for HotCache {
     fn default() -> Self {
         HotCache {
-            trusted: std::sync::atomic::AtomicBool::new(true),
-            tokens: Default::default(),
+            epoch: AtomicU64::new(0),
+            tokens: Mutex::new(Tokens { revocations: 0, rows: HashMap::new() }),
             generations: Default::default(),
             manifests: Default::default(),
             signals: Default::default(),
@@ -50,24 +81,58 @@ impl Default for HotCache {
     }
 }
 
+/// Even epochs are trusted ones.
+fn is_trusted(epoch: u64) -> bool {
+    epoch.is_multiple_of(2)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl HotCache {
-    fn trusted(&self) -> bool {
-        self.trusted.load(std::sync::atomic::Ordering::Acquire)
+    /// A cache that serves nothing until [`HotCache::trust`]: a node on a shared database,
+    /// before it listens to the others' invalidations.
+    pub fn distrusted() -> Self {
+        let h = HotCache::default();
+        h.epoch.store(1, Ordering::SeqCst);
+        h
     }
 
-    pub fn set_trusted(&self, on: bool) {
-        self.trusted.store(on, std::sync::atomic::Ordering::Release);
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
     }
 
-    /// Drops every cached token and manifest (generations only grow, so no entry of an older
-    /// generation can come back).
-    pub fn clear(&self) {
-        lock(&self.tokens).clear();
+    pub fn trusted(&self) -> bool {
+        is_trusted(self.epoch())
+    }
+
+    /// Stops serving and storing entries, drops every entry, and wakes every change-feed
+    /// reader (they read the journal again): changes may be going unnoticed.
+    pub fn distrust(&self) {
+        let _ = self.epoch.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |e| is_trusted(e).then_some(e + 1));
+        self.drop_entries();
+    }
+
+    /// Serves and stores entries again, starting from nothing: called once every change from
+    /// now on is known to arrive. Whatever was looked up before cannot be stored any more.
+    pub fn trust(&self) {
+        let _ = self.epoch.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |e| (!is_trusted(e)).then_some(e + 1));
+        self.drop_entries();
+    }
+
+    fn drop_entries(&self) {
+        lock(&self.tokens).rows.clear();
         lock(&self.manifests).clear();
+        for tx in lock(&self.signals).values() {
+            tx.send_replace(());
+        }
+    }
+
+    /// Take before looking a token up in the database; give to [`HotCache::put_token`].
+    pub fn token_stamp(&self) -> TokenStamp {
+        let revocations = lock(&self.tokens).revocations;
+        TokenStamp { epoch: self.epoch(), revocations }
     }
 
     pub fn token(&self, hash: &str) -> Option<TokenAuthRow> {
@@ -75,24 +140,30 @@ impl HotCache {
             return None;
         }
         let tokens = lock(&self.tokens);
-        let (row, at) = tokens.get(hash)?;
+        let (row, at) = tokens.rows.get(hash)?;
         (at.elapsed() < TOKEN_TTL).then(|| row.clone())
     }
 
-    pub fn put_token(&self, hash: String, row: TokenAuthRow) {
+    /// Keeps a row looked up under `stamp`, unless a revocation, user change or loss of trust
+    /// happened since: the row may predate it.
+    pub fn put_token(&self, hash: String, row: TokenAuthRow, stamp: TokenStamp) {
         let mut tokens = lock(&self.tokens);
-        if tokens.len() >= MAX_TOKENS {
-            tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
-            if tokens.len() >= MAX_TOKENS {
-                tokens.clear();
+        // Checked under the lock invalidations take, after they bumped their counters.
+        if !is_trusted(stamp.epoch) || stamp.epoch != self.epoch() || stamp.revocations != tokens.revocations {
+            return;
+        }
+        if tokens.rows.len() >= MAX_TOKENS {
+            tokens.rows.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
+            if tokens.rows.len() >= MAX_TOKENS {
+                tokens.rows.clear();
             }
         }
-        tokens.insert(hash, (row, Instant::now()));
+        tokens.rows.insert(hash, (row, Instant::now()));
     }
 
     /// Records a use in the cached row, so the next requests don't write it again.
     pub fn mark_used(&self, token_id: i64, at_ms: i64, ip: Option<&str>) {
-        for (row, _) in lock(&self.tokens).values_mut() {
+        for (row, _) in lock(&self.tokens).rows.values_mut() {
             if row.token_id == token_id {
                 row.last_used_at = Some(at_ms);
                 if let Some(ip) = ip {
@@ -103,14 +174,25 @@ impl HotCache {
     }
 
     pub fn forget_token(&self, token_id: i64) {
-        lock(&self.tokens).retain(|_, (row, _)| row.token_id != token_id);
+        let mut tokens = lock(&self.tokens);
+        tokens.revocations += 1;
+        tokens.rows.retain(|_, (row, _)| row.token_id != token_id);
     }
 
     pub fn forget_user(&self, user_id: i64) {
-        lock(&self.tokens).retain(|_, (row, _)| row.user_id != user_id);
+        let mut tokens = lock(&self.tokens);
+        tokens.revocations += 1;
+        tokens.rows.retain(|_, (row, _)| row.user_id != user_id);
     }
 
-    pub fn generation(&self, space: i64) -> u64 {
+    /// Take before reading a manifest from the database; give to [`HotCache::put_manifest`].
+    pub fn manifest_stamp(&self, space: i64) -> ManifestStamp {
+        // Epoch first: a loss of trust between the two reads then still shows.
+        let epoch = self.epoch();
+        ManifestStamp { epoch, generation: self.generation(space) }
+    }
+
+    fn generation(&self, space: i64) -> u64 {
         lock(&self.generations).get(&space).copied().unwrap_or(0)
     }
 
@@ -133,25 +215,31 @@ impl HotCache {
         if !self.trusted() {
             return None;
         }
-        let current = self.generation(key.0);
+        let current = self.manifest_stamp(key.0);
         let manifests = lock(&self.manifests);
-        let (generation, m) = manifests.get(key)?;
-        (*generation == current).then(|| m.clone())
+        let (stamp, at, m) = manifests.get(key)?;
+        (*stamp == current && at.elapsed() < MANIFEST_TTL).then(|| m.clone())
     }
 
-    pub fn put_manifest(&self, key: ManifestKey, generation: u64, m: &Manifest) {
-        if m.blocks.len() > MAX_MANIFEST_BLOCKS {
+    pub fn put_manifest(&self, key: ManifestKey, stamp: ManifestStamp, m: &Manifest) {
+        if m.blocks.len() > MAX_MANIFEST_BLOCKS || !is_trusted(stamp.epoch) || stamp != self.manifest_stamp(key.0) {
+            // Stale on arrival (or nothing may be stored now): not worth keeping.
             return;
         }
         let mut manifests = lock(&self.manifests);
         if manifests.len() >= MAX_MANIFESTS {
+            let epoch = self.epoch();
             let generations = lock(&self.generations);
-            manifests.retain(|k, (g, _)| generations.get(&k.0).copied().unwrap_or(0) == *g);
+            manifests.retain(|k, (s, at, _)| {
+                s.epoch == epoch
+                    && generations.get(&k.0).copied().unwrap_or(0) == s.generation
+                    && at.elapsed() < MANIFEST_TTL
+            });
             if manifests.len() >= MAX_MANIFESTS {
                 manifests.clear();
             }
         }
-        manifests.insert(key, (generation, m.clone()));
+        manifests.insert(key, (stamp, Instant::now(), m.clone()));
     }
 }
 
@@ -225,12 +313,16 @@ mod tests {
         Manifest { node, path: nimbus_proto::RemotePath::root(), version, blocks: vec![] }
     }
 
+    fn put(h: &HotCache, hash: &str, r: TokenAuthRow) {
+        h.put_token(hash.into(), r, h.token_stamp());
+    }
+
     #[test]
     fn revocation_and_user_changes_drop_tokens() {
         let h = HotCache::default();
-        h.put_token("a".into(), row(1, 10));
-        h.put_token("b".into(), row(2, 10));
-        h.put_token("c".into(), row(3, 11));
+        put(&h, "a", row(1, 10));
+        put(&h, "b", row(2, 10));
+        put(&h, "c", row(3, 11));
         h.forget_token(1);
         assert!(h.token("a").is_none());
         assert!(h.token("b").is_some());
@@ -240,10 +332,31 @@ mod tests {
     }
 
     #[test]
+    fn a_lookup_racing_a_revocation_cannot_put_the_row_back() {
+        let h = HotCache::default();
+        // The lookup takes its stamp, then reads the row before the revocation commits ...
+        let stamp = h.token_stamp();
+        let stale = row(1, 10);
+        // ... the revocation commits and invalidates (here, or notified by another node) ...
+        h.forget_token(1);
+        // ... and only then does the lookup try to keep what it read.
+        h.put_token("a".into(), stale.clone(), stamp);
+        assert!(h.token("a").is_none(), "the revoked row came back");
+        // The same for a user change (disabled, deleted, all tokens revoked).
+        let stamp = h.token_stamp();
+        h.forget_user(10);
+        h.put_token("a".into(), stale.clone(), stamp);
+        assert!(h.token("a").is_none());
+        // A lookup that began after the revocation reads the new row and may keep it.
+        put(&h, "a", stale);
+        assert!(h.token("a").is_some());
+    }
+
+    #[test]
     fn a_space_change_makes_its_manifests_stale() {
         let h = HotCache::default();
         let key = (1, "/a".to_string(), None);
-        let g = h.generation(1);
+        let g = h.manifest_stamp(1);
         h.put_manifest(key.clone(), g, &manifest());
         assert!(h.manifest(&key).is_some());
         h.space_changed(2);
@@ -253,6 +366,47 @@ mod tests {
         // An entry read before a change but stored after it is stale on arrival.
         h.put_manifest(key.clone(), g, &manifest());
         assert!(h.manifest(&key).is_none());
+    }
+
+    #[test]
+    fn nothing_is_served_or_kept_while_distrusted() {
+        let h = HotCache::distrusted();
+        let key = (1, "/a".to_string(), None);
+        h.put_manifest(key.clone(), h.manifest_stamp(1), &manifest());
+        put(&h, "a", row(1, 10));
+        assert!(h.manifest(&key).is_none() && h.token("a").is_none(), "a new node trusts nothing yet");
+
+        h.trust();
+        h.put_manifest(key.clone(), h.manifest_stamp(1), &manifest());
+        put(&h, "a", row(1, 10));
+        assert!(h.manifest(&key).is_some() && h.token("a").is_some());
+
+        // Lookups that began before the channel went quiet ...
+        let (ms, ts) = (h.manifest_stamp(1), h.token_stamp());
+        h.distrust();
+        assert!(h.manifest(&key).is_none() && h.token("a").is_none(), "served while distrusted");
+        // ... and lookups made meanwhile cannot store what they read, even once trusted again.
+        let (ms2, ts2) = (h.manifest_stamp(1), h.token_stamp());
+        h.trust();
+        for (m, t) in [(ms, ts), (ms2, ts2)] {
+            h.put_manifest(key.clone(), m, &manifest());
+            h.put_token("a".into(), row(1, 10), t);
+        }
+        assert!(h.manifest(&key).is_none(), "a manifest read before trust came back");
+        assert!(h.token("a").is_none(), "a token read before trust came back");
+        // Everything held before the loss is gone too.
+        put(&h, "b", row(2, 10));
+        h.distrust();
+        h.trust();
+        assert!(h.token("b").is_none());
+    }
+
+    #[tokio::test]
+    async fn distrust_wakes_every_watcher() {
+        let h = Arc::new(HotCache::default());
+        let mut w = h.watch_space(7);
+        h.distrust();
+        tokio::time::timeout(Duration::from_secs(5), w.changed()).await.expect("woken by the loss of trust");
     }
 
     #[tokio::test]

@@ -93,6 +93,22 @@ enum Pool {
     Postgres(PgPool),
 }
 
+/// SQLite's `synchronous` setting (with the WAL journal), `--sqlite-synchronous`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SqliteSync {
+    /// Every commit is on disk before it is acknowledged (an fsync of the WAL per commit).
+    #[default]
+    Full,
+    /// Commits survive a crash of the process; a power cut may lose the last ones.
+    Normal,
+}
+
+/// How to open the metadata database, beyond its URL.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetaOptions {
+    pub sqlite_synchronous: SqliteSync,
+}
+
 /// Handle to the metadata database; cheap to clone.
 #[derive(Clone)]
 pub struct Meta {
@@ -284,6 +300,11 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 impl Meta {
     /// Opens (creating if needed) the database and applies pending migrations.
     pub async fn connect(url: &str) -> MetaResult<Meta> {
+        Meta::connect_with(url, MetaOptions::default()).await
+    }
+
+    /// [`Meta::connect`] with options.
+    pub async fn connect_with(url: &str, opts: MetaOptions) -> MetaResult<Meta> {
         let pool = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool =
                 PgPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
@@ -293,9 +314,12 @@ impl Meta {
             let opts = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                // WAL + NORMAL is durable across process crashes; a power cut may lose the
-                // last commits but never corrupts the database.
-                .synchronous(SqliteSynchronous::Normal)
+                // A commit is acknowledged to clients (an upload, a revocation): with FULL it
+                // is on disk by then. NORMAL is crash-safe for the process, not a power cut.
+                .synchronous(match opts.sqlite_synchronous {
+                    SqliteSync::Full => SqliteSynchronous::Full,
+                    SqliteSync::Normal => SqliteSynchronous::Normal,
+                })
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(30));
             let pool = SqlitePoolOptions::new()
@@ -310,7 +334,13 @@ impl Meta {
                 "unsupported database URL `{url}`: use sqlite://PATH or postgres://USER@HOST:PORT/DB"
             )));
         };
-        Ok(Meta { pool, hot: Default::default() })
+        // On a shared database the hot cache waits for the invalidation listener
+        // (`listen_for_other_gateways`); SQLite has one node, which sees every change itself.
+        let hot = match pool {
+            Pool::Postgres(_) => hot::HotCache::distrusted(),
+            Pool::Sqlite(_) => hot::HotCache::default(),
+        };
+        Ok(Meta { pool, hot: std::sync::Arc::new(hot) })
     }
 
     pub fn engine(&self) -> &'static str {

@@ -234,6 +234,8 @@ impl Meta {
         if let Some(row) = self.hot.token(token_hash) {
             return Ok(Some(row));
         }
+        // Before the database: a revocation committing meanwhile keeps this row out of memory.
+        let stamp = self.hot.token_stamp();
         let row = on_pool!(self, p => sqlx::query_as::<_, TokenAuthRow>(
             "SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, t.last_ip, \
                     u.username, u.role, u.disabled \
@@ -242,7 +244,7 @@ impl Meta {
         .bind(token_hash)
         .fetch_optional(p).await?);
         if let Some(r) = &row {
-            self.hot.put_token(token_hash.to_string(), r.clone());
+            self.hot.put_token(token_hash.to_string(), r.clone(), stamp);
         }
         Ok(row)
     }

@@ -38,7 +38,7 @@ pub async fn fsck_command(args: &FsckArgs) -> anyhow::Result<ExitCode> {
     init_logs(&args.serve);
     let meta = open_meta(&args.serve).await?;
     let store = open_store(&args.serve).await?;
-    let report = fsck::run(&meta, &store, args.sample, args.repair).await?;
+    let report = fsck::run(&meta, &store, args.sample, args.repair, args.serve.gc_grace).await?;
     meta.close().await;
     print_report(args.json, &report, fsck::human);
     Ok(if report.problems_remaining == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })

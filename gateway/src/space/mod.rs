@@ -34,9 +34,17 @@ pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) ->
     Ok(created)
 }
 
-/// Writes a block to the store unless the space holds it already; true if it was new. The
-/// claim comes first (charging the quota, with `allowance`, under the space lock), so
+/// Writes a block to the store unless the space holds it already intact; true if it was new.
+/// The claim comes first (charging the quota, with `allowance`, under the space lock), so
 /// concurrent uploads through every door meet the quota one after the other.
+///
+/// A block the space holds is read back from the store (not the cache) and checked before it
+/// is skipped; if its object is gone or damaged, the uploaded bytes replace it. Why on every
+/// upload of a held block: an upload that carries the bytes is the one moment a damaged block
+/// can be repaired without an operator, and the check costs one store read of what the client
+/// has just sent, only for blocks the space already holds. The block protocol's clients (CLI,
+/// drive) ask `/blocks/missing` first and never send those; door clients (WebDAV, S3,
+/// `PUT /files`) re-sending content the space has pay a read instead of a write.
 async fn store_block(
     state: &AppState,
     space: i64,
@@ -47,7 +55,13 @@ async fn store_block(
     let size = data.len() as i64;
     let allowance = i64::try_from(allowance).unwrap_or(i64::MAX);
     let claim = state.meta.claim_block(space, &hash, size, allowance).await?;
-    if claim == Claim::Write {
+    if claim == Claim::Held && !stored_intact(state, space, &hash, size).await {
+        // Same bytes under the same name: readers see the damaged copy or this one, never a mix.
+        state.store.put(space, &hash, data).await?;
+        metrics::counter!("nimbus_store_blocks_repaired_total").increment(1);
+        metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
+        tracing::warn!(space, hash = %hash, "a held block's object was missing or damaged; replaced it with the uploaded bytes");
+    } else if claim == Claim::Write {
         state.store.put(space, &hash, data.clone()).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
         // Readable only once the store has it: a stored block is always readable.
@@ -59,6 +73,20 @@ async fn store_block(
         }
     }
     Ok((BlockEntry { hash, size }, claim == Claim::Write))
+}
+
+/// Whether the store still has the block intact (read directly: the cache may hold a good
+/// copy of a damaged object). A read that fails for another reason counts as not intact: the
+/// write that follows then either repairs the object or fails the upload, rather than letting
+/// a commit reference a block nobody could read.
+async fn stored_intact(state: &AppState, space: i64, hash: &str, size: i64) -> bool {
+    match crate::blocks::get_verified(state.store.as_ref(), space, hash).await {
+        Ok(data) => data.len() as i64 == size,
+        Err(e) => {
+            tracing::debug!(space, hash, error = %e, "a held block did not read back intact");
+            false
+        }
+    }
 }
 
 /// What a streaming upload knows up front.
@@ -180,7 +208,18 @@ where
     let mut total: u64 = 0;
     let mut done = false;
     while !done {
-        match body.next().await {
+        let next = tokio::select! {
+            // Blocks in flight keep going while the body trickles in: a claim holds the space's
+            // lock (on SQLite the database's write lock) until its transaction ends, so it must
+            // never wait for the client to send more.
+            Some(r) = in_flight.next(), if !in_flight.is_empty() => {
+                let (i, b) = r?;
+                blocks[i] = Some(b);
+                continue;
+            }
+            next = body.next() => next,
+        };
+        match next {
             Some(Ok(chunk)) => {
                 total += chunk.len() as u64;
                 if let Some(left) = room.bytes
