@@ -8,6 +8,7 @@
 //! Blocks are immutable, so nothing here ever invalidates; callers decide what to admit.
 
 pub mod disk;
+pub mod pio; // positional reads and writes on a shared file, on Unix and Windows
 pub mod policy;
 
 /// `(namespace, block hash)`: the gateway uses the space id as namespace (a hit must never
