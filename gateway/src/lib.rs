@@ -6,6 +6,7 @@ pub mod auth;
 pub mod blocks;
 pub mod cache;
 pub mod config;
+pub mod conn_limits;
 pub mod doors;
 pub mod error;
 pub mod meta;
