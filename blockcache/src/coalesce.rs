@@ -146,7 +146,10 @@ where
     /// The value for `key`: from the fetch already registered for it, else from a new one
     /// running `fetch()` in its own task once a slot is free, followed on success by
     /// `admit(value, linger)` (in that task, holding the slot, whether or not anyone still
-    /// waits). Dropping the returned future only stops this caller's wait.
+    /// waits). `admit` is called before the waiters hear of the value and its future is awaited
+    /// after: what the closure does itself (a memory-tier insert) is done before any waiter
+    /// returns, so a read following a finished read hits; what its future does (a disk write)
+    /// does not delay the waiters. Dropping the returned future only stops this caller's wait.
     pub async fn get<F, Fut, A, AFut>(&self, key: K, fetch: F, admit: A) -> Result<V, Failure<E>>
     where
         F: FnOnce() -> Fut + Send + 'static,
@@ -265,8 +268,9 @@ async fn run<K, V, E, F, Fut, A, AFut>(
                 let inner = inner.clone();
                 move || inner.remove(&key, id)
             });
-            tx.send_replace(Some(Ok(v.clone())));
-            admit(v, linger).await;
+            let admitted = admit(v.clone(), linger);
+            tx.send_replace(Some(Ok(v)));
+            admitted.await;
         }
         Err(err) => {
             // Gone before anyone hears of the failure: the next reader fetches again.
@@ -308,7 +312,7 @@ impl std::fmt::Debug for Linger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
     type C = Coalescer<u32, u64, String>;
@@ -604,5 +608,22 @@ mod tests {
         until("the entry is gone", || c.in_flight() == 0).await;
         let seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
         assert_eq!(seen, vec![1, 0, 1, 0]);
+    }
+
+    // Regression (hits_and_misses_at_block_edges): the gateway puts a fetched block into its
+    // memory tier in the admission closure; a reader that returned must find it there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn admission_closure_runs_before_waiters_return() {
+        let c: C = Coalescer::new(2);
+        let admitted = Arc::new(AtomicBool::new(false));
+        let flag = admitted.clone();
+        let admit = move |_v: u64, _l: Linger| {
+            // Slow enough that a waiter woken before it would surely return first.
+            std::thread::sleep(Duration::from_millis(50));
+            flag.store(true, Ordering::SeqCst);
+            std::future::ready(())
+        };
+        assert_eq!(c.get(1, || async { Ok(4) }, admit).await, Ok(4));
+        assert!(admitted.load(Ordering::SeqCst), "a waiter returned before the admission closure ran");
     }
 }
