@@ -50,7 +50,7 @@ APT_PACKAGES=(
     rsync        # tests/tests/mount.rs: ordinary programs on the drive
     python3
     nginx wrk    # infra/bench-cache.sh: reference HTTP server and load generator
-    rclone sqlite3  # tests/tests/ops_*.rs: reach into the S3 store, edit and back up SQLite
+    rclone sqlite3  # tests/tests/ops_*.rs: reach into the S3 store, edit and back up SQLite; limits.rs seeds a folder
     iproute2     # tests/tests/cluster.rs: the MinIO cluster listens on an extra loopback address
     chromium fonts-liberation  # tests/tests/admin_ui.rs and bench.rs: the console and the bench report in a real browser
     litmus davfs2  # tests/tests/webdav.rs: the WebDAV compliance suite and a real WebDAV mount

@@ -3,10 +3,13 @@
 //!
 //! - [`disk`]: one checksummed, versioned file per block, range reads that verify only the
 //!   chunks they touch, an exclusive directory lock;
-//! - [`policy`]: S3-FIFO admission and eviction, weighted by bytes, with a strict size bound.
+//! - [`policy`]: S3-FIFO admission and eviction, weighted by bytes, with a strict size bound;
+//! - [`coalesce`]: one fetch per block however many readers miss on it, under a bound on
+//!   fetches in flight, that outlives any one reader and leaves nothing behind.
 //!
 //! Blocks are immutable, so nothing here ever invalidates; callers decide what to admit.
 
+pub mod coalesce;
 pub mod disk;
 pub mod pio; // positional reads and writes on a shared file, on Unix and Windows
 pub mod policy;

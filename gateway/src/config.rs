@@ -155,6 +155,29 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_PASSWORD_HASH_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub password_hash_concurrency: Option<u16>,
 
+    /// Close a connection that has had no request in progress for this long (HTTP/1 between
+    /// requests, HTTP/2, one that never sends a request), and one whose client has accepted
+    /// nothing the gateway sends for this long. Requests in progress (downloads, long polls)
+    /// are never idle.
+    #[arg(long, env = "NIMBUS_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_positive_duration)]
+    pub idle_timeout: std::time::Duration,
+
+    /// HTTP/1: a request's headers must arrive within this (slow senders are cut). hyper also
+    /// runs this clock while a connection waits for its next request.
+    #[arg(long, env = "NIMBUS_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_positive_duration)]
+    pub header_read_timeout: std::time::Duration,
+
+    /// Most connections open at once, all listeners together; further ones are closed at once.
+    #[arg(long, env = "NIMBUS_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+
+    /// HTTP/2: most requests (streams) in progress on one connection; clients queue the rest,
+    /// and streams opened beyond it are refused (REFUSED_STREAM, safe to retry).
+    #[arg(long = "http2-max-streams", env = "NIMBUS_HTTP2_MAX_STREAMS", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub http2_max_streams: u32,
+
     /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
@@ -202,6 +225,14 @@ pub struct TrashRetention(pub Option<std::time::Duration>);
 
 fn parse_trash_retention(s: &str) -> Result<TrashRetention, String> {
     crate::meta::retention::parse_trash_retention(s).map(TrashRetention)
+}
+
+/// A duration above zero (a zero timeout would close every connection at once).
+fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    match crate::ops::parse_duration(s)? {
+        d if d.is_zero() => Err(format!("`{s}` must be longer than 0")),
+        d => Ok(d),
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -7,6 +7,7 @@ pub mod blocks;
 pub mod browser;
 pub mod cache;
 pub mod config;
+pub mod conn_limits;
 pub mod doors;
 pub mod error;
 pub mod meta;

@@ -212,6 +212,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), "gateway starting");
 
+    let limits = HttpLimits::of(&args);
     let handle = axum_server::Handle::new();
     let h = handle.clone();
     tokio::spawn(async move {
@@ -227,21 +228,21 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         println!("S3-compatible API on {scheme}://{s3_addr} (path-style; create a key with `nimbus keys create`)");
         let s3_service = layered(crate::doors::s3::router(state.clone()), tls.is_some())
             .into_make_service_with_connect_info::<SocketAddr>();
-        let (tls, handle) = (tls.clone(), handle.clone());
+        let (tls, handle, limits) = (tls.clone(), handle.clone(), limits.clone());
         tokio::spawn(async move {
             let served = match tls {
                 Some(cfg) => match axum_server::from_tcp_rustls(s3_listener, cfg) {
                     Ok(s) => {
-                        let mut s = s.handle(handle);
-                        tune(s.http_builder());
+                        let mut s = s.handle(handle).map(|a| limits.acceptor(a));
+                        tune(s.http_builder(), &limits);
                         s.serve(s3_service).await
                     }
                     Err(e) => Err(e),
                 },
                 None => match axum_server::from_tcp(s3_listener) {
                     Ok(s) => {
-                        let mut s = s.handle(handle);
-                        tune(s.http_builder());
+                        let mut s = s.handle(handle).map(|a| limits.acceptor(a));
+                        tune(s.http_builder(), &limits);
                         s.serve(s3_service).await
                     }
                     Err(e) => Err(e),
@@ -257,13 +258,13 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     println!("Sign in with: nimbus login {scheme}://{addr} --username admin");
     match tls {
         Some(cfg) => {
-            let mut server = axum_server::from_tcp_rustls(listener, cfg)?.handle(handle);
-            tune(server.http_builder());
+            let mut server = axum_server::from_tcp_rustls(listener, cfg)?.handle(handle).map(|a| limits.acceptor(a));
+            tune(server.http_builder(), &limits);
             server.serve(service).await?;
         }
         None => {
-            let mut server = axum_server::from_tcp(listener)?.handle(handle);
-            tune(server.http_builder());
+            let mut server = axum_server::from_tcp(listener)?.handle(handle).map(|a| limits.acceptor(a));
+            tune(server.http_builder(), &limits);
             server.serve(service).await?;
         }
     }
@@ -272,14 +273,55 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     Ok(())
 }
 
-/// Bounds on what a client can make the server hold: header size and how long a client may
-/// take to send its headers (slow-loris).
-fn tune(b: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>) {
+/// Largest request head: HTTP/1's read buffer, HTTP/2's header list.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// HTTP/2 pings (also on a connection with requests in progress) find a peer that vanished.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// Streams a client may open and reset before the server handles them (HTTP/2 rapid reset).
+const H2_MAX_PENDING_RESETS: usize = 20;
+/// Streams the server may reset for a client's protocol errors before it drops the connection.
+const H2_MAX_ERROR_RESETS: usize = 1024;
+
+/// The connection limits of every listener (docs/OPERATIONS.md, Limits).
+#[derive(Clone)]
+struct HttpLimits {
+    conns: crate::conn_limits::Limits,
+    header_read_timeout: Duration,
+    http2_max_streams: u32,
+}
+
+impl HttpLimits {
+    fn of(args: &ServeArgs) -> HttpLimits {
+        HttpLimits {
+            conns: crate::conn_limits::Limits::new(args.idle_timeout, args.max_connections as usize),
+            header_read_timeout: args.header_read_timeout,
+            http2_max_streams: args.http2_max_streams,
+        }
+    }
+
+    fn acceptor<A>(&self, inner: A) -> crate::conn_limits::LimitAcceptor<A> {
+        self.conns.acceptor(inner)
+    }
+}
+
+/// Bounds on what one connection can make the server hold or wait for: head sizes, how long
+/// a client may take to send its headers (slow-loris; hyper also runs this clock while an
+/// HTTP/1 connection waits for its next request), HTTP/2 streams and resets, pings. Idle
+/// connections, stalled sends and the connection count: `conn_limits`.
+fn tune(b: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>, l: &HttpLimits) {
     b.http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
-        .max_buf_size(64 * 1024);
-    b.http2().timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(64 * 1024);
+        .header_read_timeout(l.header_read_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    b.http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_header_list_size(MAX_HEAD_BYTES as u32)
+        .max_concurrent_streams(l.http2_max_streams)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(H2_MAX_ERROR_RESETS)
+        .keep_alive_interval(H2_PING_INTERVAL)
+        .keep_alive_timeout(H2_PING_TIMEOUT);
 }
 
 /// Whether [`tls_config`] will serve TLS for these arguments.

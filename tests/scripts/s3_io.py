@@ -10,6 +10,11 @@ Usage (credentials in env S3_KEY, S3_SECRET):
   s3_io.py ENDPOINT mpu BUCKET KEY FILE PART    multipart upload of FILE in PART-byte parts, all parts
                                                 at once; print OK, or the first error code (the upload
                                                 is aborted then)
+  s3_io.py ENDPOINT list BUCKET PREFIX MAX [DELIM [START]]
+                                                ListObjectsV2 page by page (max-keys MAX, following the
+                                                continuation token); print one line per entry, `K key`
+                                                or `P common-prefix`, then `PAGES n`. Fails on a page
+                                                over MAX lines or a truncated page without a token.
 """
 import os
 import sys
@@ -72,6 +77,30 @@ try:
         print("OK")
     elif op == "mpu":
         multipart(sys.argv[5], int(sys.argv[6]))
+    elif op == "list":
+        prefix, max_keys = key, int(sys.argv[5])
+        args = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if len(sys.argv) > 6 and sys.argv[6]:
+            args["Delimiter"] = sys.argv[6]
+        if len(sys.argv) > 7:
+            args["StartAfter"] = sys.argv[7]
+        pages, out = 0, []
+        while True:
+            r = c.list_objects_v2(**args)
+            pages += 1
+            lines = [f'K {o["Key"]}' for o in r.get("Contents", [])]
+            lines += [f'P {p["Prefix"]}' for p in r.get("CommonPrefixes", [])]
+            if len(lines) > max_keys or r["KeyCount"] != len(lines):
+                sys.exit(f"page {pages}: {len(lines)} lines, KeyCount {r['KeyCount']}, max-keys {max_keys}")
+            # Keys and prefixes come in two lists; within a page they interleave in key order.
+            out += sorted(lines, key=lambda l: l[2:].encode())
+            if not r["IsTruncated"]:
+                break
+            if not r.get("NextContinuationToken"):
+                sys.exit(f"page {pages} is truncated without a continuation token")
+            args["ContinuationToken"] = r["NextContinuationToken"]
+        sys.stdout.write("".join(l + "\n" for l in out))
+        print(f"PAGES {pages}")
     else:
         sys.exit(f"unknown operation {op}")
 except ClientError as e:

@@ -177,10 +177,13 @@ const AFTER_A_FAULT: Duration = Duration::from_secs(5);
 async fn listener_fault(gw: nimbus_e2e::Gateway, fault: ListenerFault) -> anyhow::Result<()> {
     let db_url = gw.database().context("needs PostgreSQL")?.url().to_string();
     let proxy = NetProxy::start(pg_addr(&db_url)?).await?;
-    let app = "nimbus-e2e-b-listener";
+    // Named per test: the tests of this file run at once against one PostgreSQL server, and
+    // pg_stat_activity lists the sessions of every database.
+    let app = &format!("nimbus-e2e-b-listener-{fault:?}").to_lowercase();
     let other = gw.start_sibling_with(&["--database-listen-url".into(), via(&db_url, proxy.addr(), app)?]).await?;
     eventually("B LISTENs through the proxy", AT_ONCE, || async {
-        ensure!(listening(&db_url, app).await?.len() == 1);
+        let pids = listening(&db_url, app).await?;
+        ensure!(pids.len() == 1, "B's LISTEN sessions: {pids:?}; B's log:\n{}", log_of(&other.logs));
         Ok(())
     })
     .await?;
@@ -211,8 +214,14 @@ async fn listener_fault(gw: nimbus_e2e::Gateway, fault: ListenerFault) -> anyhow
             // Every chunk through the proxy waits: B's new session takes seconds to come up,
             // and A's changes below happen before it listens.
             proxy.set_mode(Mode::Delay(Duration::from_millis(400)));
-            let pids = listening(&db_url, app).await?;
-            ensure!(pids.len() == 1, "B's LISTEN sessions: {pids:?}");
+            // On a loaded machine B may just have replaced a session whose heartbeat came late
+            // (the old one ends a moment after the new one listens): wait for exactly one.
+            let pids = eventually("B has one LISTEN session", Duration::from_secs(10), || async {
+                let pids = listening(&db_url, app).await?;
+                ensure!(pids.len() == 1, "B's LISTEN sessions: {pids:?}");
+                Ok(pids)
+            })
+            .await?;
             let mut pg = sqlx::PgConnection::connect(&db_url).await?;
             let ended: bool =
                 sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(pids[0]).fetch_one(&mut pg).await?;

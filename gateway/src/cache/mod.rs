@@ -10,6 +10,11 @@
 //! readers wait for it, then admission to memory and (in the background) to SSD. A failed or
 //! short store read never enters the cache. Any cache fault (disk full, unwritable, files
 //! deleted underneath, corruption) degrades to a miss: the store keeps serving.
+//!
+//! A fetch runs as its own task (`nimbus_blockcache::coalesce`): a reader that goes away (a
+//! client that hung up, the read-ahead of an aborted download) never takes the fetch down for
+//! the others, and when every reader of a block is gone the fetch is cancelled and its slot
+//! freed. Failures are not remembered: the next reader fetches again.
 
 pub mod warm;
 
@@ -21,10 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
 
 use crate::blocks::{DynStore, StoreError, get_verified};
+use nimbus_blockcache::coalesce::{Coalescer, Failure, Linger};
 use nimbus_blockcache::disk::{DiskError, DiskStore, OpenError, entry_size};
 use nimbus_blockcache::policy::{Admission, S3Fifo};
 
@@ -69,8 +73,6 @@ struct DiskTier {
 /// buffers) until it is sent, so this bounds cold-path memory; beyond it, readers queue.
 const STORE_FETCHES_IN_FLIGHT: usize = 16;
 
-type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<StoreError>>>>;
-
 #[derive(Default)]
 struct Counters {
     hits_mem: AtomicU64,
@@ -90,10 +92,16 @@ struct Counters {
 
 pub struct BlockCache {
     store: DynStore,
-    fetch_slots: Arc<tokio::sync::Semaphore>,
+    /// One store fetch per block in flight, at most [`STORE_FETCHES_IN_FLIGHT`] (bypassed
+    /// reads take their slots too).
+    fetches: Coalescer<Key, Bytes, Arc<StoreError>>,
+    tiers: Arc<Tiers>,
+}
+
+/// What a fetch's admission step (run by the fetch's own task) needs.
+struct Tiers {
     mem: Mutex<MemTier>,
     disk: Option<Arc<DiskTier>>,
-    inflight: Arc<Mutex<HashMap<Key, Fetch>>>,
     counters: Arc<Counters>,
 }
 
@@ -160,14 +168,19 @@ impl BlockCache {
             },
             _ => None,
         };
+        let fetches = Coalescer::with_observer(STORE_FETCHES_IN_FLIGHT, |n| {
+            metrics::gauge!("nimbus_cache_fetches_in_flight").set(n as f64);
+        });
         let cache = Self {
             store,
-            fetch_slots: Arc::new(tokio::sync::Semaphore::new(STORE_FETCHES_IN_FLIGHT)),
-            mem: Mutex::new(MemTier { policy: S3Fifo::new(cfg.mem_capacity), data: HashMap::new() }),
-            disk,
-            inflight: Arc::new(Mutex::new(HashMap::new())),
-            counters: Arc::new(Counters::default()),
+            fetches,
+            tiers: Arc::new(Tiers {
+                mem: Mutex::new(MemTier { policy: S3Fifo::new(cfg.mem_capacity), data: HashMap::new() }),
+                disk,
+                counters: Arc::new(Counters::default()),
+            }),
         };
+        metrics::gauge!("nimbus_cache_fetches_in_flight").set(0.0);
         cache.publish_sizes();
         Ok(cache)
     }
@@ -180,7 +193,7 @@ impl BlockCache {
         range: Range<usize>,
         mode: CacheMode,
     ) -> Result<Bytes, StoreError> {
-        let c = &self.counters;
+        let c = &self.tiers.counters;
         if mode == CacheMode::Bypass {
             c.bypassed.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("nimbus_cache_bypassed_total").increment(1);
@@ -188,7 +201,7 @@ impl BlockCache {
             return slice(data, range, hash);
         }
         let key = parse_key(space, hash)?;
-        if let Some(data) = self.mem_get(&key) {
+        if let Some(data) = self.tiers.mem_get(&key) {
             c.hits_mem.fetch_add(1, Ordering::Relaxed);
             let out = slice(data, range, hash)?;
             c.bytes_mem.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -196,7 +209,7 @@ impl BlockCache {
             metrics::counter!("nimbus_cache_bytes_served_total", "tier" => "mem").increment(out.len() as u64);
             return Ok(out);
         }
-        if let Some(out) = self.disk_get(&key, range.clone()).await {
+        if let Some(out) = self.tiers.disk_get(&key, range.clone()).await {
             c.hits_disk.fetch_add(1, Ordering::Relaxed);
             c.bytes_disk.fetch_add(out.len() as u64, Ordering::Relaxed);
             metrics::counter!("nimbus_cache_hits_total", "tier" => "disk").increment(1);
@@ -209,6 +222,40 @@ impl BlockCache {
         slice(data, range, hash)
     }
 
+    async fn fetch_store(&self, space: i64, hash: &str) -> Result<Bytes, StoreError> {
+        let _slot = self.fetches.slot().await;
+        fetch(self.store.clone(), self.tiers.counters.clone(), space, hash.to_string()).await
+    }
+
+    /// One store fetch per block however many readers miss on it at once; it lives on its own,
+    /// whatever happens to the readers (see the module comment).
+    async fn fetch_coalesced(&self, key: Key, space: i64, hash: &str) -> Result<Bytes, StoreError> {
+        let (store, counters, hash_owned) = (self.store.clone(), self.tiers.counters.clone(), hash.to_string());
+        let fetch = move || async move { fetch(store, counters, space, hash_owned).await.map_err(Arc::new) };
+        let tiers = self.tiers.clone();
+        // Only verified, complete blocks get here. The fetch stays registered until a tier can
+        // serve the block, so readers arriving meanwhile take its bytes instead of fetching
+        // again: at once if memory took it, else once the SSD entry is written.
+        let admit = move |data: Bytes, linger: Linger| {
+            tiers.mem_put(key, data.clone());
+            let in_mem = lock(&tiers.mem).data.contains_key(&key);
+            tiers.disk_put(key, data, (!in_mem).then_some(linger));
+            std::future::ready(())
+        };
+        match self.fetches.get(key, fetch, admit).await {
+            Ok(data) => Ok(data),
+            Err(Failure::Failed(e)) => Err(clone_err(&e)),
+            Err(Failure::Interrupted) => Err(StoreError::Remote(format!("the fetch of block {hash} was interrupted"))),
+        }
+    }
+
+    /// Store fetches registered now (running, or handing their block over to the SSD).
+    pub fn fetches_in_flight(&self) -> usize {
+        self.fetches.in_flight()
+    }
+}
+
+impl Tiers {
     fn mem_get(&self, key: &Key) -> Option<Bytes> {
         let mut mem = lock(&self.mem);
         let data = mem.data.get(key).cloned()?;
@@ -289,15 +336,15 @@ impl BlockCache {
         }
     }
 
-    /// Admits a verified block to the SSD tier in the background. With `release_fetch`, the
-    /// write also ends the block's in-flight fetch once the entry is readable; returns whether
-    /// it took that over.
-    fn disk_put(&self, key: Key, data: Bytes, release_fetch: bool) -> bool {
-        let Some(tier) = self.disk.clone() else { return false };
+    /// Admits a verified block to the SSD tier in the background. A `linger` (the block's
+    /// finished fetch, still registered) is held until the entry is readable, or dropped at
+    /// once when the block is not admitted; dropped on every path, a panic included.
+    fn disk_put(&self, key: Key, data: Bytes, linger: Option<Linger>) {
+        let Some(tier) = self.disk.clone() else { return };
         let Ok(permit) = tier.writes.clone().try_acquire_owned() else {
             self.counters.rejects.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("nimbus_cache_admission_rejects_total", "tier" => "disk").increment(1);
-            return false;
+            return;
         };
         let size = entry_size(data.len());
         let evicted = {
@@ -310,18 +357,17 @@ impl BlockCache {
                     p.1.insert(key, false);
                     evicted
                 }
-                Admission::Present => return false,
+                Admission::Present => return,
                 Admission::TooLarge => {
                     self.counters.rejects.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("nimbus_cache_admission_rejects_total", "tier" => "disk").increment(1);
-                    return false;
+                    return;
                 }
             }
         };
         self.counters.evictions_disk.fetch_add(evicted.len() as u64, Ordering::Relaxed);
         metrics::counter!("nimbus_cache_evictions_total", "tier" => "disk").increment(evicted.len() as u64);
         let counters = self.counters.clone();
-        let inflight = self.inflight.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             for k in &evicted {
@@ -350,70 +396,21 @@ impl BlockCache {
             }
             metrics::gauge!("nimbus_cache_size_bytes", "tier" => "disk").set(p.0.used() as f64);
             drop(p);
-            if release_fetch {
-                lock(&inflight).remove(&key);
-            }
+            // Readable now (or given up): readers arriving from here on find it themselves.
+            drop(linger);
         });
-        release_fetch
     }
+}
 
-    async fn fetch_store(&self, space: i64, hash: &str) -> Result<Bytes, StoreError> {
-        fetch(self.store.clone(), self.fetch_slots.clone(), self.counters.clone(), space, hash.to_string()).await
-    }
-
-    /// One store fetch per block however many readers miss on it at once.
-    async fn fetch_coalesced(&self, key: Key, space: i64, hash: &str) -> Result<Bytes, StoreError> {
-        let (fut, leader) = {
-            let mut inflight = lock(&self.inflight);
-            match inflight.get(&key) {
-                Some(f) => (f.clone(), false),
-                None => {
-                    let f = fetch(
-                        self.store.clone(),
-                        self.fetch_slots.clone(),
-                        self.counters.clone(),
-                        space,
-                        hash.to_string(),
-                    )
-                    .map(|r| r.map_err(Arc::new))
-                    .boxed()
-                    .shared();
-                    inflight.insert(key, f.clone());
-                    (f, true)
-                }
-            }
-        };
-        let result = fut.await;
-        if leader {
-            // Only verified, complete blocks are admitted. The fetch stays registered until a
-            // tier can serve the block, so readers arriving meanwhile wait for it instead of
-            // fetching again.
-            let in_mem = match &result {
-                Ok(data) => {
-                    self.mem_put(key, data.clone());
-                    lock(&self.mem).data.contains_key(&key)
-                }
-                Err(_) => true,
-            };
-            let handed_over = match &result {
-                Ok(data) => self.disk_put(key, data.clone(), !in_mem),
-                Err(_) => false,
-            };
-            if !handed_over {
-                lock(&self.inflight).remove(&key);
-            }
-        }
-        result.map_err(|e| clone_err(&e))
-    }
-
+impl BlockCache {
     /// Empties both tiers.
     pub fn purge(&self) -> Result<(), String> {
         {
-            let mut mem = lock(&self.mem);
+            let mut mem = lock(&self.tiers.mem);
             mem.policy.clear();
             mem.data.clear();
         }
-        if let Some(tier) = &self.disk {
+        if let Some(tier) = &self.tiers.disk {
             let mut p = lock(&tier.policy);
             p.0.clear();
             p.1.clear();
@@ -424,19 +421,19 @@ impl BlockCache {
     }
 
     fn publish_sizes(&self) {
-        metrics::gauge!("nimbus_cache_size_bytes", "tier" => "mem").set(lock(&self.mem).policy.used() as f64);
-        if let Some(tier) = &self.disk {
+        metrics::gauge!("nimbus_cache_size_bytes", "tier" => "mem").set(lock(&self.tiers.mem).policy.used() as f64);
+        if let Some(tier) = &self.tiers.disk {
             metrics::gauge!("nimbus_cache_size_bytes", "tier" => "disk").set(lock(&tier.policy).0.used() as f64);
         }
     }
 
     pub fn stats(&self) -> CacheStats {
-        let c = &self.counters;
+        let c = &self.tiers.counters;
         let (mem_cap, mem_used, mem_n) = {
-            let m = lock(&self.mem);
+            let m = lock(&self.tiers.mem);
             (m.policy.capacity(), m.policy.used(), m.policy.len() as u64)
         };
-        let (disk_cap, disk_used, disk_n, dir) = match &self.disk {
+        let (disk_cap, disk_used, disk_n, dir) = match &self.tiers.disk {
             Some(t) => {
                 let p = lock(&t.policy);
                 (p.0.capacity(), p.0.used(), p.0.len() as u64, Some(t.store.root().display().to_string()))
@@ -451,7 +448,7 @@ impl BlockCache {
             mem_capacity_bytes: mem_cap,
             mem_used_bytes: mem_used,
             mem_entries: mem_n,
-            disk_enabled: self.disk.is_some(),
+            disk_enabled: self.tiers.disk.is_some(),
             disk_dir: dir,
             disk_capacity_bytes: disk_cap,
             disk_used_bytes: disk_used,
@@ -474,15 +471,8 @@ impl BlockCache {
     }
 }
 
-async fn fetch(
-    store: DynStore,
-    slots: Arc<tokio::sync::Semaphore>,
-    counters: Arc<Counters>,
-    space: i64,
-    hash: String,
-) -> Result<Bytes, StoreError> {
-    // The semaphore is never closed, so acquiring only waits.
-    let _slot = slots.acquire_owned().await.map_err(|_| StoreError::Remote("shutting down".into()))?;
+/// One verified store read; the caller holds a fetch slot.
+async fn fetch(store: DynStore, counters: Arc<Counters>, space: i64, hash: String) -> Result<Bytes, StoreError> {
     let start = Instant::now();
     counters.store_fetches.fetch_add(1, Ordering::Relaxed);
     let data = get_verified(store.as_ref(), space, &hash).await?;
@@ -507,6 +497,10 @@ mod tests {
     struct Counting {
         inner: LocalStore,
         gets: AtomicU64,
+        /// Reads never answer (a store that went silent).
+        stall: AtomicBool,
+        /// Reads that fail before the store answers normally again.
+        failures: AtomicU64,
     }
 
     #[async_trait::async_trait]
@@ -518,6 +512,12 @@ mod tests {
             self.gets.fetch_add(1, Ordering::SeqCst);
             // Slow enough that concurrent readers overlap.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            if self.stall.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            if self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                return Err(StoreError::Timeout);
+            }
             self.inner.get(space, hash).await
         }
         async fn delete_space(&self, space: i64) -> crate::blocks::StoreResult<()> {
@@ -532,7 +532,12 @@ mod tests {
     }
 
     async fn setup(dir: &std::path::Path, disk: u64, mem: u64) -> anyhow::Result<(Arc<Counting>, BlockCache)> {
-        let store = Arc::new(Counting { inner: LocalStore::open(&dir.join("store")).await?, gets: AtomicU64::new(0) });
+        let store = Arc::new(Counting {
+            inner: LocalStore::open(&dir.join("store")).await?,
+            gets: AtomicU64::new(0),
+            stall: AtomicBool::new(false),
+            failures: AtomicU64::new(0),
+        });
         let cfg = CacheConfig { dir: Some(dir.join("cache")), disk_capacity: disk, mem_capacity: mem };
         let cache = BlockCache::open(store.clone(), &cfg).map_err(anyhow::Error::msg)?;
         Ok((store, cache))
@@ -565,6 +570,50 @@ mod tests {
             assert_eq!(t.await??.len(), 1 << 20);
         }
         assert_eq!(store.gets.load(Ordering::SeqCst), 1);
+        settle().await;
+        assert_eq!(cache.fetches_in_flight(), 0, "the SSD handover ended with the write");
+        Ok(())
+    }
+
+    /// Readers that give up while their blocks are fetched (a download dropped mid-body) leave
+    /// no fetch and no slot behind: more of them than there are slots, then a read still works.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abandoned_reads_never_wedge_the_cache() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
+        let mut hashes = Vec::new();
+        for i in 0..2 * STORE_FETCHES_IN_FLIGHT {
+            hashes.push(put(&store, 1, &[i as u8; 1000]).await?);
+        }
+        let later = put(&store, 1, b"read after the others gave up").await?;
+        store.stall.store(true, Ordering::SeqCst);
+        for h in &hashes {
+            let read = cache.read(1, h, 0..1000, CacheMode::Normal);
+            assert!(tokio::time::timeout(std::time::Duration::from_millis(20), read).await.is_err());
+        }
+        assert_eq!(cache.fetches_in_flight(), 0);
+        store.stall.store(false, Ordering::SeqCst);
+        let read = cache.read(1, &later, 0..29, CacheMode::Normal);
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), read).await??;
+        assert_eq!(&got[..], b"read after the others gave up");
+        // An abandoned block is fetched again by its next reader.
+        assert_eq!(cache.read(1, &hashes[0], 0..1000, CacheMode::Normal).await?.len(), 1000);
+        settle().await;
+        assert_eq!(cache.fetches_in_flight(), 0);
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn store_failures_are_not_remembered() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
+        let hash = put(&store, 1, &[7u8; 5000]).await?;
+        store.failures.store(1, Ordering::SeqCst);
+        let first = cache.read(1, &hash, 0..5000, CacheMode::Normal).await;
+        assert!(matches!(first, Err(StoreError::Timeout)), "{first:?}");
+        assert_eq!(cache.fetches_in_flight(), 0);
+        assert_eq!(cache.read(1, &hash, 0..5000, CacheMode::Normal).await?.len(), 5000);
+        assert_eq!(store.gets.load(Ordering::SeqCst), 2);
         Ok(())
     }
 

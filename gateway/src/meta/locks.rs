@@ -138,6 +138,56 @@ pub struct PropRow {
     pub xml: String,
 }
 
+/// Bounds on one node's WebDAV dead properties: clients choose them, and every PROPFIND of
+/// the node (or of its folder) reads them all.
+#[derive(Debug, Clone, Copy)]
+pub struct PropLimits {
+    /// Properties per node.
+    pub count: usize,
+    /// Bytes of one property's value (its XML).
+    pub value_bytes: usize,
+    /// Bytes of all of a node's properties (namespaces, names, prefixes and values).
+    pub total_bytes: usize,
+}
+
+impl PropLimits {
+    pub const DEFAULT: PropLimits = PropLimits { count: 64, value_bytes: 16 * 1024, total_bytes: 64 * 1024 };
+
+    /// Whether `ops` applied to the node's `stored` properties stay within the limits. A value
+    /// over `value_bytes` never fits; a node over a limit may still shrink (props stored before
+    /// the limits existed), it cannot grow. `Err`: the indexes of the set operations that do
+    /// not fit (those that add a property or a larger value).
+    pub fn check(&self, stored: &[PropRow], ops: &[PropPatch]) -> Result<(), Vec<usize>> {
+        use std::collections::BTreeMap;
+        let size = |r: &PropRow| r.ns.len() + r.name.len() + r.prefix.as_deref().map_or(0, str::len) + r.xml.len();
+        let before: BTreeMap<(&str, &str), usize> =
+            stored.iter().map(|r| ((r.ns.as_str(), r.name.as_str()), size(r))).collect();
+        let mut after = before.clone();
+        for op in ops {
+            match op {
+                PropPatch::Set(r) => after.insert((r.ns.as_str(), r.name.as_str()), size(r)),
+                PropPatch::Remove { ns, name } => after.remove(&(ns.as_str(), name.as_str())),
+            };
+        }
+        let (count, total) = (after.len(), after.values().sum::<usize>());
+        let grows = (count > self.count && count > before.len())
+            || (total > self.total_bytes && total > before.values().sum::<usize>());
+        let offending: Vec<usize> = ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op {
+                PropPatch::Set(r) if r.xml.len() > self.value_bytes => Some(i),
+                PropPatch::Set(r) if grows => {
+                    let old = before.get(&(r.ns.as_str(), r.name.as_str()));
+                    old.is_none_or(|old| size(r) > *old).then_some(i)
+                }
+                _ => None,
+            })
+            .collect();
+        if offending.is_empty() && !grows { Ok(()) } else { Err(offending) }
+    }
+}
+
 /// One step of a PROPPATCH.
 #[derive(Debug, Clone)]
 pub enum PropPatch {
@@ -259,12 +309,33 @@ impl Meta {
             .bind(node.id).fetch_all(p).await?))
     }
 
+    /// The dead properties of the node with id `node` of `space` (a listing knows the id).
+    pub async fn dav_props_of(&self, space: i64, node: i64) -> MetaResult<Vec<PropRow>> {
+        on_pool!(self, p => Ok(sqlx::query_as(
+            "SELECT d.ns, d.name, d.prefix, d.xml FROM dav_props d JOIN nodes n ON n.id = d.node_id \
+             WHERE d.node_id = $1 AND n.space_id = $2 ORDER BY d.ns, d.name")
+            .bind(node).bind(space).fetch_all(p).await?))
+    }
+
     /// Applies set and remove operations to the dead properties of the node at `path`, in
     /// order (RFC 4918 §9.2: a set then a remove of one property removes it), all or nothing.
-    pub async fn patch_dav_props(&self, space: i64, path: &RemotePath, ops: &[PropPatch]) -> MetaResult<()> {
+    /// A patch that would pass [`PropLimits`] changes nothing and yields the indexes of the
+    /// set operations that did not fit (`Ok(Err(..))`).
+    pub async fn patch_dav_props(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        ops: &[PropPatch],
+    ) -> MetaResult<Result<(), Vec<usize>>> {
         let (node, _) = self.stat(space, path).await?;
         on_pool!(self, p => {
-            let mut tx = p.begin().await?;
+            // The space lock serialises PROPPATCHes, so two cannot pass the limits together.
+            let mut tx = begin_space!(p, space)?;
+            let stored: Vec<PropRow> = sqlx::query_as("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1")
+                .bind(node.id).fetch_all(&mut *tx).await?;
+            if let Err(offending) = PropLimits::DEFAULT.check(&stored, ops) {
+                return Ok(Err(offending));
+            }
             for op in ops {
                 match op {
                     PropPatch::Remove { ns, name } => {
@@ -284,7 +355,7 @@ impl Meta {
             }
             tx.commit().await?;
         });
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Copies the dead properties of the node at `from` to the node at `to` (after a copy).
@@ -335,6 +406,34 @@ mod tests {
         assert!(conflict(&locks, "/tree/x/y", false, &["t2".into()]).is_none());
         assert!(conflict(&locks, "/", true, &["t1".into()]).is_some(), "deleting / touches t2 too");
         assert!(conflict(&locks, "/", true, &["t1".into(), "t2".into()]).is_none());
+    }
+
+    fn prop(name: &str, xml: &str) -> PropRow {
+        PropRow { ns: "urn:x".into(), name: name.into(), prefix: None, xml: xml.into() }
+    }
+
+    #[test]
+    fn dead_property_limits() {
+        let l = PropLimits { count: 3, value_bytes: 10, total_bytes: 30 };
+        let set = |n: &str, x: &str| PropPatch::Set(prop(n, x));
+        let rm = |n: &str| PropPatch::Remove { ns: "urn:x".into(), name: n.into() };
+        assert!(l.check(&[], &[set("a", "1"), set("b", "2"), set("c", "3")]).is_ok());
+        // A fourth property: the new one does not fit; replacing one in place does.
+        let full = [prop("a", "1"), prop("b", "2"), prop("c", "3")];
+        assert_eq!(l.check(&full, &[set("a", "x"), set("d", "4")]), Err(vec![1]));
+        assert!(l.check(&full, &[set("a", "x")]).is_ok());
+        assert!(l.check(&full, &[rm("a"), set("d", "4")]).is_ok(), "a removal makes room in the same patch");
+        // One value over its limit never fits, even alone.
+        assert_eq!(l.check(&[], &[set("a", &"v".repeat(11))]), Err(vec![0]));
+        // Total bytes: names and namespaces count too (urn:x + a + value = 6 + value).
+        assert!(l.check(&[], &[set("a", "123456789"), set("b", "1234")]).is_ok());
+        assert_eq!(l.check(&[], &[set("a", "1234567890"), set("b", "1234567890")]), Err(vec![0, 1]));
+        // A node already over the limits (stored before them) may shrink, not grow.
+        let over = [prop("a", "1"), prop("b", "2"), prop("c", "3"), prop("d", "4")];
+        assert!(l.check(&over, &[rm("d")]).is_ok());
+        assert!(l.check(&over, &[set("a", "0")]).is_ok());
+        assert_eq!(l.check(&over, &[set("e", "5")]), Err(vec![0]));
+        assert!(PropLimits::DEFAULT.check(&[], &[set("a", &"v".repeat(16 * 1024))]).is_ok());
     }
 
     #[test]

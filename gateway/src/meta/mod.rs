@@ -37,8 +37,8 @@ pub use hot::ChangeWatch;
 pub use locks::{LockRow, PropPatch, PropRow, lock_key};
 pub use retention::{Expired, Retention};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
-pub use s3objects::{PartRow, S3ObjectMeta, UploadRow, WALK_LIMIT, WalkRow};
-pub use tree::TrashItem;
+pub use s3objects::{PartRow, S3ObjectMeta, UploadRow};
+pub use tree::{ChildRow, TrashItem};
 pub use usage::{Limit, Usage};
 pub use users::{AuditFilter, NewAudit, UserCursor, UserOrder, UserSort, UserUpdate};
 

@@ -1,30 +1,11 @@
-//! What the S3 door keeps beyond the namespace: recursive listings, the S3 ETag and metadata
-//! of versions written through it, and multipart uploads in progress (parts are ordinary blocks of the
-//! space whose lists wait here for CompleteMultipartUpload).
+//! What the S3 door keeps beyond the namespace: a folder's children in key order for listings,
+//! the S3 ETag and metadata of versions written through it, and multipart uploads in progress
+//! (parts are ordinary blocks of the space whose lists wait here for CompleteMultipartUpload).
 
 use std::collections::HashMap;
 
-use nimbus_proto::RemotePath;
-
-use super::tree::resolve;
 use super::usage::{REFERENCED, UsageTx};
-use super::{BlockEntry, Limit, Meta, MetaError, MetaResult, Usage, begin_space, now_ms, on_pool};
-
-/// Most entries a recursive listing walks; beyond it the caller must narrow the prefix or
-/// list folder by folder with a delimiter.
-pub const WALK_LIMIT: i64 = 200_000;
-
-/// One live node under a folder, with its path relative to that folder (`a/b.txt`).
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct WalkRow {
-    pub path: String,
-    pub kind: String,
-    pub size: i64,
-    pub version_id: Option<i64>,
-    pub modified_at: i64,
-    /// Whether a folder has no live children (shown as a `name/` marker object).
-    pub empty: bool,
-}
+use super::{BlockEntry, Limit, Meta, MetaResult, NodeRow, Usage, begin_space, node_cols, now_ms, on_pool};
 
 /// What the S3 door keeps with a version it wrote.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
@@ -56,32 +37,39 @@ pub struct PartRow {
     pub created_at: i64,
 }
 
-const WALK_SQL: &str = "WITH RECURSIVE sub(id, path) AS (\
-        SELECT id, CAST('' AS TEXT) FROM nodes WHERE id = $1 \
-        UNION ALL SELECT n.id, CASE WHEN s.path = '' THEN n.name ELSE s.path || '/' || n.name END \
-        FROM nodes n JOIN sub s ON n.parent_id = s.id WHERE n.trashed_at IS NULL) \
-     SELECT s.path, n.kind, n.size, n.version_id, n.modified_at, \
-        (n.kind = 'dir' AND NOT EXISTS (SELECT 1 FROM nodes c WHERE c.parent_id = n.id AND c.trashed_at IS NULL)) AS empty \
-     FROM sub s JOIN nodes n ON n.id = s.id WHERE s.id <> $1 LIMIT $2";
+/// A folder's live children in S3 key order: by name, a folder's name followed by `/`
+/// (the `nodes_s3_order` index; names compare bytewise in both engines).
+const S3_CHILDREN_SQL: &str = concat!(
+    "SELECT ",
+    node_cols!(),
+    " FROM nodes WHERE parent_id = $1 AND space_id = $2 AND trashed_at IS NULL \
+     AND (CASE WHEN kind = 'dir' THEN name || '/' ELSE name END) >= $3 \
+     ORDER BY (CASE WHEN kind = 'dir' THEN name || '/' ELSE name END) LIMIT $4"
+);
+const S3_CHILDREN_AFTER_SQL: &str = concat!(
+    "SELECT ",
+    node_cols!(),
+    " FROM nodes WHERE parent_id = $1 AND space_id = $2 AND trashed_at IS NULL \
+     AND (CASE WHEN kind = 'dir' THEN name || '/' ELSE name END) > $3 \
+     ORDER BY (CASE WHEN kind = 'dir' THEN name || '/' ELSE name END) LIMIT $4"
+);
 
 impl Meta {
-    /// Every live node under the folder `path` (not the folder itself), in no particular
-    /// order. `Ok(None)` if `path` is not an existing folder; `Invalid` past [`WALK_LIMIT`].
-    pub async fn walk(&self, space: i64, path: &RemotePath) -> MetaResult<Option<Vec<WalkRow>>> {
-        let rows = on_pool!(self, p => {
-            let dir = match resolve!(p, space, path) {
-                Ok((n, _)) if n.is_dir() => n,
-                Ok(_) | Err(MetaError::NotFound) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            sqlx::query_as::<_, WalkRow>(WALK_SQL).bind(dir.id).bind(WALK_LIMIT + 1).fetch_all(p).await?
-        });
-        if rows.len() as i64 > WALK_LIMIT {
-            return Err(MetaError::Invalid(format!(
-                "more than {WALK_LIMIT} entries under `{path}`: list with a longer prefix or with delimiter `/`"
-            )));
-        }
-        Ok(Some(rows))
+    /// Up to `limit` live children of folder `dir` of `space` whose key piece (the name, `/`
+    /// appended for a folder) is `>= from` (`> from` unless `inclusive`), in bytewise order of
+    /// that piece: the order S3 listings walk a folder in (`doors/s3/listing.rs`).
+    pub async fn s3_children(
+        &self,
+        space: i64,
+        dir: i64,
+        from: &str,
+        inclusive: bool,
+        limit: i64,
+    ) -> MetaResult<Vec<NodeRow>> {
+        let sql = if inclusive { S3_CHILDREN_SQL } else { S3_CHILDREN_AFTER_SQL };
+        Ok(on_pool!(self, p => sqlx::query_as::<_, NodeRow>(sql)
+            .bind(dir).bind(space).bind(from).bind(limit)
+            .fetch_all(p).await?))
     }
 
     /// What the S3 door stored with these versions (versions written through other doors

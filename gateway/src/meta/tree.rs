@@ -180,6 +180,14 @@ macro_rules! trash_node {
     };
 }
 
+/// A child in a folder listing, and whether it has WebDAV dead properties.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ChildRow {
+    #[sqlx(flatten)]
+    pub node: NodeRow,
+    pub has_props: bool,
+}
+
 /// One entry of the trash as listed.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TrashItem {
@@ -220,6 +228,40 @@ impl Meta {
             }
             let rows = sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit).fetch_all(p).await?;
             Ok((rows, canon))
+        })
+    }
+
+    /// Up to `limit` live children of the folder with id `dir` (of `space`), ordered by name
+    /// key, after the key `after`, each with whether it has WebDAV dead properties: one page of
+    /// a WebDAV listing, read page by page as the answer streams out.
+    pub async fn list_children(
+        &self,
+        space: i64,
+        dir: i64,
+        after: Option<&str>,
+        limit: i64,
+    ) -> MetaResult<Vec<ChildRow>> {
+        // Two statements rather than `($3 IS NULL OR name_key > $3)`, which the planners cannot
+        // turn into an index range: every page would scan the folder from its start.
+        const FIRST: &str = concat!(
+            "SELECT ",
+            node_cols!(),
+            ", EXISTS (SELECT 1 FROM dav_props p WHERE p.node_id = nodes.id) AS has_props \
+             FROM nodes WHERE parent_id = $1 AND space_id = $2 AND trashed_at IS NULL ORDER BY name_key LIMIT $3"
+        );
+        const AFTER: &str = concat!(
+            "SELECT ",
+            node_cols!(),
+            ", EXISTS (SELECT 1 FROM dav_props p WHERE p.node_id = nodes.id) AS has_props \
+             FROM nodes WHERE parent_id = $1 AND space_id = $2 AND trashed_at IS NULL AND name_key > $4 \
+             ORDER BY name_key LIMIT $3"
+        );
+        on_pool!(self, p => {
+            let q = match after {
+                None => sqlx::query_as::<_, ChildRow>(FIRST).bind(dir).bind(space).bind(limit),
+                Some(a) => sqlx::query_as::<_, ChildRow>(AFTER).bind(dir).bind(space).bind(limit).bind(a),
+            };
+            Ok(q.fetch_all(p).await?)
         })
     }
 

@@ -4,7 +4,10 @@
 //!
 //! Blocks are immutable and addressed by BLAKE3 hash, so an entry is never stale. Every block
 //! fetched from the gateway is verified against its hash before anyone sees it; concurrent
-//! misses on one block make one fetch.
+//! misses on one block make one fetch (`nimbus_blockcache::coalesce`), which runs on its own:
+//! a reader that gives up (an interrupted read, a closed file) never ends it for the others,
+//! the last one to give up cancels it, and its slot is freed on every path. Failures are not
+//! remembered.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -12,9 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
 use nimbus_blockcache::Key;
+use nimbus_blockcache::coalesce::{Coalescer, Failure, Linger};
 use nimbus_blockcache::disk::{DiskError, DiskStore, entry_size};
 use nimbus_blockcache::policy::{Admission, S3Fifo};
 use nimbus_client::Client;
@@ -54,7 +56,6 @@ impl MemBudget {
 }
 
 type Hash = [u8; 32];
-type Fetch = Shared<BoxFuture<'static, Result<Bytes, Arc<VfsError>>>>;
 
 struct Mem {
     policy: S3Fifo<Hash>,
@@ -98,10 +99,19 @@ pub struct BlockCache {
     /// of its block waits for it instead of reading the same block from the directory again.
     loading: Mutex<HashMap<Hash, Arc<tokio::sync::Mutex<()>>>>,
     disk: Option<Arc<Disk>>,
-    inflight: Arc<Mutex<HashMap<Hash, Fetch>>>,
-    slots: Arc<tokio::sync::Semaphore>,
-    write_slots: Arc<tokio::sync::Semaphore>,
+    /// Fetches from the gateway, at most `budget.fetches` at once (a fetch keeps its slot until
+    /// its block has a directory-write slot, so blocks waiting for the disk count too).
+    fetches: Coalescer<Hash, Bytes, Arc<VfsError>>,
+    writer: DiskWriter,
     budget: MemBudget,
+    counters: Arc<Counters>,
+}
+
+/// Writes blocks to the directory tier from blocking threads, at most `budget.writes` at once.
+#[derive(Clone)]
+struct DiskWriter {
+    disk: Option<Arc<Disk>>,
+    slots: Arc<tokio::sync::Semaphore>,
     counters: Arc<Counters>,
 }
 
@@ -138,17 +148,22 @@ impl BlockCache {
             }
             _ => None,
         };
+        let counters: Arc<Counters> = Arc::default();
+        let writer = DiskWriter {
+            disk: disk.clone(),
+            slots: Arc::new(tokio::sync::Semaphore::new(budget.writes)),
+            counters: counters.clone(),
+        };
         Ok(Self {
             client,
             mem: Mutex::new(Mem { policy: S3Fifo::new(budget.tier_bytes), data: HashMap::new() }),
             ahead: Mutex::default(),
             loading: Mutex::default(),
             disk,
-            inflight: Arc::default(),
-            slots: Arc::new(tokio::sync::Semaphore::new(budget.fetches)),
-            write_slots: Arc::new(tokio::sync::Semaphore::new(budget.writes)),
+            fetches: Coalescer::new(budget.fetches),
+            writer,
             budget,
-            counters: Arc::default(),
+            counters,
         })
     }
 
@@ -162,6 +177,12 @@ impl BlockCache {
             corrupt: c.corrupt.load(Ordering::Relaxed),
             write_errors: c.write_errors.load(Ordering::Relaxed),
         }
+    }
+
+    /// Fetches from the gateway registered now (a reader waits for them, or their block is
+    /// on its way to the directory tier).
+    pub fn fetches_in_flight(&self) -> usize {
+        self.fetches.in_flight()
     }
 
     /// Bytes held by the directory tier and its bound.
@@ -256,8 +277,7 @@ impl BlockCache {
                 }
             };
         }
-        let gate = self.gate(hash);
-        let held = gate.lock().await;
+        let gate = self.gate(hash).await;
         // Whoever held the gate before may have brought the block in.
         let found = self.mem_get(&hash, false).or_else(|| self.ahead_get(&hash, true));
         let res = match found {
@@ -270,8 +290,7 @@ impl BlockCache {
         if let Ok(b) = &res {
             self.mem_put(hash, b.clone());
         }
-        drop(held);
-        self.ungate(hash, gate);
+        drop(gate);
         slice(&res?, from, to)
     }
 
@@ -280,29 +299,21 @@ impl BlockCache {
         if self.mem_get(&hash, false).is_some() || self.ahead_get(&hash, false).is_some() {
             return Ok(());
         }
-        let gate = self.gate(hash);
-        let held = gate.lock().await;
-        let res = if self.mem_get(&hash, false).is_some() || self.ahead_get(&hash, false).is_some() {
+        let _gate = self.gate(hash).await;
+        if self.mem_get(&hash, false).is_some() || self.ahead_get(&hash, false).is_some() {
             Ok(())
         } else {
             self.load(hash, len, true, 0, 0).await.map(|l| self.ahead_put(hash, l.into_bytes()))
-        };
-        drop(held);
-        self.ungate(hash, gate);
-        res
-    }
-
-    fn gate(&self, hash: Hash) -> Arc<tokio::sync::Mutex<()>> {
-        self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(hash).or_default().clone()
-    }
-
-    /// Forgets the gate once nobody else holds or waits for it (the map holds one reference,
-    /// the caller another).
-    fn ungate(&self, hash: Hash, gate: Arc<tokio::sync::Mutex<()>>) {
-        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
-        if Arc::strong_count(&gate) <= 2 {
-            loading.remove(&hash);
         }
+    }
+
+    /// Takes the block's load gate; released and forgotten when the guard drops (a cancelled
+    /// reader included).
+    async fn gate(&self, hash: Hash) -> Gated<'_> {
+        let gate = self.loading.lock().unwrap_or_else(|p| p.into_inner()).entry(hash).or_default().clone();
+        let mut g = Gated { loading: &self.loading, hash, gate, held: None };
+        g.held = Some(g.gate.clone().lock_owned().await);
+        g
     }
 
     /// From the directory tier (the range only, unless `whole`), else from the gateway.
@@ -335,7 +346,7 @@ impl BlockCache {
 
     /// Admits a block the mount itself just uploaded (its hash was computed locally).
     pub async fn admit(&self, hash: Hash, data: Bytes) {
-        self.admit_disk_background(hash, data.clone()).await;
+        self.writer.admit(hash, data.clone()).await;
         self.mem_put(hash, data);
     }
 
@@ -344,56 +355,44 @@ impl BlockCache {
         self.budget
     }
 
+    /// One verified fetch from the gateway per block however many readers miss on it.
     async fn fetch(&self, hash: Hash, len: u64) -> VfsResult<Bytes> {
-        let fut = {
-            let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-            match inflight.get(&hash) {
-                Some(f) => f.clone(),
-                None => {
-                    let client = self.client.clone();
-                    let slots = self.slots.clone();
-                    let counters = self.counters.clone();
-                    let f = async move {
-                        let _permit = slots.acquire_owned().await.map_err(|e| Arc::new(VfsError::Io(e.to_string())))?;
-                        let hex = blake3::Hash::from_bytes(hash).to_hex();
-                        let data = client.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
-                        if data.len() as u64 != len || *blake3::hash(&data).as_bytes() != hash {
-                            return Err(Arc::new(VfsError::Io(format!(
-                                "block {hex} came back corrupt from the server"
-                            ))));
-                        }
-                        counters.fetched.fetch_add(1, Ordering::Relaxed);
-                        counters.bytes_fetched.fetch_add(len, Ordering::Relaxed);
-                        Ok(data)
-                    }
-                    .boxed()
-                    .shared();
-                    inflight.insert(hash, f.clone());
-                    f
-                }
+        let (client, counters) = (self.client.clone(), self.counters.clone());
+        let fetch = move || async move {
+            let hex = blake3::Hash::from_bytes(hash).to_hex();
+            let data = client.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
+            if data.len() as u64 != len || *blake3::hash(&data).as_bytes() != hash {
+                return Err(Arc::new(VfsError::Io(format!("block {hex} came back corrupt from the server"))));
             }
+            counters.fetched.fetch_add(1, Ordering::Relaxed);
+            counters.bytes_fetched.fetch_add(len, Ordering::Relaxed);
+            Ok(data)
         };
-        let res = fut.await;
-        let first = self.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&hash).is_some();
-        match res {
-            Ok(data) => {
-                if first {
-                    // Written from a blocking thread; readers already have the bytes.
-                    self.admit_disk_background(hash, data.clone()).await;
-                }
-                Ok(data)
-            }
-            Err(e) => Err(match &*e {
+        let writer = self.writer.clone();
+        let admit = move |data: Bytes, linger: Linger| async move {
+            // Readers put the block into memory themselves; a later one need not wait for the
+            // directory write.
+            drop(linger);
+            writer.admit(hash, data).await;
+        };
+        match self.fetches.get(hash, fetch, admit).await {
+            Ok(data) => Ok(data),
+            Err(Failure::Failed(e)) => Err(match &*e {
                 VfsError::Offline => VfsError::Offline,
                 VfsError::NotFound => VfsError::NotFound,
                 other => VfsError::Io(other.to_string()),
             }),
+            Err(Failure::Interrupted) => Err(VfsError::Io("a block fetch from the server was interrupted".into())),
         }
     }
+}
 
-    async fn admit_disk_background(&self, hash: Hash, data: Bytes) {
+impl DiskWriter {
+    /// Waits for a write slot (so blocks do not pile up in memory when the disk is slower than
+    /// the gateway), then writes the block from a blocking thread.
+    async fn admit(&self, hash: Hash, data: Bytes) {
         let Some(disk) = self.disk.clone() else { return };
-        let Ok(permit) = self.write_slots.clone().acquire_owned().await else { return };
+        let Ok(permit) = self.slots.clone().acquire_owned().await else { return };
         let counters = self.counters.clone();
         let key = (0, hash);
         let evicted = {
@@ -414,6 +413,26 @@ impl BlockCache {
                 disk.index.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             }
         });
+    }
+}
+
+/// A block's load gate, held. Dropping it releases the gate and forgets it once nobody else
+/// holds or waits for it, on every path (a reader cancelled mid-load included).
+struct Gated<'a> {
+    loading: &'a Mutex<HashMap<Hash, Arc<tokio::sync::Mutex<()>>>>,
+    hash: Hash,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Gated<'_> {
+    fn drop(&mut self) {
+        drop(self.held.take());
+        let mut loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        // The map holds one reference, this guard another; any more is someone waiting.
+        if Arc::strong_count(&self.gate) <= 2 {
+            loading.remove(&self.hash);
+        }
     }
 }
 
@@ -441,9 +460,37 @@ fn slice(b: &Bytes, from: usize, to: usize) -> VfsResult<Bytes> {
 
 #[cfg(test)]
 mod tests {
-    use super::MemBudget;
+    use super::*;
 
     const MIB: u64 = 1 << 20;
+
+    /// Readers that give up on a gateway that accepts connections and never answers leave
+    /// neither a fetch nor a load gate behind, however many there are.
+    #[tokio::test]
+    async fn abandoned_reads_leave_nothing_registered() -> Result<(), Box<dyn std::error::Error>> {
+        // Connections complete in the kernel's backlog; nothing is ever read or answered.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let client = Client::new(nimbus_client::ClientOptions {
+            base_url: format!("http://{}", silent.local_addr()?),
+            ..Default::default()
+        })?;
+        let cache = BlockCache::open(client, None, 0, 64 * MIB, 4 * MIB)?;
+        for i in 0..3 * cache.budget().fetches as u8 {
+            let hash = *blake3::hash(&[i]).as_bytes();
+            // Sequential (whole-block, gated) and random readers, and read-ahead.
+            let read = async {
+                match i % 3 {
+                    0 => cache.read(hash, 1000, 0, 10, true).await.map(drop),
+                    1 => cache.read(hash, 1000, 0, 10, false).await.map(drop),
+                    _ => cache.prefetch(hash, 1000).await,
+                }
+            };
+            assert!(tokio::time::timeout(std::time::Duration::from_millis(20), read).await.is_err());
+        }
+        assert_eq!(cache.fetches_in_flight(), 0);
+        assert!(cache.loading.lock().unwrap_or_else(|p| p.into_inner()).is_empty(), "load gates left behind");
+        Ok(())
+    }
 
     #[test]
     fn cache_mem_bounds_every_block_held() {

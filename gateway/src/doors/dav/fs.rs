@@ -5,12 +5,14 @@
 //! One `SpaceFs` is built per request: it carries the space, the lock tokens the request holds
 //! (checked again by the metadata layer on every change) and what the request deletes.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::SeekFrom;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::http::StatusCode;
 use bytes::{Buf, Bytes};
 use dav_server::davpath::DavPath;
 use dav_server::fs::{
@@ -18,12 +20,13 @@ use dav_server::fs::{
 };
 use futures::{FutureExt, Stream, StreamExt};
 use nimbus_proto::RemotePath;
+use nimbus_proto::names::name_key;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::cache::CacheMode;
 use crate::error::ApiError;
-use crate::meta::{Base, CommitSpec, MetaError, NodeRow, PropPatch, PropRow};
+use crate::meta::{Base, ChildRow, CommitSpec, MetaError, NodeRow, PropPatch, PropRow, lock_key};
 use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
@@ -57,6 +60,69 @@ pub struct SpaceFs {
     pub lock_request: bool,
     /// The space's used bytes, read once per request (see [`NodeMeta::len`]).
     pub space_used: Arc<OnceLock<u64>>,
+    /// The page of the folder a PROPFIND is listing: which children have dead properties.
+    pub hints: Arc<Mutex<Hints>>,
+}
+
+/// What a listing knows about the children of the page it last read (one page: bounded).
+#[derive(Debug, Default)]
+pub struct Hints {
+    /// [`lock_key`] of the folder listed.
+    dir_key: String,
+    /// By name key.
+    children: HashMap<String, Hint>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hint {
+    node: i64,
+    has_props: bool,
+}
+
+/// Children of a folder read a page at a time from the metadata database.
+const LIST_PAGE: i64 = 1000;
+
+/// The state of a [`SpaceFs::read_dir`] stream.
+struct DirPager {
+    st: AppState,
+    space: i64,
+    dir: i64,
+    dir_key: String,
+    used: u64,
+    /// The name key of the last child read.
+    after: Option<String>,
+    buf: VecDeque<ChildRow>,
+    done: bool,
+    hints: Arc<Mutex<Hints>>,
+}
+
+impl DirPager {
+    async fn next(mut self) -> Option<(Result<Box<dyn DavDirEntry>, FsError>, DirPager)> {
+        if self.buf.is_empty() && !self.done {
+            match self.st.meta.list_children(self.space, self.dir, self.after.as_deref(), LIST_PAGE).await {
+                Ok(rows) => {
+                    self.done = (rows.len() as i64) < LIST_PAGE;
+                    self.after = rows.last().map(|r| name_key(&r.node.name));
+                    let mut hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+                    hints.dir_key.clone_from(&self.dir_key);
+                    hints.children = rows
+                        .iter()
+                        .map(|r| (name_key(&r.node.name), Hint { node: r.node.id, has_props: r.has_props }))
+                        .collect();
+                    drop(hints);
+                    self.buf.extend(rows);
+                }
+                Err(e) => {
+                    // dav-server skips a failed entry and asks again: end the listing there.
+                    self.done = true;
+                    return Some((Err(meta_error(e)), self));
+                }
+            }
+        }
+        let row = self.buf.pop_front()?.node;
+        let entry = Entry { meta: NodeMeta::of(&row, self.used), name: row.name };
+        Some((Ok(Box::new(entry) as Box<dyn DavDirEntry>), self))
+    }
 }
 
 /// The space path of a dav-server path (already decoded and checked once by the door; the
@@ -173,6 +239,26 @@ impl SpaceFs {
         held_tokens(&self.held)
     }
 
+    /// What the listing in progress knows about `path`, if it is a child of the folder listed.
+    fn hint(&self, path: &DavPath) -> Option<Hint> {
+        let p = remote(path).ok()?;
+        let (parent, name) = (p.parent()?, p.name()?);
+        let hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+        if hints.dir_key != lock_key(&parent) {
+            return None;
+        }
+        hints.children.get(&name_key(name)).copied()
+    }
+
+    /// The dead properties of `path` (by node id when a listing knows it: no path walk).
+    async fn props(&self, path: &DavPath) -> Result<Vec<PropRow>, FsError> {
+        match self.hint(path) {
+            Some(Hint { has_props: false, .. }) => Ok(Vec::new()),
+            Some(Hint { node, .. }) => self.st.meta.dav_props_of(self.space, node).await.map_err(meta_error),
+            None => self.st.meta.dav_props(self.space, &remote(path)?).await.map_err(meta_error),
+        }
+    }
+
     /// True if removing `path` is part of removing `delete_root` as one trash item.
     fn inside_delete(&self, path: &RemotePath) -> bool {
         matches!(&self.delete_root, Some(root) if path != root && path.starts_with(root))
@@ -212,29 +298,28 @@ impl DavFileSystem for SpaceFs {
         .boxed()
     }
 
+    /// A lazy stream over the folder's children, read [`LIST_PAGE`] at a time from the
+    /// metadata database as dav-server writes the answer out (it streams the multistatus
+    /// body): a folder of any size costs one page of memory.
     fn read_dir<'a>(&'a self, path: &'a DavPath, _meta: ReadDirMeta) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
         async move {
             let p = remote(path)?;
-            let used = self.space_used().await?;
-            let mut entries: Vec<Result<Box<dyn DavDirEntry>, FsError>> = Vec::new();
-            let mut after: Option<String> = None;
-            loop {
-                let (rows, _) = self
-                    .st
-                    .meta
-                    .list_dir(self.space, &p, after.as_deref(), crate::api::MAX_PAGE)
-                    .await
-                    .map_err(meta_error)?;
-                let n = rows.len();
-                after = rows.last().map(|r| nimbus_proto::names::name_key(&r.name));
-                entries.extend(rows.into_iter().map(|r| {
-                    Ok(Box::new(Entry { meta: NodeMeta::of(&r, used), name: r.name }) as Box<dyn DavDirEntry>)
-                }));
-                if (n as i64) < crate::api::MAX_PAGE {
-                    break;
-                }
+            let (dir, _) = self.st.meta.stat(self.space, &p).await.map_err(meta_error)?;
+            if !dir.is_dir() {
+                return Err(FsError::Forbidden);
             }
-            let s: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures::stream::iter(entries));
+            let pager = DirPager {
+                st: self.st.clone(),
+                space: self.space,
+                dir: dir.id,
+                dir_key: lock_key(&p),
+                used: self.space_used().await?,
+                after: None,
+                buf: VecDeque::new(),
+                done: false,
+                hints: self.hints.clone(),
+            };
+            let s: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures::stream::unfold(pager, DirPager::next));
             Ok(s)
         }
         .boxed()
@@ -301,15 +386,17 @@ impl DavFileSystem for SpaceFs {
         .boxed()
     }
 
-    fn have_props<'a>(&'a self, _path: &'a DavPath) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
-        async { true }.boxed()
+    /// False only for a child of the folder being listed that has no dead properties: a
+    /// listing of a large folder then reads no properties for most entries.
+    fn have_props<'a>(&'a self, path: &'a DavPath) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        async move { !matches!(self.hint(path), Some(Hint { has_props: false, .. })) }.boxed()
     }
 
     fn patch_props<'a>(
         &'a self,
         path: &'a DavPath,
         patch: Vec<(bool, DavProp)>,
-    ) -> FsFuture<'a, Vec<(axum::http::StatusCode, DavProp)>> {
+    ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
         async move {
             let p = remote(path)?;
             let mut ops = Vec::new();
@@ -325,12 +412,26 @@ impl DavFileSystem for SpaceFs {
                     ops.push(PropPatch::Remove { ns, name: prop.name.clone() });
                 }
             }
-            self.st.meta.patch_dav_props(self.space, &p, &ops).await.map_err(meta_error)?;
+            let applied = self.st.meta.patch_dav_props(self.space, &p, &ops).await.map_err(meta_error)?;
+            // RFC 4918 §9.2.1: a property the server has no room to record is 507, and in an
+            // all-or-nothing PROPPATCH every other one is then 424 (Failed Dependency).
+            let status = |i: usize| match &applied {
+                Ok(()) => StatusCode::OK,
+                Err(too_big) if too_big.contains(&i) || (too_big.is_empty() && patch[i].0) => {
+                    StatusCode::INSUFFICIENT_STORAGE
+                }
+                Err(_) => StatusCode::FAILED_DEPENDENCY,
+            };
+            if let Err(too_big) = &applied {
+                tracing::info!(path = %p, refused = too_big.len(), "PROPPATCH refused: dead property limits");
+            }
+            let statuses: Vec<StatusCode> = (0..patch.len()).map(status).collect();
             Ok(patch
                 .into_iter()
-                .map(|(_, mut prop)| {
+                .zip(statuses)
+                .map(|((_, mut prop), status)| {
                     prop.xml = None;
-                    (axum::http::StatusCode::OK, prop)
+                    (status, prop)
                 })
                 .collect())
         }
@@ -339,8 +440,7 @@ impl DavFileSystem for SpaceFs {
 
     fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
         async move {
-            let p = remote(path)?;
-            let rows = self.st.meta.dav_props(self.space, &p).await.map_err(meta_error)?;
+            let rows = self.props(path).await?;
             Ok(rows
                 .into_iter()
                 .map(|r| DavProp {
@@ -356,9 +456,8 @@ impl DavFileSystem for SpaceFs {
 
     fn get_prop<'a>(&'a self, path: &'a DavPath, prop: DavProp) -> FsFuture<'a, Vec<u8>> {
         async move {
-            let p = remote(path)?;
             let ns = prop.namespace.unwrap_or_default();
-            let rows = self.st.meta.dav_props(self.space, &p).await.map_err(meta_error)?;
+            let rows = self.props(path).await?;
             rows.into_iter()
                 .find(|r| r.ns == ns && r.name == prop.name)
                 .map(|r| r.xml.into_bytes())

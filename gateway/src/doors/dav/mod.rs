@@ -112,6 +112,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         source,
         lock_request: method.as_str() == "LOCK",
         space_used: Default::default(),
+        hints: Default::default(),
     };
     // PROPPATCH: dav-server accepts Windows' time properties without handing them to the file
     // system; read them here (the body is small: dav-server itself caps it at 64 KiB) and

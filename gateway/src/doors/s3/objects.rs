@@ -183,109 +183,38 @@ struct Conditions<'a> {
     if_unmodified_since: Option<&'a Timestamp>,
 }
 
-/// What a listing line needs about an object.
-struct ObjInfo {
-    size: i64,
-    modified_ms: i64,
-    etag: String,
+/// The caller's space as the listing walks it.
+struct SpaceTree<'a> {
+    meta: &'a crate::meta::Meta,
+    space: i64,
 }
 
-impl Door {
-    /// Every key under `prefix` the listing can show: with delimiter `/`, only the folder the
-    /// prefix points into (its subfolders become `name/` lines, rolled up as common
-    /// prefixes); otherwise the whole subtree, empty folders as `name/` markers.
-    async fn listing_entries(
+impl listing::Tree for SpaceTree<'_> {
+    type Info = NodeRow;
+    type Error = crate::meta::MetaError;
+    async fn children(
         &self,
-        user: &S3User,
-        prefix: &str,
-        delimiter: Option<&str>,
-    ) -> S3Result<Vec<(String, Option<ObjInfo>)>> {
-        // The folder the prefix lies in: everything up to its last `/`.
-        let dir_key = prefix.rfind('/').map_or("", |i| &prefix[..i]);
-        let dir = if dir_key.is_empty() {
-            RemotePath::root()
-        } else {
-            match RemotePath::parse(dir_key) {
-                Ok(p) if !dir_key.starts_with('/') => p,
-                // No valid folder has this name, so nothing is under it.
-                _ => return Ok(Vec::new()),
-            }
-        };
-        let base = if dir.is_root() { String::new() } else { format!("{}/", path_key(&dir)) };
-        let mut rows: Vec<(String, NodeRow)> = Vec::new();
-        let mut files: Vec<(String, i64, i64, i64)> = Vec::new(); // key, size, modified, version
-        let mut keys: Vec<(String, Option<ObjInfo>)> = Vec::new();
-        if delimiter == Some("/") {
-            let mut after: Option<String> = None;
-            loop {
-                let page = match self.state.meta.list_dir(user.id, &dir, after.as_deref(), 1000).await {
-                    Ok((page, _)) => page,
-                    Err(crate::meta::MetaError::NotFound | crate::meta::MetaError::NotADirectory(_)) => break,
-                    Err(e) => return Err(meta(e)),
-                };
-                let full = page.len() == 1000;
-                after = page.last().map(|n| nimbus_proto::names::name_key(&n.name));
-                for n in page {
-                    let key = format!("{base}{}", n.name);
-                    if !key.starts_with(prefix) && !format!("{key}/").starts_with(prefix) {
-                        continue;
-                    }
-                    rows.push((key, n));
-                }
-                if !full {
-                    break;
-                }
-                if rows.len() as i64 > crate::meta::WALK_LIMIT {
-                    return Err(s3_error!(
-                        InvalidArgument,
-                        "more than {} entries in this folder: list with a longer prefix",
-                        crate::meta::WALK_LIMIT
-                    ));
-                }
-            }
-            for (key, n) in rows {
-                if n.is_dir() {
-                    keys.push((format!("{key}/"), None));
-                } else {
-                    files.push((key, n.size, n.modified_at, n.version_id.unwrap_or(0)));
-                }
-            }
-        } else {
-            let walked = self.state.meta.walk(user.id, &dir).await.map_err(meta)?.unwrap_or_default();
-            for w in walked {
-                let key = format!("{base}{}", w.path);
-                if w.kind == "dir" {
-                    if w.empty {
-                        let marker = format!("{key}/");
-                        if marker.starts_with(prefix) {
-                            keys.push((
-                                marker,
-                                Some(ObjInfo { size: 0, modified_ms: w.modified_at, etag: String::new() }),
-                            ));
-                        }
-                    }
-                } else if key.starts_with(prefix) {
-                    files.push((key, w.size, w.modified_at, w.version_id.unwrap_or(0)));
-                }
-            }
-        }
-        let ids: Vec<i64> = files.iter().map(|f| f.3).collect();
-        let stored = self.state.meta.s3_object_meta(&ids).await.map_err(meta)?;
-        for (key, size, modified_ms, version) in files {
-            let etag = etag_for(version, stored.get(&version));
-            keys.push((key, Some(ObjInfo { size, modified_ms, etag })));
-        }
-        // Empty folder markers carry the ETag of an empty object.
-        for (_, info) in keys.iter_mut() {
-            if let Some(i) = info
-                && i.etag.is_empty()
-            {
-                i.etag = "\"d41d8cd98f00b204e9800998ecf8427e\"".into();
-            }
-        }
-        Ok(keys)
+        dir: i64,
+        from: &str,
+        inclusive: bool,
+        limit: usize,
+    ) -> Result<Vec<listing::Child<NodeRow>>, Self::Error> {
+        let rows = self.meta.s3_children(self.space, dir, from, inclusive, limit as i64).await?;
+        Ok(rows
+            .into_iter()
+            .map(|n| listing::Child { name: n.name.clone(), dir: n.is_dir().then_some(n.id), info: n })
+            .collect())
     }
+}
 
+/// The ETag of an empty object (what an empty folder's `name/` marker carries).
+const EMPTY_ETAG: &str = "\"d41d8cd98f00b204e9800998ecf8427e\"";
+
+impl Door {
+    /// One page of a listing. The walk starts in the folder the prefix points into (up to its
+    /// last `/`) and reads about as much as the page holds (see `listing.rs`): with delimiter
+    /// `/` that folder's children, otherwise its subtree in key order from where the page
+    /// starts, empty folders as `name/` markers.
     async fn list(
         &self,
         user: &S3User,
@@ -298,23 +227,57 @@ impl Door {
         if max < 0 {
             return Err(s3_error!(InvalidArgument, "max-keys cannot be negative"));
         }
-        let entries = self.listing_entries(user, prefix, delimiter).await?;
-        let page = listing::page(entries, prefix, delimiter, after, max.min(MAX_KEYS) as usize);
+        let dir_key = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        let dir = if dir_key.is_empty() {
+            Some(RemotePath::root())
+        } else {
+            // No valid folder has an invalid name, so nothing is under it.
+            RemotePath::parse(dir_key).ok().filter(|_| !dir_key.starts_with('/'))
+        };
+        let root = match dir {
+            Some(d) => match self.state.meta.stat(user.id, &d).await {
+                Ok((n, _)) if n.is_dir() => Some((n.id, d)),
+                Ok(_) | Err(crate::meta::MetaError::NotFound) => None,
+                Err(e) => return Err(meta(e)),
+            },
+            None => None,
+        };
+        let Some((root, dir)) = root else { return Ok((Vec::new(), Vec::new(), None)) };
+        let base = if dir.is_root() { String::new() } else { format!("{}/", path_key(&dir)) };
+        let tree = SpaceTree { meta: &self.state.meta, space: user.id };
+        let page = listing::page(&tree, root, &base, prefix, delimiter, after, max.min(MAX_KEYS) as usize)
+            .await
+            .map_err(meta)?;
+        let versions: Vec<i64> = page
+            .items
+            .iter()
+            .filter_map(|l| match l {
+                Listed::Object { info, marker: false, .. } => info.version_id,
+                _ => None,
+            })
+            .collect();
+        let stored = self.state.meta.s3_object_meta(&versions).await.map_err(meta)?;
         let mut objects = Vec::new();
         let mut prefixes = Vec::new();
         for line in page.items {
             match line {
-                Listed::Object(key, Some(info)) => objects.push(Object {
-                    key: Some(key),
-                    size: Some(info.size),
-                    last_modified: Some(timestamp(info.modified_ms)),
-                    e_tag: parse_etag(&info.etag),
-                    storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
-                    ..Default::default()
-                }),
-                Listed::Object(key, None) | Listed::Prefix(key) => {
-                    prefixes.push(CommonPrefix { prefix: Some(key) });
+                Listed::Object { key, info, marker } => {
+                    let (size, etag) = if marker {
+                        (0, EMPTY_ETAG.to_string())
+                    } else {
+                        let v = info.version_id.unwrap_or(0);
+                        (info.size, etag_for(v, stored.get(&v)))
+                    };
+                    objects.push(Object {
+                        key: Some(key),
+                        size: Some(size),
+                        last_modified: Some(timestamp(info.modified_at)),
+                        e_tag: parse_etag(&etag),
+                        storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+                        ..Default::default()
+                    })
                 }
+                Listed::Prefix(p) => prefixes.push(CommonPrefix { prefix: Some(p) }),
             }
         }
         Ok((objects, prefixes, page.next))
