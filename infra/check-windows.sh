@@ -7,6 +7,7 @@
 # a Windows machine is in docs/MOUNT-WINDOWS.md ("What Linux CI verifies").
 #
 #   bash infra/check-windows.sh          install what is missing, check, lint
+#   bash infra/check-windows.sh --install  only install what is missing (apt)
 #   bash infra/check-windows.sh --warm   exit 0 if the build cache holds a finished check with
 #                                        the installed toolchain (a run then takes seconds to a
 #                                        few minutes, not the cold ~20; .ci/run decides with it)
@@ -48,6 +49,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${sudo[@]}" apt-get update -qq
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 fi
+[ "${1:-}" = --install ] && exit 0
 
 # The Tauri shell embeds the desktop UI at compile time.
 bash "$ROOT/infra/desktop-ui.sh"
