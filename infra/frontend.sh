@@ -20,9 +20,10 @@ command -v npm >/dev/null 2>&1 || { log "ERROR: npm is missing (install Node.js 
 # npm writes node_modules/.package-lock.json on every install: older than the lock = stale.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "npm ci"
-    # npm 11 can reject its own lock over optional per-platform packages (rollup's) that it
-    # left out; `npm install` then installs the same locked versions.
-    npm ci --no-audit --no-fund || { log "npm ci refused the lock; npm install instead"; npm install --no-audit --no-fund; }
+    # Strict: the lock lists every platform's optional packages (rollup's, esbuild's), so
+    # `npm ci` accepts it on Linux, Windows and macOS. If it refuses, the lock is out of date:
+    # fix it (`npm install --no-audit --no-fund` and commit the lock), never install around it.
+    npm ci --no-audit --no-fund
 else
     log "node_modules is up to date with package-lock.json"
 fi

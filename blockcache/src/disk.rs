@@ -24,12 +24,12 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
 use crate::Key;
+use crate::pio::read_exact_at;
 
 pub const MAGIC: &[u8; 4] = b"NMBC";
 /// Bump when the layout changes; entries of another version are deleted at start.
@@ -212,7 +212,7 @@ impl DiskStore {
             Err(e) => return Err(e.into()),
         };
         let mut fixed = [0u8; FIXED_HEADER];
-        f.read_exact_at(&mut fixed, 0).map_err(short)?;
+        read_exact_at(&f, &mut fixed, 0).map_err(short)?;
         let h = parse_fixed(&fixed)?;
         if h.hash != key.1 {
             return Err(DiskError::Corrupt("entry holds another block"));
@@ -229,11 +229,11 @@ impl DiskStore {
         }
         let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
         let mut tags = vec![0u8; (c1 - c0 + 1) * TAG];
-        f.read_exact_at(&mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
+        read_exact_at(&f, &mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
         let start = c0 * CHUNK;
         let end = ((c1 + 1) * CHUNK).min(h.len);
         let mut buf = vec![0u8; end - start];
-        f.read_exact_at(&mut buf, (off + start) as u64).map_err(short)?;
+        read_exact_at(&f, &mut buf, (off + start) as u64).map_err(short)?;
         for (i, chunk) in buf.chunks(CHUNK).enumerate() {
             if tag(chunk) != tags[i * TAG..(i + 1) * TAG] {
                 return Err(DiskError::Corrupt("chunk checksum mismatch"));
@@ -275,7 +275,7 @@ impl DiskStore {
         let hash = *blake3::Hash::from_hex(name).ok()?.as_bytes();
         let f = File::open(path).ok()?;
         let mut fixed = [0u8; FIXED_HEADER];
-        f.read_exact_at(&mut fixed, 0).ok()?;
+        read_exact_at(&f, &mut fixed, 0).ok()?;
         let h = parse_fixed(&fixed).ok()?;
         let size = f.metadata().ok()?.len();
         (h.hash == hash && size == entry_size(h.len)).then_some(((space, hash), size))

@@ -11,6 +11,7 @@
 
 pub mod coalesce;
 pub mod disk;
+pub mod pio; // positional reads and writes on a shared file, on Unix and Windows
 pub mod policy;
 
 /// `(namespace, block hash)`: the gateway uses the space id as namespace (a hit must never

@@ -3,8 +3,9 @@
 //! and [`VfsError`]s become NTSTATUS in one function, [`ntstatus()`]. Every decision lives in
 //! the core.
 //!
-//! It cannot be built on the Linux CI machine (winfsp-sys needs MSVC, libclang and the WinFsp
-//! developer files): docs/MOUNT-WINDOWS.md says how to build it and lists what is unverified.
+//! Linux CI type-checks and lints it for `x86_64-pc-windows-msvc` (infra/check-windows.sh);
+//! linking and running it need Windows: docs/MOUNT-WINDOWS.md says how to build it there and
+//! lists what is unverified.
 //!
 //! No `unsafe` (the workspace forbids it). What that leaves out: security descriptors. The
 //! crate hands their buffers over as `&mut [c_void]`, which safe code cannot write into, so
@@ -593,9 +594,11 @@ fn mount_target(mountpoint: &Path) -> String {
     }
 }
 
-/// A WinFsp file system served by its own thread. `FileSystemHost` is not `Send`, so the
-/// thread that creates it owns it to the end: it mounts, starts the dispatcher, reports
-/// readiness, then waits for `stop` (or for the sender to go) to unmount and free it.
+/// A WinFsp file system owned by one thread from mount to unmount, like FUSE's session thread:
+/// it mounts, starts the dispatcher (WinFsp's own threads serve the calls), reports readiness,
+/// then waits for `stop` (or for the sender to go) to unmount and free it. The host is `Send`
+/// (winfsp 0.12.6: `FileSystemHost<T>` is for `T: Send`), so the thread is not required; it
+/// keeps creating, unmounting and freeing the file system in one place.
 pub(crate) struct HostThread {
     stop: std::sync::mpsc::Sender<()>,
     thread: std::thread::JoinHandle<()>,
@@ -655,7 +658,7 @@ impl HostThread {
     }
 }
 
-fn mount_host(vfs: Arc<Vfs>, rt: tokio::runtime::Handle, target: &str) -> Result<FileSystemHost<'static>, MountError> {
+fn mount_host(vfs: Arc<Vfs>, rt: tokio::runtime::Handle, target: &str) -> Result<FileSystemHost<NimbusWinFsp>, MountError> {
     let mount_err = |what: &str, e: String| MountError::Mount {
         path: target.to_string(),
         err: std::io::Error::other(format!("{what}: {e}")),

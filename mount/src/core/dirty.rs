@@ -15,9 +15,9 @@
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use nimbus_blockcache::pio::{read_exact_at, write_all_at};
 use nimbus_proto::wire::BlockRef;
 use serde::{Deserialize, Serialize};
 
@@ -177,7 +177,7 @@ impl Staged {
     /// Stores base block `b`'s bytes (clipped to the current size) and marks it present.
     pub fn fill(&mut self, b: u64, data: &[u8]) -> VfsResult<()> {
         let n = (self.block_len(b) as usize).min(data.len());
-        self.file.write_all_at(&data[..n], b * self.bs())?;
+        write_all_at(&self.file, &data[..n], b * self.bs())?;
         self.rec.present.insert(b);
         Ok(())
     }
@@ -263,7 +263,7 @@ impl Staged {
         if end > self.rec.size {
             grew |= self.resize(end)?;
         }
-        self.file.write_all_at(data, off)?;
+        write_all_at(&self.file, data, off)?;
         let bs = self.bs();
         let before = self.rec.dirty.len();
         if !data.is_empty() {
@@ -278,7 +278,7 @@ impl Staged {
     /// Reads staged bytes (the caller checks the blocks are present).
     pub fn read_at(&self, off: u64, len: usize) -> VfsResult<Vec<u8>> {
         let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, off)?;
+        read_exact_at(&self.file, &mut buf, off)?;
         Ok(buf)
     }
 
