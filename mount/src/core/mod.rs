@@ -3,10 +3,19 @@
 
 pub mod blocks;
 pub mod dirty;
+/// The in-memory gateway of the tests (`fake` feature for other crates' tests).
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+pub mod feed;
+pub mod remote;
 pub mod status;
 pub mod tree;
 pub mod types;
 pub mod vfs;
 
+pub use remote::{Remote, RemoteError, RemoteResult};
 pub use types::*;
 pub use vfs::{DirEntry, Vfs, VfsConfig, conflict_name, is_local_only};
+
+#[cfg(test)]
+mod tests;

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use nimbus_client::Client;
 use nimbus_proto::names::{RemotePath, name_key, validate_name};
 use nimbus_proto::wire::{BlockRef, ChangeOp, CommitRequest, Entry};
 
 use super::blocks::{BlockCache, parse_hash};
 use super::dirty::{RECORD_VERSION, Record, Staged};
+use super::remote::{Remote, RemoteError};
 use super::status::{Activity, Conflict};
 use super::tree::{Content, Tree, parse_time};
 use super::types::*;
@@ -66,7 +66,7 @@ pub struct DirEntry {
 }
 
 pub struct Vfs {
-    client: Client,
+    remote: Arc<dyn Remote>,
     cache: Arc<BlockCache>,
     tree: Mutex<Tree>,
     handles: Mutex<HashMap<Fh, Handle>>,
@@ -105,13 +105,13 @@ pub fn conflict_name(name: &str, host: &str, now: SystemTime) -> String {
 }
 
 impl Vfs {
-    pub fn new(client: Client, cache: Arc<BlockCache>, cfg: VfsConfig) -> Arc<Self> {
+    pub fn new(remote: Arc<dyn Remote>, cache: Arc<BlockCache>, cfg: VfsConfig) -> Arc<Self> {
         let orphans = Staged::recover(&cfg.staging_dir);
         if !orphans.is_empty() {
             tracing::info!(count = orphans.len(), "found writes of an earlier run; uploading them");
         }
         Arc::new(Self {
-            client,
+            remote,
             cache,
             tree: Mutex::new(Tree::default()),
             handles: Mutex::new(HashMap::new()),
@@ -126,8 +126,9 @@ impl Vfs {
         })
     }
 
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// The gateway this core talks to.
+    pub fn remote(&self) -> &Arc<dyn Remote> {
+        &self.remote
     }
 
     pub fn cache(&self) -> &Arc<BlockCache> {
@@ -143,7 +144,7 @@ impl Vfs {
     }
 
     /// Notes the outcome of a gateway call: transport failures flip the mount offline.
-    fn seen<T>(&self, r: Result<T, nimbus_client::Error>) -> VfsResult<T> {
+    fn seen<T>(&self, r: Result<T, RemoteError>) -> VfsResult<T> {
         match r {
             Ok(v) => {
                 self.online.store(true, Ordering::Relaxed);
@@ -161,7 +162,7 @@ impl Vfs {
 
     /// Checks the gateway answers; flips back online when it does.
     pub async fn probe(&self) -> bool {
-        let ok = self.client.info().await.is_ok();
+        let ok = self.remote.info().await.is_ok();
         if ok && !self.online.swap(true, Ordering::Relaxed) {
             tracing::info!("the gateway is reachable again");
         }
@@ -185,7 +186,7 @@ impl Vfs {
             }
             t.path(ino)?
         };
-        match self.seen(self.client.stat(&path).await) {
+        match self.seen(self.remote.stat(&path).await) {
             Ok(e) => {
                 let mut t = lock(&self.tree);
                 let parent = t.get(ino)?.parent;
@@ -234,7 +235,7 @@ impl Vfs {
             }
             t.path(parent)?.join(name)?
         };
-        match self.seen(self.client.stat(&path).await) {
+        match self.seen(self.remote.stat(&path).await) {
             Ok(e) => {
                 let mut t = lock(&self.tree);
                 let ino = t.upsert(parent, &e);
@@ -323,7 +324,7 @@ impl Vfs {
         if self.lookup(parent, &name).await.is_ok() {
             return Err(VfsError::Exists);
         }
-        let e = self.seen(self.client.mkdir(&path).await)?;
+        let e = self.seen(self.remote.mkdir(&path).await)?;
         let mut t = lock(&self.tree);
         let ino = t.upsert(parent, &e);
         let n = t.get_mut(ino)?;
@@ -378,7 +379,7 @@ impl Vfs {
                 break;
             }
             let path = lock(&self.tree).path(ino)?;
-            let page = match self.seen(self.client.list_dir_page(&path, cursor.as_deref(), Some(PAGE)).await) {
+            let page = match self.seen(self.remote.list_dir_page(&path, cursor.as_deref(), Some(PAGE)).await) {
                 Ok(p) => p,
                 Err(VfsError::Offline) => {
                     // Finish from what the cache knows.
@@ -489,7 +490,7 @@ impl Vfs {
             }
             t.path(ino)?
         };
-        let m = match self.seen(self.client.get_manifest(&path, None).await) {
+        let m = match self.seen(self.remote.get_manifest(&path).await) {
             Ok(m) => m,
             Err(VfsError::Offline) => return Ok(lock(&self.tree).get(ino)?.content.clone()),
             Err(e) => return Err(e),
@@ -1075,7 +1076,7 @@ impl Vfs {
                 let data = Bytes::from(staged.read_at(b * bs, len as usize)?);
                 let hash = blake3::hash(&data);
                 let hex = hash.to_hex().to_string();
-                self.seen(self.client.put_block(&hex, data.clone()).await)?;
+                self.seen(self.remote.put_block(&hex, data.clone()).await)?;
                 self.cache.admit(*hash.as_bytes(), data).await;
                 Ok((b, BlockRef { hash: hex, size: len }))
             })
@@ -1091,7 +1092,7 @@ impl Vfs {
             .collect::<Option<_>>()
             .ok_or_else(|| VfsError::Io(format!("{path}: a block is missing from the upload")))?;
         let req = CommitRequest { base_version: st.rec.base_version, blocks: blocks.clone(), force: false };
-        match self.seen(self.client.commit_manifest(path, &req).await) {
+        match self.seen(self.remote.commit_manifest(path, &req).await) {
             Ok(entry) => Ok(Committed::Same(entry, blocks)),
             Err(VfsError::Conflict) | Err(VfsError::Exists) => {
                 self.commit_conflict_copy(path, blocks).await.map(Committed::Conflict)
@@ -1115,7 +1116,7 @@ impl Vfs {
             };
             let target = parent.join(&candidate)?;
             let req = CommitRequest { base_version: None, blocks: blocks.clone(), force: false };
-            match self.seen(self.client.commit_manifest(&target, &req).await) {
+            match self.seen(self.remote.commit_manifest(&target, &req).await) {
                 Ok(_) => {
                     tracing::warn!(path = %path, copy = %target, "conflicting edit: kept this device's version as a conflict copy");
                     return Ok(target.to_string());
@@ -1223,7 +1224,7 @@ impl Vfs {
             (t.path(ino)?, n.remote_id.is_some())
         };
         if remote {
-            match self.seen(self.client.delete(&path).await) {
+            match self.seen(self.remote.delete(&path).await) {
                 Ok(()) | Err(VfsError::NotFound) => {}
                 Err(e) => return Err(e),
             }
@@ -1261,11 +1262,11 @@ impl Vfs {
             }
             (ino, t.path(ino)?)
         };
-        let page = self.seen(self.client.list_dir_page(&path, None, Some(1)).await)?;
+        let page = self.seen(self.remote.list_dir_page(&path, None, Some(1)).await)?;
         if !page.entries.is_empty() {
             return Err(VfsError::NotEmpty);
         }
-        self.seen(self.client.delete(&path).await)?;
+        self.seen(self.remote.delete(&path).await)?;
         lock(&self.tree).orphan(ino);
         Ok(())
     }
@@ -1301,12 +1302,12 @@ impl Vfs {
                         return Err(VfsError::NotEmpty);
                     }
                     let tpath = lock(&self.tree).path(a.ino)?;
-                    let page = self.seen(self.client.list_dir_page(&tpath, None, Some(1)).await)?;
+                    let page = self.seen(self.remote.list_dir_page(&tpath, None, Some(1)).await)?;
                     if !page.entries.is_empty() {
                         return Err(VfsError::NotEmpty);
                     }
                     // The gateway never moves onto a directory: the empty one goes first.
-                    self.seen(self.client.delete(&tpath).await)?;
+                    self.seen(self.remote.delete(&tpath).await)?;
                     lock(&self.tree).orphan(a.ino);
                 }
                 _ => {}
@@ -1343,7 +1344,7 @@ impl Vfs {
             (t.path(src)?, t.path(newparent)?.join(&newname)?, t.get(src)?.remote_id.is_some())
         };
         if remote {
-            let entry = self.seen(self.client.move_entry(&from, &to, true).await)?;
+            let entry = self.seen(self.remote.move_entry(&from, &to, true).await)?;
             let mut t = lock(&self.tree);
             t.detach(src);
             if let Some(a) = target.filter(|_| !same_node) {
@@ -1376,7 +1377,7 @@ impl Vfs {
     }
 
     pub async fn statfs(&self) -> (u64, u64) {
-        match self.seen(self.client.me().await) {
+        match self.seen(self.remote.me().await) {
             // Free is what can still be written: older versions and the trash give way to new
             // data (the gateway expires them to make room), so they do not count as taken.
             Ok(me) => {
