@@ -1094,11 +1094,29 @@ impl Vfs {
         let req = CommitRequest { base_version: st.rec.base_version, blocks: blocks.clone(), force: false };
         match self.seen(self.remote.commit_manifest(path, &req).await) {
             Ok(entry) => Ok(Committed::Same(entry, blocks)),
-            Err(VfsError::Conflict) | Err(VfsError::Exists) => {
-                self.commit_conflict_copy(path, blocks).await.map(Committed::Conflict)
-            }
+            Err(VfsError::Conflict) | Err(VfsError::Exists) => match self.already_there(path, &blocks).await? {
+                Some(entry) => Ok(Committed::Same(entry, blocks)),
+                None => self.commit_conflict_copy(path, blocks).await.map(Committed::Conflict),
+            },
             Err(e) => Err(e),
         }
+    }
+
+    /// After a refused commit: the entry at `path` if its current version is exactly `blocks`.
+    /// That is this very commit when an earlier attempt reached the server but its answer did
+    /// not come back (a timeout, a killed mount before it could drop its journal record); a
+    /// conflict copy of identical content would be noise.
+    async fn already_there(&self, path: &RemotePath, blocks: &[BlockRef]) -> VfsResult<Option<Entry>> {
+        let m = match self.seen(self.remote.get_manifest(path).await) {
+            Ok(m) => m,
+            Err(VfsError::NotFound) | Err(VfsError::IsDir) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if m.blocks != blocks {
+            return Ok(None);
+        }
+        let entry = self.seen(self.remote.stat(path).await)?;
+        Ok((entry.version == Some(m.version)).then_some(entry))
     }
 
     async fn commit_conflict_copy(&self, path: &RemotePath, blocks: Vec<BlockRef>) -> VfsResult<String> {

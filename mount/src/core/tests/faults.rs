@@ -148,6 +148,38 @@ async fn injected_conflict_on_commit_keeps_both_versions() -> anyhow::Result<()>
     Ok(())
 }
 
+/// The gateway commits but its answer never arrives (a timeout after the server acted): the
+/// retry finds its own version there and must not call it a conflict.
+#[tokio::test]
+async fn a_commit_whose_answer_was_lost_is_not_a_conflict() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "report.txt", b"one").await?;
+    let (fh, _) = rig.vfs.open(ino, WRITE).await?;
+    rig.vfs.write(fh, 0, b"two").await?;
+    rig.fake.fail_next(Call::Commit, Fault::AnswerLost);
+    assert!(matches!(rig.vfs.fsync(fh).await, Err(VfsError::Offline)));
+    assert!(rig.vfs.probe().await);
+    rig.vfs.fsync(fh).await?;
+    rig.vfs.release(fh).await?;
+    let tree = rig.fake.tree();
+    assert_eq!(tree.len(), 1, "no conflict copy: {tree:?}");
+    assert_eq!(tree.get("/report.txt"), Some(&file(b"two")));
+    assert!(rig.vfs.activity.snapshot().conflicts.is_empty());
+    // The same for a new file, and after a restart from the journal.
+    let (_, fh) = rig.vfs.create(ROOT, "new.txt", WRITE, false).await?;
+    rig.vfs.write(fh, 0, b"fresh").await?;
+    rig.fake.fail_next(Call::Commit, Fault::AnswerLost);
+    assert!(rig.vfs.fsync(fh).await.is_err());
+    drop(rig.vfs.clone());
+    let mut rig = rig;
+    rig.remount().await;
+    rig.vfs.upload_pending().await?;
+    let tree = rig.fake.tree();
+    assert_eq!(tree.get("/new.txt"), Some(&file(b"fresh")));
+    assert_eq!(tree.len(), 2, "no conflict copy: {tree:?}");
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn slow_gateway_fetches_a_block_once_for_concurrent_readers() -> anyhow::Result<()> {
     let rig = Rig::new().await;
