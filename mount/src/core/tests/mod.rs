@@ -3,6 +3,7 @@
 //! write-back journal and its recovery, `model` is the reference-model property test.
 
 mod faults;
+mod journal;
 
 use std::path::Path;
 use std::sync::Arc;
