@@ -30,7 +30,11 @@ impl Vfs {
         };
         let m = match self.seen(self.remote.get_manifest(&path).await) {
             Ok(m) => m,
-            Err(VfsError::Offline) => return Ok(lock(&self.tree).get(ino)?.content.clone()),
+            // What the cache knows, if anything: never an empty file in place of one not read
+            // yet (a copy would take it as the content, a write would commit it).
+            Err(VfsError::Offline) => {
+                return lock(&self.tree).get(ino)?.content.clone().ok_or(VfsError::Offline).map(Some);
+            }
             Err(e) => return Err(e),
         };
         let blocks = m.blocks.iter().map(|b| Ok((parse_hash(&b.hash)?, b.size))).collect::<VfsResult<Vec<_>>>()?;

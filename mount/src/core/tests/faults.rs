@@ -244,3 +244,27 @@ async fn write_back_uploads_after_close() -> anyhow::Result<()> {
     uploader.abort();
     Ok(())
 }
+
+/// A file the mount never read, while the gateway is away: opening it must say so, not show
+/// an empty file (which a copy would take as the content, and a write would commit as the
+/// whole new version once the gateway is back).
+#[tokio::test]
+async fn an_uncached_file_is_not_empty_while_offline() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    rig.fake.other_write("/f.txt", b"0123456789abcdefghij")?;
+    let ino = lookup_path(&rig.vfs, "/f.txt").await?;
+    rig.fake.set_unreachable(true);
+    assert!(matches!(rig.vfs.open(ino, READ).await, Err(VfsError::Offline)));
+    assert!(matches!(rig.vfs.open(ino, WRITE).await, Err(VfsError::Offline)));
+    let set = crate::core::SetAttr { size: Some(5), ..Default::default() };
+    assert!(matches!(rig.vfs.setattr(ino, None, set).await, Err(VfsError::Offline)));
+    assert_eq!(rig.vfs.getattr(ino).await?.size, 20);
+    // Truncating needs no old content: that works offline and goes up later.
+    let (fh, _) = rig.vfs.open(ino, OpenMode { truncate: true, ..WRITE }).await?;
+    rig.vfs.write(fh, 0, b"new").await?;
+    rig.vfs.release(fh).await?;
+    rig.fake.set_unreachable(false);
+    rig.vfs.upload_pending().await?;
+    assert_eq!(rig.fake.read("/f.txt")?, b"new");
+    Ok(())
+}
