@@ -1,7 +1,7 @@
 //! Attributes: `getattr`, `lookup` (case-insensitive, answered from the inode table while it is
 //! fresh, else by the gateway) and `setattr` (size, modification time, the read-only attribute).
 
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use nimbus_proto::names::{name_key, validate_name};
 
@@ -13,7 +13,7 @@ impl Vfs {
         let path = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
-            let local = n.staged.is_some() || n.remote_id.is_none() || n.unlinked;
+            let local = n.is_staged() || n.remote_id().is_none() || n.is_unlinked();
             if ino == ROOT || local || self.fresh(n.fetched) {
                 return Ok(n.attr(ino));
             }
@@ -22,7 +22,7 @@ impl Vfs {
         match self.seen(self.remote.stat(&path).await) {
             Ok(e) => {
                 let mut t = lock(&self.tree);
-                let parent = t.get(ino)?.parent;
+                let parent = t.get(ino)?.parent();
                 let got = t.upsert(parent, &e);
                 if got != ino {
                     // The name now belongs to another node: this one is gone.
@@ -50,7 +50,7 @@ impl Vfs {
             }
             if let Some(&ino) = p.dir.children.get(&key) {
                 let n = t.get(ino)?;
-                if n.staged.is_some() || n.remote_id.is_none() || self.fresh(n.fetched) {
+                if n.is_staged() || n.remote_id().is_none() || self.fresh(n.fetched) {
                     return Ok(n.attr(ino));
                 }
             } else if (p.dir.complete && self.fresh(p.fetched))
@@ -76,7 +76,7 @@ impl Vfs {
             Err(VfsError::NotFound) | Err(VfsError::NotDir) => {
                 let mut t = lock(&self.tree);
                 if let Some(old) = t.child(parent, name)
-                    && t.get(old).is_ok_and(|n| n.remote_id.is_some() && n.staged.is_none())
+                    && t.get(old).is_ok_and(|n| n.remote_id().is_some() && !n.is_staged())
                 {
                     t.orphan(old);
                 }
@@ -104,7 +104,7 @@ impl Vfs {
             let (kind, readonly, has_writer) = {
                 let t = lock(&self.tree);
                 let n = t.get(ino)?;
-                (n.kind, n.readonly, n.writers > 0)
+                (n.kind, n.readonly, n.writers() > 0)
             };
             if kind == Kind::Dir {
                 return Err(VfsError::IsDir);
@@ -124,9 +124,7 @@ impl Vfs {
                 }
                 let mut t = lock(&self.tree);
                 let n = t.get_mut(ino)?;
-                n.size = size;
-                n.mtime = SystemTime::now();
-                n.mtime_override = None;
+                n.changed_locally(size);
             }
             // truncate(2) on a path that nobody has open for writing: commit now.
             if !has_writer && !via_handle {
@@ -138,8 +136,7 @@ impl Vfs {
         if let Some(m) = set.mtime {
             // Kept locally (the gateway stamps versions itself) for as long as the content
             // stays the version it was set on.
-            n.mtime = m;
-            n.mtime_override = Some(m);
+            n.set_mtime(m);
         }
         Ok(n.attr(ino))
     }

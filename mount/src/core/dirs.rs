@@ -22,7 +22,7 @@ impl Vfs {
                 .dir
                 .children
                 .values()
-                .filter_map(|c| t.nodes.get(c).filter(|n| !n.unlinked).map(|n| (*c, n.name.clone())))
+                .filter_map(|c| t.nodes.get(c).filter(|n| !n.is_unlinked()).map(|n| (*c, n.name().to_string())))
                 .collect();
             v.sort_by_cached_key(|(_, name)| name_key(name));
             (v, true)
@@ -62,7 +62,7 @@ impl Vfs {
                             let have: std::collections::HashSet<Ino> = entries.iter().map(|e| e.0).collect();
                             for c in n.dir.children.values().filter(|c| !have.contains(c)) {
                                 if let Some(cn) = t.nodes.get(c) {
-                                    entries.push((*c, cn.name.clone()));
+                                    entries.push((*c, cn.name().to_string()));
                                 }
                             }
                         }
@@ -91,8 +91,8 @@ impl Vfs {
                             .filter_map(|c| {
                                 t.nodes
                                     .get(c)
-                                    .filter(|n| n.remote_id.is_none() && !n.unlinked)
-                                    .map(|n| (*c, n.name.clone()))
+                                    .filter(|n| n.remote_id().is_none() && !n.is_unlinked())
+                                    .map(|n| (*c, n.name().to_string()))
                             })
                             .collect();
                         entries.append(&mut local);
@@ -103,7 +103,7 @@ impl Vfs {
                         .map(|n| n.dir.children.values().filter(|c| !listed.contains(c)).copied().collect())
                         .unwrap_or_default();
                     for c in stale {
-                        if t.get(c).is_ok_and(|n| n.remote_id.is_some() && n.staged.is_none()) {
+                        if t.get(c).is_ok_and(|n| n.remote_id().is_some() && !n.is_staged()) {
                             t.orphan(c);
                         }
                     }

@@ -17,6 +17,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nimbus_proto::wire::BlockRef;
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,33 @@ pub struct Record {
     pub changed: bool,
 }
 
+/// Whether a staged file is still in the namespace. Changed without the staging area's lock
+/// (the inode table does it when the file leaves the namespace, deleted or replaced while
+/// still open): from then on its record is gone and never written again, or the next mount
+/// would bring the file back from it after a crash. The staging file stays for the handles
+/// still open.
+#[derive(Debug)]
+pub struct Journal {
+    record: PathBuf,
+    unlinked: AtomicBool,
+}
+
+impl Journal {
+    fn new(dir: &Path, id: &str) -> Arc<Self> {
+        Arc::new(Self { record: dir.join(format!("{id}.json")), unlinked: AtomicBool::new(false) })
+    }
+
+    /// The file left the namespace: its record goes, for good.
+    pub fn unlink(&self) {
+        self.unlinked.store(true, Ordering::SeqCst);
+        let _ = fs::remove_file(&self.record);
+    }
+
+    pub fn is_unlinked(&self) -> bool {
+        self.unlinked.load(Ordering::SeqCst)
+    }
+}
+
 pub struct Staged {
     pub id: String,
     dir: PathBuf,
@@ -52,6 +81,7 @@ pub struct Staged {
     last: Vec<u8>,
     /// Committed and deleted (or dropped): whoever was waiting for its lock must stage anew.
     discarded: bool,
+    journal: Arc<Journal>,
 }
 
 impl Staged {
@@ -69,7 +99,8 @@ impl Staged {
         file.set_len(rec.size)?;
         // The record is first written when there is something to recover (a dirty block, or
         // the close); a staging file without one is just dropped by `recover`.
-        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false })
+        let journal = Journal::new(dir, &id);
+        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false, journal })
     }
 
     /// Every staged file left by an earlier run, with its size taken from the staging file
@@ -110,7 +141,16 @@ impl Staged {
                             rec.size = len;
                         }
                     }
-                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false });
+                    let journal = Journal::new(dir, &id);
+                    out.push(Staged {
+                        id,
+                        dir: dir.to_path_buf(),
+                        file,
+                        rec,
+                        last: Vec::new(),
+                        discarded: false,
+                        journal,
+                    });
                 }
                 _ => {
                     tracing::warn!(record = %p.display(), "unreadable write-back record kept aside");
@@ -123,8 +163,9 @@ impl Staged {
 
     /// Rewrites the record (temp + rename). `durable` also syncs data and record to disk.
     pub fn persist(&mut self, durable: bool) -> VfsResult<()> {
-        if self.discarded {
-            // Never bring back the record of a staging file that is gone.
+        if self.discarded || self.journal.is_unlinked() {
+            // Never bring back the record of a staging file that is gone, or of a file that
+            // left the namespace.
             return Ok(());
         }
         let json = serde_json::to_vec(&self.rec).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
@@ -139,9 +180,18 @@ impl Staged {
             f.sync_all()?;
         }
         drop(f);
-        fs::rename(&tmp, self.dir.join(format!("{}.json", self.id)))?;
+        fs::rename(&tmp, &self.journal.record)?;
+        if self.journal.is_unlinked() {
+            // Unlinked while this was written: the record must not stay.
+            let _ = fs::remove_file(&self.journal.record);
+        }
         self.last = json;
         Ok(())
+    }
+
+    /// The part of this staging area the inode table changes without its lock.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
     }
 
     /// Deletes the staging file and its record (committed, or no longer wanted).

@@ -39,16 +39,15 @@ impl Vfs {
         let parent = t.find(&parent_path);
         let here = parent.and_then(|p| t.child(p, &name));
         let same = |t: &Tree, ino: Option<Ino>| {
-            ino.and_then(|i| t.get(i).ok()).is_some_and(|n| n.remote_id.is_some() && n.remote_id == node_id)
+            ino.and_then(|i| t.get(i).ok()).is_some_and(|n| n.remote_id().is_some() && n.remote_id() == node_id)
         };
         match op {
             ChangeOp::Update => {
                 // Membership unchanged: only the entry's attributes and content are stale.
                 if let Some(c) = here
                     && let Ok(n) = t.get_mut(c)
-                    && n.staged.is_none()
                 {
-                    n.fetched = None;
+                    n.forget_attrs();
                 }
             }
             ChangeOp::Create | ChangeOp::Mkdir | ChangeOp::Restore | ChangeOp::Move => {
@@ -57,7 +56,7 @@ impl Vfs {
                 // lookup in the directory to the gateway. (Someone else's create of the same
                 // name makes our commit conflict, which invalidates the directory then.)
                 let own_pending = op != ChangeOp::Move
-                    && here.and_then(|c| t.get(c).ok()).is_some_and(|n| n.remote_id.is_none() && !n.unlinked);
+                    && here.and_then(|c| t.get(c).ok()).is_some_and(|n| n.remote_id().is_none() && !n.is_unlinked());
                 if !own_pending
                     && !same(&t, here)
                     && let Some(p) = parent
@@ -65,9 +64,8 @@ impl Vfs {
                     t.invalidate_dir(p);
                     if let Some(c) = here
                         && let Ok(n) = t.get_mut(c)
-                        && n.staged.is_none()
                     {
-                        n.fetched = None;
+                        n.forget_attrs();
                     }
                 }
                 if let (ChangeOp::Move, Some(from)) = (op, from) {
@@ -81,17 +79,16 @@ impl Vfs {
                         // gateway can tell, so ask it (the next lookup or listing) rather than
                         // take the node out of its directory.
                         t.invalidate_dir(fparent);
-                        if let Ok(n) = t.get_mut(c)
-                            && n.staged.is_none()
-                        {
-                            n.fetched = None;
+                        if let Ok(n) = t.get_mut(c) {
+                            n.forget_attrs();
                         }
                     }
                 }
             }
             ChangeOp::Delete | ChangeOp::Purge => {
                 if let Some(c) = here
-                    && t.get(c).is_ok_and(|n| n.remote_id.is_some() && (node_id.is_none() || n.remote_id == node_id))
+                    && t.get(c)
+                        .is_ok_and(|n| n.remote_id().is_some() && (node_id.is_none() || n.remote_id() == node_id))
                 {
                     t.orphan(c);
                     if let Some(p) = parent {
@@ -108,10 +105,8 @@ impl Vfs {
         let inos: Vec<Ino> = t.nodes.keys().copied().collect();
         for i in inos {
             t.invalidate_dir(i);
-            if let Ok(n) = t.get_mut(i)
-                && n.staged.is_none()
-            {
-                n.fetched = None;
+            if let Ok(n) = t.get_mut(i) {
+                n.forget_attrs();
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use nimbus_proto::names::validate_name;
 
+use super::tree::Closed;
 use super::types::*;
 use super::vfs::{Handle, ReadAhead, Vfs, lock};
 
@@ -23,7 +24,7 @@ impl Vfs {
         let content = if mode.write || mode.truncate {
             self.stage(ino, mode.truncate).await?;
             None
-        } else if lock(&self.tree).get(ino)?.staged.is_some() {
+        } else if lock(&self.tree).get(ino)?.is_staged() {
             None
         } else {
             self.content(ino).await?
@@ -31,13 +32,9 @@ impl Vfs {
         let keep_cache = {
             let mut t = lock(&self.tree);
             let n = t.get_mut(ino)?;
-            n.open += 1;
-            if mode.write {
-                n.writers += 1;
-            }
-            n.delete_pending |= mode.delete_on_close;
-            let keep = n.staged.is_none() && n.version.is_some() && n.kernel_version == n.version;
-            n.kernel_version = if n.staged.is_none() { n.version } else { None };
+            n.opened(mode.write, mode.delete_on_close);
+            let keep = !n.is_staged() && n.version.is_some() && n.kernel_version == n.version;
+            n.kernel_version = if !n.is_staged() { n.version } else { None };
             keep
         };
         let fh = self.new_fh();
@@ -67,10 +64,8 @@ impl Vfs {
         let attr = {
             let mut t = lock(&self.tree);
             let n = t.get_mut(ino)?;
-            n.open += 1;
-            n.writers += 1;
+            n.opened(true, mode.delete_on_close);
             n.readonly = readonly;
-            n.delete_pending = mode.delete_on_close;
             n.attr(ino)
         };
         lock(&self.handles).insert(
@@ -89,7 +84,7 @@ impl Vfs {
         };
         if self.cfg.async_close {
             // Write-back: the release after the last close queues the upload.
-            let staged = lock(&self.tree).get(ino)?.staged.clone();
+            let staged = lock(&self.tree).get(ino)?.staged();
             if let Some(st) = staged {
                 st.lock().await.persist(false)?;
             }
@@ -97,7 +92,7 @@ impl Vfs {
         }
         // `echo x > f` closes a duplicate descriptor right after the open/truncate: an empty
         // file with nothing written yet is committed by the release that follows, not twice.
-        let staged = lock(&self.tree).get(ino)?.staged.clone();
+        let staged = lock(&self.tree).get(ino)?.staged();
         if let Some(st) = staged {
             let st = st.lock().await;
             if st.rec.size == 0 && st.rec.dirty.is_empty() {
@@ -123,15 +118,7 @@ impl Vfs {
         let Some(Handle::File { ino, write, .. }) = lock(&self.handles).remove(&fh) else {
             return Ok(());
         };
-        let (last, last_writer, delete) = {
-            let mut t = lock(&self.tree);
-            let n = t.get_mut(ino)?;
-            n.open = n.open.saturating_sub(1);
-            if write {
-                n.writers = n.writers.saturating_sub(1);
-            }
-            (n.open == 0, n.writers == 0, n.delete_pending && n.open == 0)
-        };
+        let Closed { last, last_writer, delete } = lock(&self.tree).get_mut(ino)?.closed(write);
         // A file deleted on close needs no upload.
         if write && last_writer && !delete && self.cfg.async_close {
             self.enqueue(ino).await?;
@@ -147,9 +134,9 @@ impl Vfs {
             let (parent, name) = {
                 let t = lock(&self.tree);
                 let n = t.get(ino)?;
-                (n.parent, n.name.clone())
+                (n.parent(), n.name().to_string())
             };
-            if !lock(&self.tree).get(ino)?.unlinked {
+            if !lock(&self.tree).get(ino)?.is_unlinked() {
                 self.unlink(parent, &name).await?;
             }
         }
@@ -157,7 +144,7 @@ impl Vfs {
             let gone = {
                 let mut t = lock(&self.tree);
                 let n = t.get_mut(ino)?;
-                if n.unlinked { n.staged.take() } else { None }
+                if n.is_unlinked() { n.end_staging() } else { None }
             };
             if let Some(st) = gone {
                 st.lock().await.discard();

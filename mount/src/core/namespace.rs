@@ -12,7 +12,7 @@ impl Vfs {
         let name = validate_name(name)?;
         let path = {
             let t = lock(&self.tree);
-            if t.child(parent, &name).is_some_and(|c| t.get(c).is_ok_and(|n| !n.unlinked)) {
+            if t.child(parent, &name).is_some_and(|c| t.get(c).is_ok_and(|n| !n.is_unlinked())) {
                 return Err(VfsError::Exists);
             }
             t.path(parent)?.join(&name)?
@@ -32,8 +32,7 @@ impl Vfs {
     }
 
     pub async fn unlink(&self, parent: Ino, name: &str) -> VfsResult<()> {
-        self.lookup(parent, name).await?;
-        let ino = lock(&self.tree).child(parent, name).ok_or(VfsError::NotFound)?;
+        let ino = self.resolve_child(parent, name).await?;
         // An upload of this file may be running: let it finish first (it may be what created
         // the file on the server), and start no other until the node is gone.
         let mut quiet = self.quiesce(ino).await;
@@ -43,7 +42,7 @@ impl Vfs {
             if n.kind == Kind::Dir {
                 return Err(VfsError::IsDir);
             }
-            (t.path(ino)?, n.remote_id.is_some())
+            (t.path(ino)?, n.remote_id().is_some())
         };
         if remote {
             match self.seen(self.remote.delete(&path).await) {
@@ -51,11 +50,8 @@ impl Vfs {
                 Err(e) => return Err(e),
             }
         }
-        let mut t = lock(&self.tree);
-        t.orphan(ino);
-        let n = t.get_mut(ino)?;
-        if n.open == 0
-            && n.staged.take().is_some()
+        let unwanted = lock(&self.tree).remove(ino);
+        if unwanted.is_some()
             && let Some(st) = quiet.as_mut()
         {
             st.discard();
@@ -63,26 +59,35 @@ impl Vfs {
         Ok(())
     }
 
+    /// The node named `name` in `parent`, looked up first (so the gateway's view is current).
+    async fn resolve_child(&self, parent: Ino, name: &str) -> VfsResult<Ino> {
+        self.lookup(parent, name).await?;
+        lock(&self.tree).child(parent, name).ok_or(VfsError::NotFound)
+    }
+
     /// Waits for any upload of the node to finish and holds its staging area, so no upload
     /// runs while a namespace change involving it is made.
     pub(super) async fn quiesce(&self, ino: Ino) -> Option<tokio::sync::OwnedMutexGuard<Staged>> {
-        let staged = lock(&self.tree).get(ino).ok()?.staged.clone()?;
+        let staged = lock(&self.tree).get(ino).ok()?.staged()?;
         Some(staged.lock_owned().await)
     }
 
     pub async fn rmdir(&self, parent: Ino, name: &str) -> VfsResult<()> {
-        self.lookup(parent, name).await?;
-        let (ino, path) = {
+        let ino = self.resolve_child(parent, name).await?;
+        if lock(&self.tree).get(ino)?.kind != Kind::Dir {
+            return Err(VfsError::NotDir);
+        }
+        self.remove_empty_dir(ino).await
+    }
+
+    /// Deletes a directory if it is empty, here and on the gateway.
+    async fn remove_empty_dir(&self, ino: Ino) -> VfsResult<()> {
+        let path = {
             let t = lock(&self.tree);
-            let ino = t.child(parent, name).ok_or(VfsError::NotFound)?;
-            if t.get(ino)?.kind != Kind::Dir {
-                return Err(VfsError::NotDir);
-            }
-            if t.get(ino)?.dir.children.values().any(|c| t.get(*c).is_ok_and(|n| n.remote_id.is_none() && !n.unlinked))
-            {
+            if t.has_local_children(ino) {
                 return Err(VfsError::NotEmpty);
             }
-            (ino, t.path(ino)?)
+            t.path(ino)?
         };
         let page = self.seen(self.remote.list_dir_page(&path, None, Some(1)).await)?;
         if !page.entries.is_empty() {
@@ -97,103 +102,60 @@ impl Vfs {
     /// A directory of any size moves with one gateway call.
     pub async fn rename(&self, parent: Ino, name: &str, newparent: Ino, newname: &str, replace: bool) -> VfsResult<()> {
         let newname = validate_name(newname)?;
-        self.lookup(parent, name).await?;
-        let src = lock(&self.tree).child(parent, name).ok_or(VfsError::NotFound)?;
+        // 1. What moves, and what it replaces (a case-only rename finds the node itself).
+        let src = self.resolve_child(parent, name).await?;
         let target = match self.lookup(newparent, &newname).await {
-            Ok(a) => Some(a),
-            Err(VfsError::NotFound) => None,
+            Ok(a) if a.ino != src => Some(a),
+            Ok(_) | Err(VfsError::NotFound) => None,
             Err(e) => return Err(e),
         };
-        let same_node = target.is_some_and(|a| a.ino == src);
-        if let Some(a) = target.filter(|_| !same_node) {
+        if let Some(target) = target {
             if !replace {
                 return Err(VfsError::Exists);
             }
             let src_kind = lock(&self.tree).get(src)?.kind;
-            match (src_kind, a.kind) {
+            match (src_kind, target.kind) {
                 (Kind::Dir, Kind::File) => return Err(VfsError::NotDir),
                 (Kind::File, Kind::Dir) => return Err(VfsError::IsDir),
-                (Kind::Dir, Kind::Dir) => {
-                    let local_children = {
-                        let t = lock(&self.tree);
-                        t.get(a.ino)?.dir.children.values().any(|c| {
-                            t.get(*c).is_ok_and(|n| !n.unlinked && (n.remote_id.is_none() || n.staged.is_some()))
-                        })
-                    };
-                    if local_children {
-                        return Err(VfsError::NotEmpty);
-                    }
-                    let tpath = lock(&self.tree).path(a.ino)?;
-                    let page = self.seen(self.remote.list_dir_page(&tpath, None, Some(1)).await)?;
-                    if !page.entries.is_empty() {
-                        return Err(VfsError::NotEmpty);
-                    }
-                    // The gateway never moves onto a directory: the empty one goes first.
-                    self.seen(self.remote.delete(&tpath).await)?;
-                    lock(&self.tree).orphan(a.ino);
-                }
-                _ => {}
+                // The gateway never moves onto a directory: the empty one goes first.
+                (Kind::Dir, Kind::Dir) => self.remove_empty_dir(target.ino).await?,
+                (Kind::File, Kind::File) => {}
             }
         }
-        // Files being written under the source go up first, so the move carries them.
-        let staged: Vec<Ino> = {
-            let t = lock(&self.tree);
-            let mut v = Vec::new();
-            let mut stack = vec![src];
-            while let Some(i) = stack.pop() {
-                if let Ok(n) = t.get(i) {
-                    if n.staged.is_some() {
-                        v.push(i);
-                    }
-                    stack.extend(n.dir.children.values().copied());
-                }
-            }
-            v
-        };
-        for i in staged {
-            let local_only = lock(&self.tree).get(i).is_ok_and(|n| is_local_only(&n.name));
+        // 2. Files being written under the source go up first, so the move carries them.
+        let staged = lock(&self.tree).staged_under(src);
+        for ino in staged {
+            let local_only = lock(&self.tree).get(ino).is_ok_and(|n| is_local_only(n.name()));
             if !local_only {
-                self.commit(i, false).await?;
+                self.commit(ino, false).await?;
             }
         }
-        // A replaced file's pending upload must neither race the move nor run after it.
-        let mut replaced = match target.filter(|a| !same_node && a.kind == Kind::File) {
-            Some(a) => self.quiesce(a.ino).await,
+        // 3. A replaced file's pending upload must neither race the move nor run after it.
+        let replaced = target.filter(|a| a.kind == Kind::File).map(|a| a.ino);
+        let mut quiet = match replaced {
+            Some(ino) => self.quiesce(ino).await,
             None => None,
         };
+        // 4. The move: on the gateway (unless the file never went there: an owner file), then
+        // in the inode table.
         let (from, to, remote) = {
             let t = lock(&self.tree);
-            (t.path(src)?, t.path(newparent)?.join(&newname)?, t.get(src)?.remote_id.is_some())
+            (t.path(src)?, t.path(newparent)?.join(&newname)?, t.get(src)?.remote_id().is_some())
         };
-        if remote {
-            let entry = self.seen(self.remote.move_entry(&from, &to, true).await)?;
-            let mut t = lock(&self.tree);
-            t.detach(src);
-            if let Some(a) = target.filter(|_| !same_node) {
-                t.orphan(a.ino);
-                if let Ok(n) = t.get_mut(a.ino)
-                    && n.open == 0
-                    && n.staged.take().is_some()
-                    && let Some(st) = replaced.as_mut()
-                {
-                    st.discard();
-                }
-            }
-            t.attach(src, newparent, &newname);
-            t.upsert(newparent, &entry);
-        } else {
-            // Never uploaded (a local-only owner file): the move is local.
-            {
-                let mut t = lock(&self.tree);
-                t.detach(src);
-                if let Some(a) = target.filter(|_| !same_node) {
-                    t.orphan(a.ino);
-                }
-                t.attach(src, newparent, &newname);
-            }
-            if !is_local_only(&newname) {
-                self.commit(src, false).await?;
-            }
+        let entry = match remote {
+            true => Some(self.seen(self.remote.move_entry(&from, &to, true).await)?),
+            false => None,
+        };
+        let unwanted = lock(&self.tree).rename(src, newparent, &newname, replaced, entry.as_ref());
+        if unwanted.is_some()
+            && let Some(st) = quiet.as_mut()
+        {
+            st.discard();
+        }
+        drop(quiet);
+        // A file that never went up (an owner file given a real name) goes up now.
+        if !remote && !is_local_only(&newname) {
+            self.commit(src, false).await?;
         }
         Ok(())
     }
@@ -206,7 +168,7 @@ impl Vfs {
         if delete && n.readonly {
             return Err(VfsError::ReadOnly);
         }
-        n.delete_pending = delete;
+        n.set_delete_pending(delete);
         Ok(())
     }
 }

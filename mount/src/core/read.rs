@@ -2,7 +2,6 @@
 //! read-ahead for sequential readers; a file with local changes reads from its staging copy.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -18,7 +17,7 @@ impl Vfs {
         let path = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
-            if n.remote_id.is_none() {
+            if n.remote_id().is_none() {
                 return Ok(None);
             }
             if let Some(c) = &n.content
@@ -39,18 +38,7 @@ impl Vfs {
         };
         let blocks = m.blocks.iter().map(|b| Ok((parse_hash(&b.hash)?, b.size))).collect::<VfsResult<Vec<_>>>()?;
         let c = Arc::new(Content { version: m.version, size: m.size, block_size: m.block_size, blocks });
-        let mut t = lock(&self.tree);
-        let n = t.get_mut(ino)?;
-        if n.staged.is_none() {
-            if n.mtime_override.is_none() || n.version != Some(m.version) {
-                n.mtime_override = None;
-                n.mtime = parse_time(&m.modified);
-            }
-            n.version = Some(m.version);
-            n.size = m.size;
-            n.fetched = Some(Instant::now());
-        }
-        n.content = Some(c.clone());
+        lock(&self.tree).get_mut(ino)?.seen_manifest(c.clone(), parse_time(&m.modified));
         Ok(Some(c))
     }
 
@@ -59,7 +47,7 @@ impl Vfs {
             Some(Handle::File { ino, content, .. }) => (*ino, content.clone()),
             _ => return Err(VfsError::BadHandle),
         };
-        let staged = lock(&self.tree).get(ino)?.staged.clone();
+        let staged = lock(&self.tree).get(ino)?.staged();
         if let Some(staged) = staged {
             return self.read_staged(&staged, off, size).await;
         }

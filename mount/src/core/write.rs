@@ -2,7 +2,6 @@
 //! on truncate), read-modify-write of partly written blocks, and `write` itself.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use nimbus_proto::wire::BlockRef;
 
@@ -50,7 +49,7 @@ impl Vfs {
         ino: Ino,
         truncate: bool,
     ) -> VfsResult<Option<Arc<tokio::sync::Mutex<Staged>>>> {
-        let existing = lock(&self.tree).get(ino)?.staged.clone();
+        let existing = lock(&self.tree).get(ino)?.staged();
         if let Some(s) = existing {
             if truncate {
                 let mut st = s.lock().await;
@@ -60,7 +59,7 @@ impl Vfs {
                 st.resize(0)?;
                 st.rec.changed = true;
                 st.persist(false)?;
-                lock(&self.tree).get_mut(ino)?.size = 0;
+                lock(&self.tree).get_mut(ino)?.staged_size(0);
             }
             return Ok(Some(s));
         }
@@ -68,7 +67,7 @@ impl Vfs {
         let mut t = lock(&self.tree);
         let path = t.path(ino)?;
         let n = t.get_mut(ino)?;
-        if let Some(s) = n.staged.clone() {
+        if let Some(s) = n.staged() {
             return Ok(Some(s));
         }
         let base_blocks: Vec<BlockRef> = match &content {
@@ -89,11 +88,12 @@ impl Vfs {
             size,
             present: Default::default(),
             dirty: Default::default(),
-            changed: truncate || n.remote_id.is_none(),
+            changed: truncate || n.remote_id().is_none(),
         };
-        let st = Arc::new(tokio::sync::Mutex::new(Staged::create(&self.cfg.staging_dir, rec)?));
-        n.size = size;
-        n.staged = Some(st.clone());
+        let st = Staged::create(&self.cfg.staging_dir, rec)?;
+        let journal = st.journal().clone();
+        let st = Arc::new(tokio::sync::Mutex::new(st));
+        n.start_staging(st.clone(), journal, size);
         Ok(Some(st))
     }
 
@@ -112,11 +112,7 @@ impl Vfs {
         }
         let size = st.rec.size;
         drop(st);
-        let mut t = lock(&self.tree);
-        let n = t.get_mut(ino)?;
-        n.size = size;
-        n.mtime = SystemTime::now();
-        n.mtime_override = None;
+        lock(&self.tree).get_mut(ino)?.changed_locally(size);
         Ok(data.len() as u32)
     }
 }

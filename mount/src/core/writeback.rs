@@ -26,7 +26,7 @@ pub(super) enum Committed {
 impl Vfs {
     /// Journals a closed file's changes and queues its upload.
     pub(super) async fn enqueue(&self, ino: Ino) -> VfsResult<()> {
-        let staged = lock(&self.tree).get(ino)?.staged.clone();
+        let staged = lock(&self.tree).get(ino)?.staged();
         let Some(st) = staged else { return Ok(()) };
         {
             let mut st = st.lock().await;
@@ -61,7 +61,7 @@ impl Vfs {
             }
             match next {
                 Some(ino) => {
-                    if lock(&self.tree).get(ino).is_ok_and(|n| n.writers > 0) {
+                    if lock(&self.tree).get(ino).is_ok_and(|n| n.writers() > 0) {
                         // Opened for writing again: its next close queues it anew.
                         continue;
                     }
@@ -93,11 +93,11 @@ impl Vfs {
         let (staged, path, local_only) = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
-            let Some(s) = n.staged.clone() else { return Ok(()) };
-            if n.unlinked {
+            let Some(s) = n.staged() else { return Ok(()) };
+            if n.is_unlinked() {
                 return Ok(());
             }
-            (s, t.path(ino)?, is_local_only(&n.name))
+            (s, t.path(ino)?, is_local_only(n.name()))
         };
         if local_only {
             return Ok(());
@@ -111,7 +111,7 @@ impl Vfs {
         let path = {
             let t = lock(&self.tree);
             match t.get(ino) {
-                Ok(n) if !n.unlinked => t.path(ino).unwrap_or(path),
+                Ok(n) if !n.is_unlinked() => t.path(ino).unwrap_or(path),
                 _ => return Ok(()),
             }
         };
@@ -119,9 +119,9 @@ impl Vfs {
             // Nothing new since the last commit; once nobody writes, the staging copy goes.
             let mut t = lock(&self.tree);
             if let Ok(n) = t.get_mut(ino)
-                && n.writers == 0
+                && n.writers() == 0
             {
-                n.staged = None;
+                n.end_staging();
                 st.discard();
             }
             return Ok(());
@@ -132,53 +132,34 @@ impl Vfs {
         self.activity.pending_add(-1);
         match result {
             Ok(Committed::Same(entry, blocks)) => {
-                let parent = lock(&self.tree).get(ino)?.parent;
-                let writers = {
-                    let mut t = lock(&self.tree);
-                    let n = t.get_mut(ino)?;
-                    let c = Arc::new(Content {
-                        version: entry.version.unwrap_or_default(),
-                        size: entry.size,
-                        block_size: st.bs(),
-                        blocks: blocks.iter().filter_map(|b| Some((parse_hash(&b.hash).ok()?, b.size))).collect(),
-                    });
-                    n.content = Some(c);
-                    n.writers
-                };
+                let content = Arc::new(Content {
+                    version: entry.version.unwrap_or_default(),
+                    size: entry.size,
+                    block_size: st.bs(),
+                    blocks: blocks.iter().filter_map(|b| Some((parse_hash(&b.hash).ok()?, b.size))).collect(),
+                });
+                // The staging copy now applies to the new version, if it stays.
                 st.rec.base_version = entry.version;
                 st.rec.base_blocks = blocks;
                 st.rec.dirty.clear();
                 st.rec.changed = false;
                 let mut t = lock(&self.tree);
-                let staged_gone = writers == 0;
-                if staged_gone {
+                let n = t.get_mut(ino)?;
+                let parent = n.parent();
+                if n.committed(entry.version, content) {
                     st.discard();
-                    if let Ok(n) = t.get_mut(ino) {
-                        n.staged = None;
-                    }
                 } else {
                     st.persist(false)?;
                 }
-                if let Ok(n) = t.get_mut(ino) {
-                    // Our own new version: a time set on it (utimens after close) stays.
-                    n.version = entry.version;
-                }
                 t.upsert(parent, &entry);
-                if let Ok(n) = t.get_mut(ino) {
-                    n.kernel_version = None;
-                }
                 Ok(())
             }
             Ok(Committed::Conflict(copy)) => {
                 st.discard();
                 let mut t = lock(&self.tree);
-                let parent = t.get(ino)?.parent;
-                if let Ok(n) = t.get_mut(ino) {
-                    n.staged = None;
-                    n.content = None;
-                    n.fetched = None;
-                    n.kernel_version = None;
-                }
+                let n = t.get_mut(ino)?;
+                let parent = n.parent();
+                n.lost_to_conflict();
                 t.invalidate_dir(parent);
                 drop(t);
                 self.activity.conflict(Conflict { path: path.to_string(), copy });
@@ -302,7 +283,7 @@ impl Vfs {
             let t = lock(&self.tree);
             t.nodes
                 .iter()
-                .filter(|(_, n)| n.staged.is_some() && n.writers == 0 && !n.unlinked)
+                .filter(|(_, n)| n.is_staged() && n.writers() == 0 && !n.is_unlinked())
                 .map(|(i, _)| *i)
                 .collect()
         };
@@ -356,7 +337,7 @@ impl Vfs {
     pub async fn pending_count(&self) -> usize {
         let live = {
             let t = lock(&self.tree);
-            t.nodes.values().filter(|n| n.staged.is_some() && !n.unlinked).count()
+            t.nodes.values().filter(|n| n.is_staged() && !n.is_unlinked()).count()
         };
         live + self.orphans.lock().await.len()
     }
@@ -365,7 +346,7 @@ impl Vfs {
     pub async fn flush_all(&self) -> VfsResult<()> {
         let all: Vec<Ino> = {
             let t = lock(&self.tree);
-            t.nodes.iter().filter(|(_, n)| n.staged.is_some() && !n.unlinked).map(|(i, _)| *i).collect()
+            t.nodes.iter().filter(|(_, n)| n.is_staged() && !n.is_unlinked()).map(|(i, _)| *i).collect()
         };
         for ino in all {
             self.commit(ino, true).await?;

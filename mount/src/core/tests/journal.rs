@@ -180,3 +180,27 @@ async fn interrupted_commits_are_made_once() -> anyhow::Result<()> {
     ensure!(files(&rig.dir.path().join("staging"))?.is_empty(), "the journal is empty");
     Ok(())
 }
+
+/// A file deleted while still open, then the mount killed: the delete was acknowledged, so the
+/// next mount must not bring the file back from its journal record (as a new file or as a
+/// conflict copy).
+#[tokio::test]
+async fn a_file_deleted_while_open_stays_deleted_after_a_crash() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "old.txt", b"v1").await?;
+    let (old_fh, _) = rig.vfs.open(ino, WRITE).await?;
+    rig.vfs.write(old_fh, 0, b"v2").await?;
+    let (_, new_fh) = rig.vfs.create(ROOT, "new.txt", WRITE, false).await?;
+    rig.vfs.write(new_fh, 0, b"never closed").await?;
+    rig.vfs.unlink(ROOT, "old.txt").await?;
+    rig.vfs.unlink(ROOT, "new.txt").await?;
+    // Still readable and writable through the open handles.
+    rig.vfs.write(old_fh, 2, b"+").await?;
+    ensure!(read_fh(&rig.vfs, old_fh).await? == b"v2+");
+    rig.remount().await;
+    rig.vfs.upload_pending().await?;
+    let tree = rig.fake.tree();
+    ensure!(tree.is_empty(), "deleted files came back: {tree:?}");
+    ensure!(files(&rig.dir.path().join("staging"))?.is_empty(), "the journal is empty");
+    Ok(())
+}
