@@ -29,19 +29,17 @@ impl Vfs {
         } else {
             self.content(ino).await?
         };
-        let keep_cache = {
+        let (keep_cache, local_changes) = {
             let mut t = lock(&self.tree);
             let n = t.get_mut(ino)?;
             n.opened(mode.write, mode.delete_on_close);
             let keep = !n.is_staged() && n.version.is_some() && n.kernel_version == n.version;
             n.kernel_version = if !n.is_staged() { n.version } else { None };
-            keep
+            (keep, n.local_changes())
         };
         let fh = self.new_fh();
-        lock(&self.handles).insert(
-            fh,
-            Handle::File { ino, write: mode.write, content, ra: ReadAhead { next_off: 0, window: 0, until: 0 } },
-        );
+        lock(&self.handles)
+            .insert(fh, Handle::File { ino, write: mode.write, content, local_changes, ra: ReadAhead::default() });
         Ok((fh, keep_cache))
     }
 
@@ -61,17 +59,15 @@ impl Vfs {
         };
         self.stage(ino, false).await?;
         let fh = self.new_fh();
-        let attr = {
+        let (attr, local_changes) = {
             let mut t = lock(&self.tree);
             let n = t.get_mut(ino)?;
             n.opened(true, mode.delete_on_close);
             n.readonly = readonly;
-            n.attr(ino)
+            (n.attr(ino), n.local_changes())
         };
-        lock(&self.handles).insert(
-            fh,
-            Handle::File { ino, write: true, content: None, ra: ReadAhead { next_off: 0, window: 0, until: 0 } },
-        );
+        lock(&self.handles)
+            .insert(fh, Handle::File { ino, write: true, content: None, local_changes, ra: ReadAhead::default() });
         Ok((attr, fh))
     }
 

@@ -43,15 +43,20 @@ impl Vfs {
     }
 
     pub async fn read(&self, fh: Fh, off: u64, size: u32) -> VfsResult<Bytes> {
-        let (ino, content) = match lock(&self.handles).get(&fh) {
-            Some(Handle::File { ino, content, .. }) => (*ino, content.clone()),
+        let (ino, content, opened_at) = match lock(&self.handles).get(&fh) {
+            Some(Handle::File { ino, content, local_changes, .. }) => (*ino, content.clone(), *local_changes),
             _ => return Err(VfsError::BadHandle),
         };
-        let staged = lock(&self.tree).get(ino)?.staged();
+        let (staged, local_changes) = {
+            let t = lock(&self.tree);
+            let n = t.get(ino)?;
+            (n.staged(), n.local_changes())
+        };
         if let Some(staged) = staged {
             return self.read_staged(&staged, off, size).await;
         }
-        let content = match content {
+        // The version this handle opened, unless this mount changed the file since.
+        let content = match content.filter(|_| opened_at == local_changes) {
             Some(c) => c,
             None => match self.content(ino).await? {
                 Some(c) => c,

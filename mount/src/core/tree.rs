@@ -54,6 +54,9 @@ pub struct Node {
     pub dir: DirState,
     pub content: Option<Arc<Content>>,
     staged: Option<(Arc<tokio::sync::Mutex<Staged>>, Arc<Journal>)>,
+    /// Bumped whenever this mount starts changing the file: handles opened before then stop
+    /// reading the version they opened.
+    local_changes: u64,
     open: u32,
     writers: u32,
     /// Removed from the namespace while still open (POSIX unlink-while-open).
@@ -93,6 +96,7 @@ impl Node {
             dir: DirState::default(),
             content: None,
             staged: None,
+            local_changes: 0,
             open: 0,
             writers: 0,
             unlinked: false,
@@ -143,7 +147,13 @@ impl Node {
             journal.unlink();
         }
         self.staged = Some((area, journal));
+        self.local_changes += 1;
         self.size = size;
+    }
+
+    /// How many times this mount started changing the file.
+    pub fn local_changes(&self) -> u64 {
+        self.local_changes
     }
 
     /// Drops the staging copy (committed, or no longer wanted); the caller discards it.

@@ -62,8 +62,23 @@ pub(super) struct ReadAhead {
 /// An open handle: a file (its mode, and the version it reads if it opened a clean file) or a
 /// directory (the listing as far as it was read).
 pub(super) enum Handle {
-    File { ino: Ino, write: bool, content: Option<Arc<Content>>, ra: ReadAhead },
-    Dir { ino: Ino, entries: Vec<(Ino, String)>, cursor: Option<String>, done: bool, generation: u64 },
+    /// `content`: the version a reader opened, which it keeps reading whatever another device
+    /// does meanwhile (close-to-open consistency), but only until this mount changes the file
+    /// (`local_changes` moved on): local writes are seen by every handle at once.
+    File {
+        ino: Ino,
+        write: bool,
+        content: Option<Arc<Content>>,
+        local_changes: u64,
+        ra: ReadAhead,
+    },
+    Dir {
+        ino: Ino,
+        entries: Vec<(Ino, String)>,
+        cursor: Option<String>,
+        done: bool,
+        generation: u64,
+    },
 }
 
 pub struct DirEntry {

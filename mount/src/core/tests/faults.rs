@@ -268,3 +268,21 @@ async fn an_uncached_file_is_not_empty_while_offline() -> anyhow::Result<()> {
     assert_eq!(rig.fake.read("/f.txt")?, b"new");
     Ok(())
 }
+
+/// A reader opened before a local writer sees the writer's bytes while they are staged, and
+/// keeps seeing them once they are committed: reads never go back to the older version.
+#[tokio::test]
+async fn a_reader_never_goes_back_to_the_version_before_a_local_write() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "f.txt", b"old content").await?;
+    let (r, _) = rig.vfs.open(ino, READ).await?;
+    assert_eq!(read_fh(&rig.vfs, r).await?, b"old content");
+    let (w, _) = rig.vfs.open(ino, WRITE).await?;
+    rig.vfs.write(w, 0, b"NEW").await?;
+    assert_eq!(read_fh(&rig.vfs, r).await?, b"NEW content", "staged bytes are visible");
+    rig.vfs.release(w).await?;
+    assert_eq!(rig.fake.read("/f.txt")?, b"NEW content");
+    assert_eq!(read_fh(&rig.vfs, r).await?, b"NEW content", "and stay visible once committed");
+    rig.vfs.release(r).await?;
+    Ok(())
+}
