@@ -26,14 +26,14 @@ impl Vfs {
                 let got = t.upsert(parent, &e);
                 if got != ino {
                     // The name now belongs to another node: this one is gone.
-                    t.orphan(ino);
+                    t.lost(ino);
                     return Err(VfsError::NotFound);
                 }
                 Ok(t.get(ino)?.attr(ino))
             }
             Err(VfsError::Offline) => Ok(lock(&self.tree).get(ino)?.attr(ino)),
             Err(VfsError::NotFound) => {
-                lock(&self.tree).orphan(ino);
+                lock(&self.tree).lost(ino);
                 Err(VfsError::NotFound)
             }
             Err(e) => Err(e),
@@ -78,7 +78,7 @@ impl Vfs {
                 if let Some(old) = t.child(parent, name)
                     && t.get(old).is_ok_and(|n| n.remote_id().is_some() && !n.is_staged())
                 {
-                    t.orphan(old);
+                    t.lost(old);
                 }
                 if let Ok(p) = t.get_mut(parent) {
                     p.dir.negative.insert(key, Instant::now());

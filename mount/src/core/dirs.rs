@@ -104,7 +104,7 @@ impl Vfs {
                         .unwrap_or_default();
                     for c in stale {
                         if t.get(c).is_ok_and(|n| n.remote_id().is_some() && !n.is_staged()) {
-                            t.orphan(c);
+                            t.lost(c);
                         }
                     }
                     if let Ok(n) = t.get_mut(ino)

@@ -398,6 +398,18 @@ impl Tree {
         }
     }
 
+    /// Not where the cache had it (the gateway has no such name there, or another node under
+    /// it): deleted, or moved by another device. Out of the namespace like an orphan, but its
+    /// gateway id stays known, so the entry found at its new place brings it back with its
+    /// inode number.
+    pub fn lost(&mut self, ino: Ino) {
+        self.detach(ino);
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.unlinked = true;
+            n.fetched = None;
+        }
+    }
+
     /// Takes `ino` out of the namespace (deleted, or replaced by a rename). Returns its
     /// staging copy if nobody has the file open any more: the caller discards it. Otherwise
     /// the open handles keep it until the last one closes.

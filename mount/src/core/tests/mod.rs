@@ -4,6 +4,7 @@
 
 mod faults;
 mod journal;
+mod regressions;
 
 use std::path::Path;
 use std::sync::Arc;
