@@ -126,9 +126,14 @@ impl Vfs {
                 let n = t.get_mut(ino)?;
                 n.changed_locally(size);
             }
-            // truncate(2) on a path that nobody has open for writing: commit now.
+            // truncate(2) on a path that nobody has open for writing: commit now. Offline,
+            // the truncation is journaled and goes up later, as a close's changes do: it
+            // happened, so it is no error.
             if !has_writer && !via_handle {
-                self.commit(ino, false).await?;
+                match self.commit(ino, false).await {
+                    Ok(()) | Err(VfsError::Offline) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         let mut t = lock(&self.tree);

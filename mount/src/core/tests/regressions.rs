@@ -2,6 +2,7 @@
 //! that showed it, written out.
 
 use super::*;
+use crate::core::SetAttr;
 
 #[tokio::test]
 async fn a_file_another_device_moved_keeps_its_inode_number() -> anyhow::Result<()> {
@@ -14,5 +15,21 @@ async fn a_file_another_device_moved_keeps_its_inode_number() -> anyhow::Result<
     assert_eq!(names(&rig.vfs, ROOT).await?, vec!["d"]);
     assert_eq!(rig.vfs.lookup(d, "a.txt").await?.ino, ino);
     assert_eq!(read_all(&rig.vfs, ino).await?, b"body");
+    Ok(())
+}
+
+#[tokio::test]
+async fn truncate_by_path_while_the_gateway_is_away_is_journaled_not_an_error() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "f.txt", b"hello").await?;
+    rig.fake.set_unreachable(true);
+    // truncate(2): the file is truncated here, so the call succeeded; the upload waits.
+    let attr = rig.vfs.setattr(ino, None, SetAttr { size: Some(1), ..Default::default() }).await?;
+    assert_eq!(attr.size, 1);
+    assert_eq!(rig.vfs.pending_count().await, 1);
+    rig.fake.set_unreachable(false);
+    assert!(rig.vfs.probe().await);
+    rig.vfs.upload_pending().await?;
+    assert_eq!(rig.fake.read("/f.txt")?, b"h");
     Ok(())
 }
