@@ -15,7 +15,15 @@ impl Vfs {
         if n.kind != Kind::Dir {
             return Err(VfsError::NotDir);
         }
-        let use_cache = n.dir.complete && (self.fresh(n.fetched) || ino == ROOT && self.fresh(Some(Instant::now())));
+        // A listing shows each entry's attributes (WinFsp passes them on as they are), so one
+        // whose attributes a change made stale sends the listing to the gateway.
+        let attrs_fresh = n.dir.children.values().all(|c| {
+            t.nodes
+                .get(c)
+                .is_none_or(|c| c.is_unlinked() || c.is_staged() || c.remote_id().is_none() || self.fresh(c.fetched))
+        });
+        let use_cache =
+            n.dir.complete && attrs_fresh && (self.fresh(n.fetched) || ino == ROOT && self.fresh(Some(Instant::now())));
         let offline = !self.is_online();
         let (entries, done) = if use_cache || offline {
             let mut v: Vec<(Ino, String)> = n

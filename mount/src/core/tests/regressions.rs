@@ -4,6 +4,13 @@
 use super::*;
 use crate::core::SetAttr;
 
+async fn listing(vfs: &Vfs, dir: Ino) -> VfsResult<Vec<(String, u64)>> {
+    let fh = vfs.opendir(dir)?;
+    let entries = vfs.readdir(fh, 0, 10_000).await;
+    vfs.releasedir(fh);
+    Ok(entries?.into_iter().map(|e| (e.name, e.attr.size)).collect())
+}
+
 #[tokio::test]
 async fn a_file_another_device_moved_keeps_its_inode_number() -> anyhow::Result<()> {
     let mut rig = Rig::new().await;
@@ -31,5 +38,16 @@ async fn truncate_by_path_while_the_gateway_is_away_is_journaled_not_an_error() 
     assert!(rig.vfs.probe().await);
     rig.vfs.upload_pending().await?;
     assert_eq!(rig.fake.read("/f.txt")?, b"h");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_listing_shows_the_size_another_device_wrote() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    write_file(&rig.vfs, ROOT, "a.txt", b"x").await?;
+    assert_eq!(listing(&rig.vfs, ROOT).await?, vec![("a.txt".to_string(), 1)]);
+    rig.fake.other_write("/a.txt", b"other device")?;
+    rig.feed().await;
+    assert_eq!(listing(&rig.vfs, ROOT).await?, vec![("a.txt".to_string(), 12)]);
     Ok(())
 }
