@@ -104,6 +104,10 @@ impl Vfs {
         let newname = validate_name(newname)?;
         // 1. What moves, and what it replaces (a case-only rename finds the node itself).
         let src = self.resolve_child(parent, name).await?;
+        if lock(&self.tree).is_within(newparent, src) {
+            // Checked before anything changes (the target could be an empty folder in there).
+            return Err(VfsError::Invalid("a folder cannot move into itself".into()));
+        }
         let target = match self.lookup(newparent, &newname).await {
             Ok(a) if a.ino != src => Some(a),
             Ok(_) | Err(VfsError::NotFound) => None,

@@ -449,6 +449,21 @@ impl Tree {
         })
     }
 
+    /// Whether `ino` is `ancestor` or below it.
+    pub fn is_within(&self, ino: Ino, ancestor: Ino) -> bool {
+        let mut cur = ino;
+        for _ in 0..4096 {
+            if cur == ancestor {
+                return true;
+            }
+            match self.nodes.get(&cur) {
+                Some(n) if cur != ROOT => cur = n.parent,
+                _ => return false,
+            }
+        }
+        false
+    }
+
     /// Every node at or below `ino` with a staging copy.
     pub fn staged_under(&self, ino: Ino) -> Vec<Ino> {
         let mut found = Vec::new();

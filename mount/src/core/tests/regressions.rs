@@ -2,7 +2,8 @@
 //! that showed it, written out.
 
 use super::*;
-use crate::core::SetAttr;
+use crate::core::fake::Item;
+use crate::core::{SetAttr, VfsError};
 
 async fn listing(vfs: &Vfs, dir: Ino) -> VfsResult<Vec<(String, u64)>> {
     let fh = vfs.opendir(dir)?;
@@ -49,5 +50,20 @@ async fn a_listing_shows_the_size_another_device_wrote() -> anyhow::Result<()> {
     rig.fake.other_write("/a.txt", b"other device")?;
     rig.feed().await;
     assert_eq!(listing(&rig.vfs, ROOT).await?, vec![("a.txt".to_string(), 12)]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn moving_a_folder_into_itself_is_refused_before_anything_changes() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    let e = rig.vfs.mkdir(ROOT, "e").await?.ino;
+    rig.vfs.mkdir(e, "d").await?;
+    // Onto an empty folder inside itself, replacing: EINVAL, and that folder stays.
+    let r = rig.vfs.rename(ROOT, "e", e, "d", true).await;
+    assert!(matches!(r, Err(VfsError::Invalid(_))), "{r:?}");
+    let r = rig.vfs.rename(ROOT, "e", e, "x", false).await;
+    assert!(matches!(r, Err(VfsError::Invalid(_))), "{r:?}");
+    assert_eq!(rig.fake.tree().get("/e/d"), Some(&Item::Dir));
+    assert_eq!(names(&rig.vfs, e).await?, vec!["d"]);
     Ok(())
 }
