@@ -142,13 +142,23 @@ impl Vfs {
         };
         // 4. The move: on the gateway (unless the file never went there: an owner file), then
         // in the inode table.
-        let (from, to, remote) = {
+        let (from, to, remote, replaced_remote) = {
             let t = lock(&self.tree);
-            (t.path(src)?, t.path(newparent)?.join(&newname)?, t.get(src)?.remote_id().is_some())
+            let replaced_remote = replaced.filter(|r| t.get(*r).is_ok_and(|n| n.remote_id().is_some()));
+            (t.path(src)?, t.path(newparent)?.join(&newname)?, t.get(src)?.remote_id().is_some(), replaced_remote)
         };
-        let entry = match remote {
-            true => Some(self.seen(self.remote.move_entry(&from, &to, true).await)?),
-            false => None,
+        let entry = if remote {
+            Some(self.seen(self.remote.move_entry(&from, &to, true).await)?)
+        } else {
+            // The file goes up after the move, under the new name: the one it replaces goes
+            // first (to the trash, as the gateway's move would put it).
+            if replaced_remote.is_some() {
+                match self.seen(self.remote.delete(&to).await) {
+                    Ok(()) | Err(VfsError::NotFound) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            None
         };
         let unwanted = lock(&self.tree).rename(src, newparent, &newname, replaced, entry.as_ref());
         if unwanted.is_some()

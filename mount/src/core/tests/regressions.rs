@@ -67,3 +67,16 @@ async fn moving_a_folder_into_itself_is_refused_before_anything_changes() -> any
     assert_eq!(names(&rig.vfs, e).await?, vec!["d"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn an_owner_file_renamed_onto_an_uploaded_file_replaces_it() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    write_file(&rig.vfs, ROOT, "doc.docx", b"old").await?;
+    // Never uploaded (an Office owner file), then given the real file's name.
+    write_file(&rig.vfs, ROOT, "~$doc.docx", b"new").await?;
+    rig.vfs.rename(ROOT, "~$doc.docx", ROOT, "doc.docx", true).await?;
+    assert_eq!(rig.fake.read("/doc.docx")?, b"new");
+    assert_eq!(rig.fake.tree().len(), 1, "no conflict copy: {:?}", rig.fake.tree());
+    assert_eq!(names(&rig.vfs, ROOT).await?, vec!["doc.docx"]);
+    Ok(())
+}
