@@ -167,9 +167,13 @@ impl Vfs {
             st.discard();
         }
         drop(quiet);
-        // A file that never went up (an owner file given a real name) goes up now.
+        // A file that never went up (an owner file given a real name) goes up now; offline it
+        // waits in the journal like any closed file (the rename itself is done).
         if !remote && !is_local_only(&newname) {
-            self.commit(src, false).await?;
+            match self.commit(src, false).await {
+                Ok(()) | Err(VfsError::Offline) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }

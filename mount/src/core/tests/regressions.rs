@@ -80,3 +80,18 @@ async fn an_owner_file_renamed_onto_an_uploaded_file_replaces_it() -> anyhow::Re
     assert_eq!(names(&rig.vfs, ROOT).await?, vec!["doc.docx"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn renaming_an_owner_file_while_the_gateway_is_away_succeeds_and_uploads_later() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    write_file(&rig.vfs, ROOT, "~$doc.docx", b"kept").await?;
+    rig.fake.set_unreachable(true);
+    // The rename is made here (the file was never on the gateway): no error.
+    rig.vfs.rename(ROOT, "~$doc.docx", ROOT, "doc.docx", true).await?;
+    assert_eq!(names(&rig.vfs, ROOT).await?, vec!["doc.docx"]);
+    rig.fake.set_unreachable(false);
+    assert!(rig.vfs.probe().await);
+    rig.vfs.upload_pending().await?;
+    assert_eq!(rig.fake.read("/doc.docx")?, b"kept");
+    Ok(())
+}
