@@ -167,12 +167,37 @@ impl Vfs {
             st.discard();
         }
         drop(quiet);
+        if let Err(e) = self.repoint_records(src).await {
+            // The rename is made (an error would say otherwise); until these files' next
+            // upload, only a crash would send them to their old paths.
+            tracing::warn!(error = %e, "could not update the journal records of renamed files");
+        }
         // A file that never went up (an owner file given a real name) goes up now; offline it
         // waits in the journal like any closed file (the rename itself is done).
         if !remote && !is_local_only(&newname) {
             match self.commit(src, false).await {
                 Ok(()) | Err(VfsError::Offline) => {}
                 Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The journal records of the files with changes at or below `top` name their paths as
+    /// they are now (after a rename), or a crash would bring them back at the old ones.
+    async fn repoint_records(&self, top: Ino) -> VfsResult<()> {
+        let staged: Vec<_> = {
+            let t = lock(&self.tree);
+            t.staged_under(top)
+                .into_iter()
+                .filter_map(|i| Some((t.get(i).ok()?.staged()?, t.path(i).ok()?.to_string())))
+                .collect()
+        };
+        for (st, path) in staged {
+            let mut st = st.lock().await;
+            if !st.is_discarded() && st.rec.path != path {
+                st.rec.path = path;
+                st.persist(false)?;
             }
         }
         Ok(())

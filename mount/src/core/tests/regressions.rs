@@ -95,3 +95,21 @@ async fn renaming_an_owner_file_while_the_gateway_is_away_succeeds_and_uploads_l
     assert_eq!(rig.fake.read("/doc.docx")?, b"kept");
     Ok(())
 }
+
+#[tokio::test]
+async fn changes_to_an_open_file_moved_with_its_folder_survive_a_crash_at_the_new_path() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let a = rig.vfs.mkdir(ROOT, "a").await?.ino;
+    let (_, fh) = rig.vfs.create(a, "f.txt", WRITE, false).await?;
+    rig.vfs.write(fh, 0, b"one").await?;
+    // The rename uploads the open file first, then moves the folder; writes go on.
+    rig.vfs.rename(ROOT, "a", ROOT, "b", true).await?;
+    rig.vfs.write(fh, 3, b"two").await?;
+    // Killed with the file still open; the next mount uploads the journal.
+    rig.remount().await;
+    rig.vfs.upload_pending().await?;
+    let tree = rig.fake.tree();
+    assert_eq!(tree.get("/b/f.txt"), Some(&Item::File(b"onetwo".to_vec())), "{tree:?}");
+    assert!(!tree.contains_key("/a"), "{tree:?}");
+    Ok(())
+}
