@@ -17,13 +17,15 @@ impl Vfs {
         let path = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
-            if n.remote_id().is_none() {
-                return Ok(None);
-            }
             if let Some(c) = &n.content
                 && (Some(c.version) == n.version && self.fresh(n.fetched))
             {
                 return Ok(Some(c.clone()));
+            }
+            if n.remote_id().is_none() || n.is_unlinked() {
+                // Never uploaded (nothing to fetch), or out of the namespace, still open (no
+                // path to fetch it by): what this mount last had.
+                return Ok(n.content.clone());
             }
             t.path(ino)?
         };

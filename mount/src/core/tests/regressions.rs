@@ -113,3 +113,16 @@ async fn changes_to_an_open_file_moved_with_its_folder_survive_a_crash_at_the_ne
     assert!(!tree.contains_key("/a"), "{tree:?}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_handle_on_a_deleted_file_reads_what_the_mount_last_had() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "f.txt", b"hello world").await?;
+    let (fh, _) = rig.vfs.open(ino, READ).await?;
+    // Truncated by path (a new version, committed at once), then deleted while still open.
+    rig.vfs.setattr(ino, None, SetAttr { size: Some(4), ..Default::default() }).await?;
+    rig.vfs.unlink(ROOT, "f.txt").await?;
+    assert_eq!(read_fh(&rig.vfs, fh).await?, b"hell");
+    rig.vfs.release(fh).await?;
+    Ok(())
+}
