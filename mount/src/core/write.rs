@@ -90,7 +90,12 @@ impl Vfs {
             dirty: Default::default(),
             changed: truncate || n.remote_id().is_none(),
         };
-        let st = Staged::create(&self.cfg.staging_dir, rec)?;
+        let mut st = Staged::create(&self.cfg.staging_dir, rec)?;
+        if truncate {
+            // A truncation is a change on its own (an open with O_TRUNC may be all there is):
+            // journaled at once, like the existing staging copy's truncation above.
+            st.persist(false)?;
+        }
         let journal = st.journal().clone();
         let st = Arc::new(tokio::sync::Mutex::new(st));
         n.start_staging(st.clone(), journal, size);

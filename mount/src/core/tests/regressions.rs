@@ -126,3 +126,15 @@ async fn a_handle_on_a_deleted_file_reads_what_the_mount_last_had() -> anyhow::R
     rig.vfs.release(fh).await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn an_open_with_o_trunc_survives_a_crash() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "f.txt", b"old content").await?;
+    // O_RDONLY|O_TRUNC: truncated at the open, nothing written, never closed.
+    rig.vfs.open(ino, OpenMode { write: false, truncate: true, delete_on_close: false }).await?;
+    rig.remount().await;
+    rig.vfs.upload_pending().await?;
+    assert_eq!(rig.fake.read("/f.txt")?, b"");
+    Ok(())
+}
