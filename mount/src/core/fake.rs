@@ -107,6 +107,8 @@ struct State {
     block_size: u64,
     unreachable: bool,
     latency: Duration,
+    /// Every call yields to the runtime once before it is answered.
+    yielding: bool,
     faults: HashMap<Call, VecDeque<Fault>>,
     calls: HashMap<Call, u64>,
 }
@@ -386,6 +388,7 @@ impl FakeGateway {
                 block_size: block_size.max(1),
                 unreachable: false,
                 latency: Duration::ZERO,
+                yielding: false,
                 faults: HashMap::new(),
                 calls: HashMap::new(),
             })),
@@ -412,6 +415,13 @@ impl FakeGateway {
     /// Every call waits this long before it is answered (a slow network or server).
     pub fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
+    }
+
+    /// Every call lets the runtime's other tasks run once before it is answered (`true`), as a
+    /// real network call would, without a timer: on a single-threaded runtime the
+    /// interleavings of the core's tasks (the uploader beside a call) stay reproducible.
+    pub fn set_yielding(&self, yielding: bool) {
+        self.lock().yielding = yielding;
     }
 
     /// The next call of kind `call` fails with `fault` (queued: several faults hit successive
@@ -511,13 +521,16 @@ impl FakeGateway {
 
     /// Runs one call: counts it, waits out the latency, applies faults, then `f`.
     async fn call<T>(&self, call: Call, f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
-        let latency = {
+        let (latency, yielding) = {
             let mut s = self.lock();
             *s.calls.entry(call).or_default() += 1;
-            s.latency
+            (s.latency, s.yielding)
         };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
+        }
+        if yielding {
+            tokio::task::yield_now().await;
         }
         let (r, notify) = {
             let mut s = self.lock();

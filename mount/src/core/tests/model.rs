@@ -14,6 +14,10 @@
 //! creating, moving and deleting (delivered through the change feed); the gateway going away
 //! and coming back; the mount unmounted cleanly or killed, and mounted again from its journal.
 //!
+//! Each flavour runs twice: with closes committing at once, and with write-back as a real
+//! mount runs it (closes queue uploads for the uploader task, which then runs beside the calls
+//! that follow, interleaved at every gateway call of the in-memory gateway).
+//!
 //! While the gateway is away, a call may fail with `Offline`; it must then change nothing.
 //! Another device only touches files this mount has neither open nor changed-but-not-uploaded
 //! (conflicts have their own tests in `faults`).
@@ -22,11 +26,11 @@
 //! replace a read-only file (the core replaces it, as POSIX does).
 //!
 //! Deterministic: a fixed seed unless `NIMBUS_MODEL_SEED` (or `PROPTEST_RNG_SEED`) says
-//! otherwise, `NIMBUS_MODEL_CASES` (or `PROPTEST_CASES`) cases per flavour (default 2,000, a
-//! few seconds each in a debug build) of up to `NIMBUS_MODEL_STEPS` calls (default 60). A
-//! failure prints the seed and the shrunk sequence of calls (`NIMBUS_MODEL_TRACE=1` also
-//! prints the journal after every call); `--nocapture` shows how often each call was made
-//! and what came of it.
+//! otherwise, `NIMBUS_MODEL_CASES` (or `PROPTEST_CASES`) cases per run (default 2,000, and
+//! 1,000 with write-back: a few seconds each in a debug build) of up to `NIMBUS_MODEL_STEPS`
+//! calls (default 60), each case on a single-threaded runtime. A failure prints the seed and
+//! the shrunk sequence of calls (`NIMBUS_MODEL_TRACE=1` also prints the journal after every
+//! call); `--nocapture` shows how often each call was made and what came of it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -442,6 +446,11 @@ enum Verdict {
 /// The core and its gateway, with the model beside them.
 struct Run {
     flavor: Flavor,
+    /// Closes queue uploads for the uploader task, as a real mount does (`--upload-delay`,
+    /// here zero), instead of committing at once: uploads then run beside the calls that
+    /// follow, interleaved at every gateway call.
+    write_back: bool,
+    uploader: Option<tokio::task::JoinHandle<()>>,
     fake: FakeGateway,
     dir: tempfile::TempDir,
     vfs: Arc<Vfs>,
@@ -458,19 +467,43 @@ type Stats = BTreeMap<String, [u64; 3]>;
 type Res<T = ()> = Result<T, String>;
 
 impl Run {
-    async fn new(flavor: Flavor) -> Res<Run> {
+    async fn new(flavor: Flavor, write_back: bool) -> Res<Run> {
         let fake = FakeGateway::new(BS);
+        fake.set_yielding(write_back);
         // The journal's files in memory where there is a tmpfs: thousands of runs sync records.
         let dir = tempfile::Builder::new()
             .prefix("nimbus-model")
             .tempdir_in("/dev/shm")
             .or_else(|_| tempfile::tempdir())
             .map_err(|e| e.to_string())?;
-        let vfs = core_on(&fake, dir.path(), false);
-        let mut run =
-            Run { flavor, fake, dir, vfs, feed: FeedCursor::default(), m: Model::default(), stats: Default::default() };
+        let vfs = core_on(&fake, dir.path(), write_back);
+        let mut run = Run {
+            flavor,
+            write_back,
+            uploader: None,
+            fake,
+            dir,
+            vfs,
+            feed: FeedCursor::default(),
+            m: Model::default(),
+            stats: Default::default(),
+        };
+        run.mount();
         run.feed().await;
         Ok(run)
+    }
+
+    /// A new core on the same gateway and journal (the old one, if any, stops at once: its
+    /// uploader is aborted wherever it is, as in a killed process).
+    fn mount(&mut self) {
+        if let Some(u) = self.uploader.take() {
+            u.abort();
+        }
+        self.vfs = core_on(&self.fake, self.dir.path(), self.write_back);
+        if self.write_back {
+            self.uploader = Some(tokio::spawn(self.vfs.clone().run_uploads()));
+        }
+        self.feed = FeedCursor::default();
     }
 
     async fn feed(&mut self) {
@@ -522,6 +555,10 @@ impl Run {
 
     fn drop_handle(&mut self, fh: Fh) {
         self.m.handles.retain(|h| h.fh != fh);
+    }
+
+    fn linked_files(&self) -> Vec<Fid> {
+        (0..self.m.files.len()).filter(|f| self.m.files[*f].linked).collect()
     }
 
     /// A file out of the namespace with no handle left is gone for good.
@@ -774,6 +811,8 @@ impl Run {
                 if !self.m.offline {
                     self.remote(r).await?;
                     self.feed().await;
+                    // What another device changed reads back as it left it.
+                    touched = self.linked_files();
                 }
             }
             Op::Offline => {
@@ -792,6 +831,8 @@ impl Run {
                         return Err("probe failed with the gateway back".into());
                     }
                     self.upload().await?;
+                    // What was changed while away reads back as it was left.
+                    touched = self.linked_files();
                 }
             }
             Op::Upload => {
@@ -805,7 +846,7 @@ impl Run {
                 if !self.m.offline {
                     self.count(if crash { "remount (killed)" } else { "remount (clean)" }, 0);
                     self.remount(crash).await?;
-                    return Ok(self.m.files.iter().enumerate().filter(|(_, f)| f.linked).map(|(i, _)| i).collect());
+                    return Ok(self.linked_files());
                 }
             }
         }
@@ -907,8 +948,8 @@ impl Run {
                 self.m.remove(&key);
             }
         }
-        if h.write && self.m.writers(fid) == 0 && !self.m.offline {
-            // The last writer's close uploaded it.
+        if h.write && self.m.writers(fid) == 0 && !self.m.offline && !self.write_back {
+            // The last writer's close uploaded it (with write-back, it is only queued).
             self.m.files[fid].maybe_dirty = false;
         }
         Ok(())
@@ -985,7 +1026,7 @@ impl Run {
         match r {
             RemoteOp::Write { sel, new, name, len, byte } => {
                 let data = bytes(len, byte);
-                let key = if new {
+                if new {
                     let Some(dir) = pick(&self.m.dirs(), sel) else { return Ok(()) };
                     let Some(name) = clean_name(name) else { return Ok(()) };
                     let mut key = dir.clone();
@@ -1006,8 +1047,7 @@ impl Run {
                         maybe_dirty: false,
                         durable: Vec::new(),
                     });
-                    self.m.entries.insert(key.clone(), MEntry { name: name.to_string(), kind: MKind::File(fid) });
-                    key
+                    self.m.entries.insert(key, MEntry { name: name.to_string(), kind: MKind::File(fid) });
                 } else {
                     let Some(key) = pick(&self.m.file_keys(), sel) else { return Ok(()) };
                     if !self.m.remote_may_touch(&key) {
@@ -1017,9 +1057,7 @@ impl Run {
                     self.count("other device: write", 0);
                     let fid = self.m.fid(&key).ok_or("not a file")?;
                     self.m.files[fid].content = data;
-                    key
-                };
-                let _ = key;
+                }
             }
             RemoteOp::Mkdir { dir, name } => {
                 let Some(dir) = pick(&self.m.dirs(), dir) else { return Ok(()) };
@@ -1101,8 +1139,7 @@ impl Run {
         let uncertain: Vec<Fid> =
             (0..self.m.files.len()).filter(|f| self.m.writers(*f) > 0 && self.m.files[*f].linked).collect();
         self.m.handles.clear();
-        self.vfs = core_on(&self.fake, self.dir.path(), false);
-        self.feed = FeedCursor::default();
+        self.mount();
         self.feed().await;
         self.vfs.upload_pending().await.map_err(|e| format!("upload_pending after mounting again: {e:?}"))?;
         // Owner files lived only in the old mount; the read-only attribute and delete
@@ -1284,10 +1321,10 @@ impl Run {
     }
 }
 
-fn run_case(flavor: Flavor, ops: &[Op], stats: &std::sync::Mutex<Stats>) -> Res {
+fn run_case(flavor: Flavor, write_back: bool, ops: &[Op], stats: &std::sync::Mutex<Stats>) -> Res {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
-        let mut run = Run::new(flavor).await?;
+        let mut run = Run::new(flavor, write_back).await?;
         let r = run.ops(ops).await;
         let mut all = stats.lock().unwrap_or_else(|p| p.into_inner());
         for (k, v) in run.stats.take() {
@@ -1322,7 +1359,7 @@ fn env_u64(names: &[&str]) -> Option<u64> {
     names.iter().find_map(|n| std::env::var(n).ok()).and_then(|v| v.trim().parse().ok())
 }
 
-fn run_model(flavor: Flavor, default_cases: u32) {
+fn run_model(flavor: Flavor, write_back: bool, default_cases: u32) {
     let seed = env_u64(&["NIMBUS_MODEL_SEED", "PROPTEST_RNG_SEED"]).unwrap_or(DEFAULT_SEED);
     let cases = env_u64(&["NIMBUS_MODEL_CASES", "PROPTEST_CASES"]).map_or(default_cases, |c| c as u32);
     let config = Config {
@@ -1335,18 +1372,19 @@ fn run_model(flavor: Flavor, default_cases: u32) {
     let mut runner = TestRunner::new(config);
     let steps = env_u64(&["NIMBUS_MODEL_STEPS"]).map_or(60, |s| s.max(2) as usize);
     let ops = prop::collection::vec(op_strategy(flavor), 1..steps);
-    eprintln!("model test, {flavor:?} calls: {cases} cases from seed {seed} (NIMBUS_MODEL_SEED, NIMBUS_MODEL_CASES)");
+    let what = format!("{flavor:?} calls{}", if write_back { ", write-back" } else { "" });
+    eprintln!("model test, {what}: {cases} cases from seed {seed} (NIMBUS_MODEL_SEED, NIMBUS_MODEL_CASES)");
     let stats = std::sync::Mutex::new(Stats::new());
-    let result = runner.run(&ops, |ops| run_case(flavor, &ops, &stats).map_err(TestCaseError::fail));
+    let result = runner.run(&ops, |ops| run_case(flavor, write_back, &ops, &stats).map_err(TestCaseError::fail));
     let stats = stats.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut table = String::new();
     for (what, [applied, refused, offline]) in &stats {
         let _ = writeln!(table, "  {what:<28} {applied:>7} done {refused:>6} refused {offline:>6} offline");
     }
-    eprintln!("{flavor:?} calls made:\n{table}");
+    eprintln!("{what}, calls made:\n{table}");
     if let Err(e) = result {
         panic!(
-            "the core and the model disagree ({flavor:?} calls, seed {seed}; replay with \
+            "the core and the model disagree ({what}, seed {seed}; replay with \
              NIMBUS_MODEL_SEED={seed} NIMBUS_MODEL_CASES={cases}):\n{e}"
         );
     }
@@ -1354,10 +1392,20 @@ fn run_model(flavor: Flavor, default_cases: u32) {
 
 #[test]
 fn the_core_matches_the_model_posix() {
-    run_model(Flavor::Posix, 2000);
+    run_model(Flavor::Posix, false, 2000);
 }
 
 #[test]
 fn the_core_matches_the_model_windows() {
-    run_model(Flavor::Windows, 2000);
+    run_model(Flavor::Windows, false, 2000);
+}
+
+#[test]
+fn the_core_matches_the_model_posix_write_back() {
+    run_model(Flavor::Posix, true, 1000);
+}
+
+#[test]
+fn the_core_matches_the_model_windows_write_back() {
+    run_model(Flavor::Windows, true, 1000);
 }
