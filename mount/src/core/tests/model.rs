@@ -698,6 +698,9 @@ impl Run {
                     if let Verdict::Apply = self.verdict(&format!("truncate {}", self.m.path(&key)), &got, want)? {
                         self.m.dirty(fid);
                         self.m.files[fid].content.resize(size as usize, 0);
+                        // Committed at once when nobody writes: a state a crash may go back to.
+                        let c = self.m.files[fid].content.clone();
+                        self.m.files[fid].durable.push(Some(c));
                         touched.push(fid);
                     }
                 }
@@ -981,6 +984,13 @@ impl Run {
         let to_ino = self.ino(to_dir).await?;
         let got = self.vfs.rename(pino, &from_name, to_ino, name, replace).await;
         if let Verdict::Apply = self.verdict(&what, &got, want)? {
+            // Files being written under what moves went up first: states a crash may go back to.
+            for (_, e) in self.m.entries.iter().filter(|(k, _)| k.starts_with(src)) {
+                if let MKind::File(f) = e.kind {
+                    let c = self.m.files[f].content.clone();
+                    self.m.files[f].durable.push(Some(c));
+                }
+            }
             if target.is_some() {
                 self.m.remove(&dst);
             }
