@@ -7,7 +7,7 @@
 //! block in (read-modify-write), so a commit uploads only dirty blocks and reuses the base
 //! version's hashes for the rest.
 //!
-//! The record is rewritten (temp + rename) whenever the set of dirty blocks grows and when
+//! The record is rewritten (temp + rename) whenever a block becomes dirty and when
 //! the file is closed, so after a killed client the next mount finds every file that was
 //! being written: the staging file holds the bytes, the record says which blocks changed and
 //! which version they apply to. Nothing here talks to the gateway.
@@ -277,7 +277,8 @@ impl Staged {
     }
 
     /// Changes the size (the edge block must be present, see [`Self::needs_fill_for_resize`]).
-    /// Returns whether the dirty set grew.
+    /// Returns whether a block became dirty that was not (the record must then be rewritten:
+    /// recovery trusts it for every block below the smaller of its size and the file's).
     pub fn resize(&mut self, new_size: u64) -> VfsResult<bool> {
         let bs = self.bs();
         let old = self.rec.size;
@@ -287,42 +288,43 @@ impl Staged {
         self.file.set_len(new_size)?;
         self.rec.size = new_size;
         self.rec.changed = true;
-        let before = self.rec.dirty.len();
+        let mut newly_dirty = false;
         if new_size > old {
             // The old edge block and every block after it now hold zeros past the old end.
             for b in old / bs..new_size.div_ceil(bs) {
                 self.rec.present.insert(b);
-                self.rec.dirty.insert(b);
+                newly_dirty |= self.rec.dirty.insert(b);
             }
         } else {
             let keep = new_size.div_ceil(bs);
             self.rec.present.retain(|b| *b < keep);
             self.rec.dirty.retain(|b| *b < keep);
+            // Counting would miss this one when a block past the new end left the set: the
+            // set shrank, yet the new edge block (cut short) is dirty now.
             if !new_size.is_multiple_of(bs) {
-                self.rec.dirty.insert(new_size / bs);
+                newly_dirty |= self.rec.dirty.insert(new_size / bs);
             }
         }
-        Ok(self.rec.dirty.len() > before)
+        Ok(newly_dirty)
     }
 
     /// Writes `data` at `off` (growing the file if needed; partially covered blocks must be
-    /// present). Returns whether the dirty set grew.
+    /// present). Returns whether a block became dirty that was not.
     pub fn write(&mut self, off: u64, data: &[u8]) -> VfsResult<bool> {
         let end = off + data.len() as u64;
-        let mut grew = false;
+        let mut newly_dirty = false;
         if end > self.rec.size {
-            grew |= self.resize(end)?;
+            newly_dirty |= self.resize(end)?;
         }
         self.file.write_all_at(data, off)?;
         let bs = self.bs();
-        let before = self.rec.dirty.len();
         if !data.is_empty() {
             for b in off / bs..end.div_ceil(bs) {
                 self.rec.present.insert(b);
-                self.rec.dirty.insert(b);
+                newly_dirty |= self.rec.dirty.insert(b);
             }
         }
-        Ok(grew || self.rec.dirty.len() > before)
+        Ok(newly_dirty)
     }
 
     /// Reads staged bytes (the caller checks the blocks are present).

@@ -138,3 +138,23 @@ async fn an_open_with_o_trunc_survives_a_crash() -> anyhow::Result<()> {
     assert_eq!(rig.fake.read("/f.txt")?, b"");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_block_rewritten_after_a_truncation_survives_a_crash() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let (attr, fh) = rig.vfs.create(ROOT, "f.bin", WRITE, false).await?;
+    let old: Vec<u8> = (0..17).collect();
+    rig.vfs.write(fh, 0, &old).await?;
+    rig.vfs.fsync(fh).await?;
+    // Block 1 changes (journaled), then the file shrinks into block 0, which is then rewritten
+    // whole: block 0 is dirty now, block 1 gone, and the journal must say so.
+    rig.vfs.write(fh, 17, b"x").await?;
+    rig.vfs.setattr(attr.ino, Some(fh), SetAttr { size: Some(1), ..Default::default() }).await?;
+    let new = [9u8; 16];
+    rig.vfs.write(fh, 0, &new).await?;
+    // Killed with the file open: the next mount uploads what the journal and staging file hold.
+    rig.remount().await;
+    rig.vfs.upload_pending().await?;
+    assert_eq!(rig.fake.read("/f.bin")?, new, "the old block 0 came back");
+    Ok(())
+}
