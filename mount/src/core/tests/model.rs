@@ -3,8 +3,10 @@
 //! against the core on the in-memory gateway and against a plain model of what a local disk
 //! would do (a map of paths to bytes). After every step the two must agree: each call's answer,
 //! every directory's listing (names in their stored case, kinds, sizes, the read-only
-//! attribute), the contents of the files the step touched. At the end everything is closed
-//! and synced, and the gateway must hold exactly the model's tree.
+//! attribute), the size `fstat` reports through every open handle (also of files deleted or
+//! replaced while open), the contents of the files the step touched (every file after
+//! another device's change, the gateway's return and a remount). At the end everything is
+//! closed and synced, and the gateway must hold exactly the model's tree.
 //!
 //! The sequences mix: create (delete-on-close, read-only), open in every mode, write at
 //! offsets, append, read, truncate (by handle and by path), fsync, close, mkdir, unlink and
@@ -1240,6 +1242,16 @@ impl Run {
             want.sort_by_key(|s| s.to_lowercase());
             if got != want {
                 return Err(format!("listing of {}: core {got:?}, model {want:?}", self.m.path(&dir)));
+            }
+        }
+        // fstat through every open handle (also of files deleted or replaced while open).
+        for h in &self.m.handles {
+            let Some(ino) = self.m.files[h.fid].ino else { continue };
+            let want = self.m.files[h.fid].content.len() as u64;
+            match self.vfs.getattr(ino).await {
+                Ok(a) if a.size == want => self.count("fstat of an open file", 0),
+                Err(VfsError::Offline) if self.m.offline => self.count("fstat of an open file", 2),
+                other => return Err(format!("getattr of open inode {ino}: core {other:?}, model {want} bytes")),
             }
         }
         for &fid in read {
