@@ -7,7 +7,6 @@
 //! - [`session`]: starting a mount: cache directory, change feed, uploader, status file.
 
 pub mod core;
-mod feed;
 #[cfg(unix)]
 pub mod fuse;
 pub mod session;

@@ -10,6 +10,7 @@ use nimbus_client::Client;
 use serde::Serialize;
 
 use crate::core::blocks::{BlockCache, CacheCounters};
+use crate::core::remote::Remote;
 use crate::core::status::ActivitySnapshot;
 use crate::core::{Connectivity, Vfs, VfsConfig};
 
@@ -113,7 +114,7 @@ pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg:
     });
     rt.spawn(vfs.clone().run_uploads());
     let v = vfs.clone();
-    rt.spawn(crate::feed::follow(v));
+    rt.spawn(crate::core::feed::follow(v));
     rt.spawn(async move {
         loop {
             let st = status(&vfs, &cfg).await;
@@ -135,8 +136,9 @@ pub(crate) fn start(client: Client, cfg: &MountConfig) -> Result<(tokio::runtime
     let info = rt.block_on(client.info()).map_err(|e| MountError::Gateway(e.to_string()))?;
     std::fs::create_dir_all(&cfg.cache_dir)
         .map_err(|e| MountError::Cache(format!("cannot create the cache dir {}: {e}", cfg.cache_dir.display())))?;
+    let remote: Arc<dyn Remote> = Arc::new(client);
     let cache = BlockCache::open(
-        client.clone(),
+        remote.clone(),
         Some(&cfg.cache_dir.join("blocks")),
         cfg.cache_size,
         cfg.cache_mem,
@@ -156,7 +158,7 @@ pub(crate) fn start(client: Client, cfg: &MountConfig) -> Result<(tokio::runtime
     let vfs = {
         let _guard = rt.enter();
         Vfs::new(
-            client,
+            remote,
             Arc::new(cache),
             VfsConfig {
                 staging_dir: cfg.cache_dir.join("staging"),

@@ -204,7 +204,7 @@ backend_test!(
         })?;
         let dir = tempfile::tempdir()?;
         let cache = Arc::new(
-            BlockCache::open(client, Some(&dir.path().join("blocks")), 1 << 30, 64 << 20, BLOCK as u64)
+            BlockCache::open(Arc::new(client), Some(&dir.path().join("blocks")), 1 << 30, 64 << 20, BLOCK as u64)
                 .map_err(anyhow::Error::msg)?,
         );
         ensure!(cache.budget().fetches < DRIVE_ABANDONED, "{:?}", cache.budget());

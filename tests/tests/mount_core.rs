@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, ensure};
 use nimbus_e2e::{Gateway, backend_test};
 use nimbus_mount::core::blocks::BlockCache;
-use nimbus_mount::core::{OpenMode, ROOT, SetAttr, Vfs, VfsConfig, VfsError, conflict_name};
+use nimbus_mount::core::{OpenMode, ROOT, Remote, SetAttr, Vfs, VfsConfig, VfsError, conflict_name};
 
 const WRITE: OpenMode = OpenMode { write: true, truncate: false, delete_on_close: false };
 const READ: OpenMode = OpenMode { write: false, truncate: false, delete_on_close: false };
@@ -24,10 +24,11 @@ async fn core(gw: &Gateway, user: &str) -> anyhow::Result<(Arc<Vfs>, nimbus_e2e:
     })?;
     let info = client.info().await?;
     let dir = tempfile::tempdir()?;
-    let cache = BlockCache::open(client.clone(), Some(&dir.path().join("blocks")), 1 << 30, 64 << 20, info.block_size)
+    let remote: Arc<dyn Remote> = Arc::new(client);
+    let cache = BlockCache::open(remote.clone(), Some(&dir.path().join("blocks")), 1 << 30, 64 << 20, info.block_size)
         .map_err(anyhow::Error::msg)?;
     let vfs = Vfs::new(
-        client,
+        remote,
         Arc::new(cache),
         VfsConfig {
             staging_dir: dir.path().join("staging"),

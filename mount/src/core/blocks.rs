@@ -19,8 +19,8 @@ use nimbus_blockcache::Key;
 use nimbus_blockcache::coalesce::{Coalescer, Failure, Linger};
 use nimbus_blockcache::disk::{DiskError, DiskStore, entry_size};
 use nimbus_blockcache::policy::{Admission, S3Fifo};
-use nimbus_client::Client;
 
+use super::remote::Remote;
 use super::types::{VfsError, VfsResult};
 
 /// Block fetches from the gateway in flight at most (each holds a block in memory).
@@ -88,7 +88,7 @@ struct Counters {
 }
 
 pub struct BlockCache {
-    client: Client,
+    remote: Arc<dyn Remote>,
     mem: Mutex<Mem>,
     /// Read-ahead blocks not read yet, oldest first. Kept out of the memory tier: its small
     /// FIFO (10 % of `--cache-mem`) is shorter than a read-ahead window, so prefetched blocks
@@ -126,7 +126,7 @@ impl BlockCache {
     /// refused with a message saying so. `mem_capacity` bounds every block held in memory
     /// (see [`MemBudget`]); `block_size` is the gateway's.
     pub fn open(
-        client: Client,
+        remote: Arc<dyn Remote>,
         dir: Option<&Path>,
         disk_capacity: u64,
         mem_capacity: u64,
@@ -155,7 +155,7 @@ impl BlockCache {
             counters: counters.clone(),
         };
         Ok(Self {
-            client,
+            remote,
             mem: Mutex::new(Mem { policy: S3Fifo::new(budget.tier_bytes), data: HashMap::new() }),
             ahead: Mutex::default(),
             loading: Mutex::default(),
@@ -357,10 +357,10 @@ impl BlockCache {
 
     /// One verified fetch from the gateway per block however many readers miss on it.
     async fn fetch(&self, hash: Hash, len: u64) -> VfsResult<Bytes> {
-        let (client, counters) = (self.client.clone(), self.counters.clone());
+        let (remote, counters) = (self.remote.clone(), self.counters.clone());
         let fetch = move || async move {
             let hex = blake3::Hash::from_bytes(hash).to_hex();
-            let data = client.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
+            let data = remote.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
             if data.len() as u64 != len || *blake3::hash(&data).as_bytes() != hash {
                 return Err(Arc::new(VfsError::Io(format!("block {hex} came back corrupt from the server"))));
             }
@@ -470,11 +470,11 @@ mod tests {
     async fn abandoned_reads_leave_nothing_registered() -> Result<(), Box<dyn std::error::Error>> {
         // Connections complete in the kernel's backlog; nothing is ever read or answered.
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let client = Client::new(nimbus_client::ClientOptions {
+        let client = nimbus_client::Client::new(nimbus_client::ClientOptions {
             base_url: format!("http://{}", silent.local_addr()?),
             ..Default::default()
         })?;
-        let cache = BlockCache::open(client, None, 0, 64 * MIB, 4 * MIB)?;
+        let cache = BlockCache::open(Arc::new(client), None, 0, 64 * MIB, 4 * MIB)?;
         for i in 0..3 * cache.budget().fetches as u8 {
             let hash = *blake3::hash(&[i]).as_bytes();
             // Sequential (whole-block, gated) and random readers, and read-ahead.

@@ -7,7 +7,7 @@
 //! block in (read-modify-write), so a commit uploads only dirty blocks and reuses the base
 //! version's hashes for the rest.
 //!
-//! The record is rewritten (temp + rename) whenever the set of dirty blocks grows and when
+//! The record is rewritten (temp + rename) whenever a block becomes dirty and when
 //! the file is closed, so after a killed client the next mount finds every file that was
 //! being written: the staging file holds the bytes, the record says which blocks changed and
 //! which version they apply to. Nothing here talks to the gateway.
@@ -16,6 +16,8 @@ use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nimbus_blockcache::pio::{read_exact_at, write_all_at};
 use nimbus_proto::wire::BlockRef;
@@ -43,6 +45,33 @@ pub struct Record {
     pub changed: bool,
 }
 
+/// Whether a staged file is still in the namespace. Changed without the staging area's lock
+/// (the inode table does it when the file leaves the namespace, deleted or replaced while
+/// still open): from then on its record is gone and never written again, or the next mount
+/// would bring the file back from it after a crash. The staging file stays for the handles
+/// still open.
+#[derive(Debug)]
+pub struct Journal {
+    record: PathBuf,
+    unlinked: AtomicBool,
+}
+
+impl Journal {
+    fn new(dir: &Path, id: &str) -> Arc<Self> {
+        Arc::new(Self { record: dir.join(format!("{id}.json")), unlinked: AtomicBool::new(false) })
+    }
+
+    /// The file left the namespace: its record goes, for good.
+    pub fn unlink(&self) {
+        self.unlinked.store(true, Ordering::SeqCst);
+        let _ = fs::remove_file(&self.record);
+    }
+
+    pub fn is_unlinked(&self) -> bool {
+        self.unlinked.load(Ordering::SeqCst)
+    }
+}
+
 pub struct Staged {
     pub id: String,
     dir: PathBuf,
@@ -52,6 +81,7 @@ pub struct Staged {
     last: Vec<u8>,
     /// Committed and deleted (or dropped): whoever was waiting for its lock must stage anew.
     discarded: bool,
+    journal: Arc<Journal>,
 }
 
 impl Staged {
@@ -69,7 +99,8 @@ impl Staged {
         file.set_len(rec.size)?;
         // The record is first written when there is something to recover (a dirty block, or
         // the close); a staging file without one is just dropped by `recover`.
-        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false })
+        let journal = Journal::new(dir, &id);
+        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false, journal })
     }
 
     /// Every staged file left by an earlier run, with its size taken from the staging file
@@ -110,7 +141,16 @@ impl Staged {
                             rec.size = len;
                         }
                     }
-                    out.push(Staged { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false });
+                    let journal = Journal::new(dir, &id);
+                    out.push(Staged {
+                        id,
+                        dir: dir.to_path_buf(),
+                        file,
+                        rec,
+                        last: Vec::new(),
+                        discarded: false,
+                        journal,
+                    });
                 }
                 _ => {
                     tracing::warn!(record = %p.display(), "unreadable write-back record kept aside");
@@ -123,8 +163,9 @@ impl Staged {
 
     /// Rewrites the record (temp + rename). `durable` also syncs data and record to disk.
     pub fn persist(&mut self, durable: bool) -> VfsResult<()> {
-        if self.discarded {
-            // Never bring back the record of a staging file that is gone.
+        if self.discarded || self.journal.is_unlinked() {
+            // Never bring back the record of a staging file that is gone, or of a file that
+            // left the namespace.
             return Ok(());
         }
         let json = serde_json::to_vec(&self.rec).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
@@ -139,9 +180,18 @@ impl Staged {
             f.sync_all()?;
         }
         drop(f);
-        fs::rename(&tmp, self.dir.join(format!("{}.json", self.id)))?;
+        fs::rename(&tmp, &self.journal.record)?;
+        if self.journal.is_unlinked() {
+            // Unlinked while this was written: the record must not stay.
+            let _ = fs::remove_file(&self.journal.record);
+        }
         self.last = json;
         Ok(())
+    }
+
+    /// The part of this staging area the inode table changes without its lock.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
     }
 
     /// Deletes the staging file and its record (committed, or no longer wanted).
@@ -227,7 +277,8 @@ impl Staged {
     }
 
     /// Changes the size (the edge block must be present, see [`Self::needs_fill_for_resize`]).
-    /// Returns whether the dirty set grew.
+    /// Returns whether a block became dirty that was not (the record must then be rewritten:
+    /// recovery trusts it for every block below the smaller of its size and the file's).
     pub fn resize(&mut self, new_size: u64) -> VfsResult<bool> {
         let bs = self.bs();
         let old = self.rec.size;
@@ -237,42 +288,43 @@ impl Staged {
         self.file.set_len(new_size)?;
         self.rec.size = new_size;
         self.rec.changed = true;
-        let before = self.rec.dirty.len();
+        let mut newly_dirty = false;
         if new_size > old {
             // The old edge block and every block after it now hold zeros past the old end.
             for b in old / bs..new_size.div_ceil(bs) {
                 self.rec.present.insert(b);
-                self.rec.dirty.insert(b);
+                newly_dirty |= self.rec.dirty.insert(b);
             }
         } else {
             let keep = new_size.div_ceil(bs);
             self.rec.present.retain(|b| *b < keep);
             self.rec.dirty.retain(|b| *b < keep);
+            // Counting would miss this one when a block past the new end left the set: the
+            // set shrank, yet the new edge block (cut short) is dirty now.
             if !new_size.is_multiple_of(bs) {
-                self.rec.dirty.insert(new_size / bs);
+                newly_dirty |= self.rec.dirty.insert(new_size / bs);
             }
         }
-        Ok(self.rec.dirty.len() > before)
+        Ok(newly_dirty)
     }
 
     /// Writes `data` at `off` (growing the file if needed; partially covered blocks must be
-    /// present). Returns whether the dirty set grew.
+    /// present). Returns whether a block became dirty that was not.
     pub fn write(&mut self, off: u64, data: &[u8]) -> VfsResult<bool> {
         let end = off + data.len() as u64;
-        let mut grew = false;
+        let mut newly_dirty = false;
         if end > self.rec.size {
-            grew |= self.resize(end)?;
+            newly_dirty |= self.resize(end)?;
         }
         write_all_at(&self.file, data, off)?;
         let bs = self.bs();
-        let before = self.rec.dirty.len();
         if !data.is_empty() {
             for b in off / bs..end.div_ceil(bs) {
                 self.rec.present.insert(b);
-                self.rec.dirty.insert(b);
+                newly_dirty |= self.rec.dirty.insert(b);
             }
         }
-        Ok(grew || self.rec.dirty.len() > before)
+        Ok(newly_dirty)
     }
 
     /// Reads staged bytes (the caller checks the blocks are present).

@@ -95,9 +95,9 @@ impl From<std::io::Error> for VfsError {
     }
 }
 
-impl From<nimbus_client::Error> for VfsError {
-    fn from(e: nimbus_client::Error) -> Self {
-        if e.is_transport() {
+impl From<super::remote::RemoteError> for VfsError {
+    fn from(e: super::remote::RemoteError) -> Self {
+        if e.is_unreachable() {
             return VfsError::Offline;
         }
         match e.code() {
@@ -116,6 +116,12 @@ impl From<nimbus_client::Error> for VfsError {
                 _ => VfsError::Io(e.to_string()),
             },
         }
+    }
+}
+
+impl From<nimbus_client::Error> for VfsError {
+    fn from(e: nimbus_client::Error) -> Self {
+        VfsError::from(super::remote::RemoteError::from(e))
     }
 }
 
