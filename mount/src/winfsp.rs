@@ -658,7 +658,11 @@ impl HostThread {
     }
 }
 
-fn mount_host(vfs: Arc<Vfs>, rt: tokio::runtime::Handle, target: &str) -> Result<FileSystemHost<NimbusWinFsp>, MountError> {
+fn mount_host(
+    vfs: Arc<Vfs>,
+    rt: tokio::runtime::Handle,
+    target: &str,
+) -> Result<FileSystemHost<NimbusWinFsp>, MountError> {
     let mount_err = |what: &str, e: String| MountError::Mount {
         path: target.to_string(),
         err: std::io::Error::other(format!("{what}: {e}")),
