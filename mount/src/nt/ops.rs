@@ -159,7 +159,8 @@ pub async fn set_delete(vfs: &Vfs, node: Node, delete: bool) -> VfsResult<()> {
 pub async fn rename(vfs: &Vfs, from: &[u16], to: &[u16], replace: bool) -> VfsResult<()> {
     let from = request::components(from)?;
     let to = request::components(to)?;
-    let (Some((src_dir, src)), Some((dst_dir, dst))) = (resolve_parent(vfs, &from).await?, resolve_parent(vfs, &to).await?)
+    let (Some((src_dir, src)), Some((dst_dir, dst))) =
+        (resolve_parent(vfs, &from).await?, resolve_parent(vfs, &to).await?)
     else {
         return Err(VfsError::Invalid("the root cannot be renamed".into()));
     };

@@ -25,8 +25,7 @@ pub const MAX_NAME_UNITS: usize = 255;
 /// `\dir\name` → `["dir", "name"]`; the root `\` → `[]`. Empty components (doubled or
 /// trailing separators) are dropped.
 pub fn components(path: &[u16]) -> VfsResult<Vec<String>> {
-    let path =
-        String::from_utf16(path).map_err(|_| VfsError::InvalidName("the name is not valid UTF-16".into()))?;
+    let path = String::from_utf16(path).map_err(|_| VfsError::InvalidName("the name is not valid UTF-16".into()))?;
     Ok(path.split('\\').filter(|c| !c.is_empty()).map(str::to_owned).collect())
 }
 
@@ -64,7 +63,10 @@ pub enum CreateAs {
     Dir,
     /// Always a writing handle (whoever creates a file writes it, whatever access it asked
     /// for), read-only from FILE_ATTRIBUTE_READONLY.
-    File { mode: OpenMode, readonly: bool },
+    File {
+        mode: OpenMode,
+        readonly: bool,
+    },
 }
 
 pub fn create_as(create_options: u32, file_attributes: u32) -> CreateAs {
@@ -72,7 +74,11 @@ pub fn create_as(create_options: u32, file_attributes: u32) -> CreateAs {
         CreateAs::Dir
     } else {
         CreateAs::File {
-            mode: OpenMode { write: true, truncate: false, delete_on_close: create_options & FILE_DELETE_ON_CLOSE != 0 },
+            mode: OpenMode {
+                write: true,
+                truncate: false,
+                delete_on_close: create_options & FILE_DELETE_ON_CLOSE != 0,
+            },
             readonly: file_attributes & FILE_ATTRIBUTE_READONLY != 0,
         }
     }
@@ -218,7 +224,7 @@ mod tests {
     #[test]
     fn write_ranges() {
         // (offset, len, size, write_to_eof, constrained_io) → range
-        let table: [((u64, usize, u64, bool, bool), Option<(u64, usize)>); 14] = [
+        let table = [
             ((0, 10, 0, false, false), Some((0, 10))),
             ((5, 10, 3, false, false), Some((5, 10))),
             // Append: at the current size, whatever the offset.

@@ -145,7 +145,8 @@ async fn writes_append_and_constrained_io() {
     let f = put(&r.vfs, "\\f.bin", b"0123456789").await;
     let f = Node { fh: open_rw(&r.vfs, "\\f.bin").await.fh, ..f };
     // (offset, data, write_to_eof, constrained_io) → (written, size after, content after)
-    let table: [(u64, &[u8], bool, bool, u32, &[u8]); 6] = [
+    type Case = (u64, &'static [u8], bool, bool, u32, &'static [u8]);
+    let table: [Case; 6] = [
         // Append: at the end whatever the offset says.
         (0, b"AB", true, false, 2, b"0123456789AB"),
         // Constrained: cut at the end; at or past it nothing, and the size stays.
@@ -159,7 +160,11 @@ async fn writes_append_and_constrained_io() {
     ];
     for (offset, data, eof, constrained, n, after) in table {
         let (got, info) = write(&r.vfs, f, data, offset, eof, constrained).await.expect("write");
-        assert_eq!((got, info.file_size), (n, after.len() as u64), "offset={offset} eof={eof} constrained={constrained}");
+        assert_eq!(
+            (got, info.file_size),
+            (n, after.len() as u64),
+            "offset={offset} eof={eof} constrained={constrained}"
+        );
         let mut buf = vec![0u8; 64];
         let Read::Bytes(len) = read(&r.vfs, f, &mut buf, 0).await.expect("read") else { panic!("empty file") };
         assert_eq!(&buf[..len as usize], after);
