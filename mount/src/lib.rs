@@ -11,6 +11,7 @@
 pub mod core;
 #[cfg(unix)]
 pub mod fuse;
+// Public, not `cfg(windows)`: compiled and tested on every platform, used by `winfsp`.
 pub mod nt;
 pub mod session;
 #[cfg(windows)]
