@@ -3,12 +3,16 @@
 //! - [`core`]: the VFS (inodes, caches, read-ahead, write-back journal, Windows semantics),
 //!   platform-independent;
 //! - `fuse`: the FUSE adapter (Linux, macOS) on `fuser`;
-//! - `winfsp`: the WinFsp adapter (Windows only);
+//! - [`nt`]: what the WinFsp adapter decides (NTSTATUS, attributes, FILETIME, create
+//!   options, write offsets, listings), platform-independent and tested everywhere;
+//! - `winfsp`: the WinFsp adapter (Windows only), FFI on top of [`nt`];
 //! - [`session`]: starting a mount: cache directory, change feed, uploader, status file.
 
 pub mod core;
 #[cfg(unix)]
 pub mod fuse;
+// Public, not `cfg(windows)`: compiled and tested on every platform, used by `winfsp`.
+pub mod nt;
 pub mod session;
 #[cfg(windows)]
 pub mod winfsp;

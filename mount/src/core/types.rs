@@ -37,7 +37,7 @@ pub struct SetAttr {
 }
 
 /// How a file is opened.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpenMode {
     pub write: bool,
     pub truncate: bool,
