@@ -54,6 +54,8 @@ fn to_fuse(a: &Attr, uid: u32, gid: u32) -> FileAttr {
         Kind::Dir => (FileType::Directory, 0o755, 2),
         Kind::File => (FileType::RegularFile, if a.readonly { 0o444 } else { 0o644 }, 1),
     };
+    // Unlinked while open: fstat on its descriptor says so (st_nlink 0), as on a local disk.
+    let nlink = if a.unlinked { 0 } else { nlink };
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,

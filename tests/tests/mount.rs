@@ -1816,3 +1816,37 @@ backend_test!(
         Ok(())
     }
 );
+
+// POSIX behaviour programs rely on (issue 18 part 6), through the kernel: what fstat says of
+// an open file that lost its name.
+backend_test!(
+    posix_behaviour_programs_rely_on,
+    only = postgres_s3,
+    opts = GatewayOptions::default().timeout(Duration::from_secs(300)),
+    |gw| async move {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::MetadataExt;
+        let (api, dev) = user_device(&gw, "posix", "laptop").await?;
+        let drive = mount(&dev, MountMode::Foreground).await?;
+        fs::create_dir(drive.path("p"))?;
+
+        // Unlinked while open: st_nlink 0 on the descriptor, which still reads and writes.
+        let f = drive.path("p/open.txt");
+        write(&f, b"hello")?;
+        let mut fd = OpenOptions::new().read(true).write(true).open(&f)?;
+        ensure!(fd.metadata()?.nlink() == 1, "a named file has one link");
+        fs::remove_file(&f)?;
+        not_found(&f)?;
+        ensure!(fd.metadata()?.nlink() == 0, "fstat after unlink: st_nlink {}", fd.metadata()?.nlink());
+        fd.write_all_at(b" world", 5)?;
+        let mut got = Vec::new();
+        fd.seek(SeekFrom::Start(0))?;
+        fd.read_to_end(&mut got)?;
+        ensure!(got == b"hello world", "read through the unlinked file's descriptor: {got:?}");
+        drop(fd);
+        settled(&api, &drive, "/p", &[]).await?;
+
+        drive.unmount().await?;
+        Ok(())
+    }
+);

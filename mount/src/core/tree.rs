@@ -107,7 +107,14 @@ impl Node {
     }
 
     pub fn attr(&self, ino: Ino) -> Attr {
-        Attr { ino, kind: self.kind, size: self.size, mtime: self.mtime, readonly: self.readonly }
+        Attr {
+            ino,
+            kind: self.kind,
+            size: self.size,
+            mtime: self.mtime,
+            readonly: self.readonly,
+            unlinked: self.unlinked,
+        }
     }
 
     pub fn parent(&self) -> Ino {

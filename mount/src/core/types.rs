@@ -26,6 +26,9 @@ pub struct Attr {
     pub mtime: SystemTime,
     /// Windows' read-only attribute; on POSIX shown as a mode without write bits.
     pub readonly: bool,
+    /// No name leads to it any more (unlinked or replaced while still open): POSIX shows a
+    /// link count of 0, so a program can tell its open file was deleted.
+    pub unlinked: bool,
 }
 
 /// Changes requested by `setattr`.

@@ -128,7 +128,7 @@ mod tests {
     use super::*;
 
     fn attr(kind: Kind, size: u64, readonly: bool) -> Attr {
-        Attr { ino: 42, kind, size, mtime: UNIX_EPOCH + Duration::from_secs(1_700_000_000), readonly }
+        Attr { ino: 42, kind, size, mtime: UNIX_EPOCH + Duration::from_secs(1_700_000_000), readonly, unlinked: false }
     }
 
     #[test]
