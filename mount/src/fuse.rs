@@ -62,7 +62,7 @@ fn to_fuse(a: &Attr, uid: u32, gid: u32) -> FileAttr {
         blocks: a.size.div_ceil(512),
         atime: a.mtime,
         mtime: a.mtime,
-        ctime: a.mtime,
+        ctime: a.ctime,
         crtime: a.mtime,
         kind,
         perm,

@@ -1846,6 +1846,46 @@ backend_test!(
         drop(fd);
         settled(&api, &drive, "/p", &[]).await?;
 
+        // Time stamps: creating, removing or renaming an entry moves its folder's mtime and
+        // ctime (both folders for a move); a failed call moves none; a rename keeps the
+        // file's mtime.
+        let times = |p: &Path| -> anyhow::Result<(i64, i64, i64, i64)> {
+            let m = fs::metadata(p)?;
+            Ok((m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+        };
+        let pause = || std::thread::sleep(Duration::from_millis(20));
+        let (a, b) = (drive.path("p/a"), drive.path("p/b"));
+        fs::create_dir(&a)?;
+        fs::create_dir(&b)?;
+        let a0 = times(&a)?;
+        pause();
+        write(&a.join("f.txt"), b"f")?;
+        let a1 = times(&a)?;
+        ensure!(a1 > a0 && (a1.2, a1.3) == (a1.0, a1.1), "create in a: {a0:?} -> {a1:?}");
+        pause();
+        ensure!(fs::create_dir(a.join("f.txt")).is_err() && fs::remove_file(a.join("missing")).is_err());
+        ensure!(fs::rename(a.join("missing"), b.join("x")).is_err() && fs::remove_dir(&a).is_err());
+        ensure!(times(&a)? == a1, "failed calls moved a's times: {a1:?} -> {:?}", times(&a)?);
+        server_has(&api, "/p/a/f.txt", b"f").await?;
+        tool("touch", &[os("-d"), os("2001-02-03 04:05:06"), os(&a.join("f.txt"))], None, &[]).await?;
+        let f0 = fs::metadata(a.join("f.txt"))?;
+        let b0 = times(&b)?;
+        pause();
+        fs::rename(a.join("f.txt"), b.join("g.txt"))?;
+        let (a2, b2) = (times(&a)?, times(&b)?);
+        ensure!(a2 > a1 && b2 > b0, "a move: a {a1:?} -> {a2:?}, b {b0:?} -> {b2:?}");
+        let f1 = fs::metadata(b.join("g.txt"))?;
+        ensure!(f1.modified()? == f0.modified()?, "a rename changed the file's mtime");
+        pause();
+        fs::remove_file(b.join("g.txt"))?;
+        ensure!(times(&b)? > b2, "unlink in b");
+        pause();
+        fs::create_dir(b.join("sub"))?;
+        let b3 = times(&b)?;
+        pause();
+        fs::remove_dir(b.join("sub"))?;
+        ensure!(times(&b)? > b3, "rmdir in b");
+
         drive.unmount().await?;
         Ok(())
     }

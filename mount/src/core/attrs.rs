@@ -98,7 +98,10 @@ impl Vfs {
 
     pub async fn setattr(&self, ino: Ino, fh: Option<Fh>, set: SetAttr) -> VfsResult<Attr> {
         if let Some(ro) = set.readonly {
-            lock(&self.tree).get_mut(ino)?.readonly = ro;
+            let mut t = lock(&self.tree);
+            let n = t.get_mut(ino)?;
+            n.readonly = ro;
+            n.status_changed(std::time::SystemTime::now());
         }
         if let Some(size) = set.size {
             let (kind, readonly, has_writer) = {

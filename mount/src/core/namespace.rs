@@ -23,6 +23,7 @@ impl Vfs {
         let e = self.seen(self.remote.mkdir(&path).await)?;
         let mut t = lock(&self.tree);
         let ino = t.upsert(parent, &e);
+        t.entries_changed(&[parent]);
         let n = t.get_mut(ino)?;
         // Just made here: known empty, so lookups inside need no gateway call.
         if n.dir.children.is_empty() {
@@ -50,7 +51,11 @@ impl Vfs {
                 Err(e) => return Err(e),
             }
         }
-        let unwanted = lock(&self.tree).remove(ino);
+        let unwanted = {
+            let mut t = lock(&self.tree);
+            t.entries_changed(&[parent]);
+            t.remove(ino)
+        };
         if unwanted.is_some()
             && let Some(st) = quiet.as_mut()
         {
@@ -94,7 +99,10 @@ impl Vfs {
             return Err(VfsError::NotEmpty);
         }
         self.seen(self.remote.delete(&path).await)?;
-        lock(&self.tree).orphan(ino);
+        let mut t = lock(&self.tree);
+        let parent = t.get(ino)?.parent();
+        t.orphan(ino);
+        t.entries_changed(&[parent]);
         Ok(())
     }
 
@@ -160,7 +168,15 @@ impl Vfs {
             }
             None
         };
-        let unwanted = lock(&self.tree).rename(src, newparent, &newname, replaced, entry.as_ref());
+        let unwanted = {
+            let mut t = lock(&self.tree);
+            let unwanted = t.rename(src, newparent, &newname, replaced, entry.as_ref());
+            // Both folders' entries changed; the node keeps its mtime, its ctime moves (as
+            // on Linux's local file systems).
+            t.entries_changed(&[parent, newparent]);
+            t.get_mut(src)?.status_changed(std::time::SystemTime::now());
+            unwanted
+        };
         if unwanted.is_some()
             && let Some(st) = quiet.as_mut()
         {

@@ -24,6 +24,9 @@ pub struct Attr {
     pub kind: Kind,
     pub size: u64,
     pub mtime: SystemTime,
+    /// Status change time (POSIX ctime): the last change of the contents, the name, the
+    /// attributes or, for a directory, its entries. Never earlier than `mtime`.
+    pub ctime: SystemTime,
     /// Windows' read-only attribute; on POSIX shown as a mode without write bits.
     pub readonly: bool,
     /// No name leads to it any more (unlinked or replaced while still open): POSIX shows a

@@ -161,6 +161,8 @@ impl Vfs {
                 let parent = n.parent();
                 n.lost_to_conflict();
                 t.invalidate_dir(parent);
+                // The conflict copy is a new entry there.
+                t.entries_changed(&[parent]);
                 drop(t);
                 self.activity.conflict(Conflict { path: path.to_string(), copy });
                 Ok(())

@@ -3,6 +3,7 @@
 //! gateway calls a folder move costs while its files still wait for upload.
 
 use super::*;
+use crate::core::VfsError;
 
 #[tokio::test]
 async fn an_open_file_unlinked_reports_no_link_but_stays_usable() -> anyhow::Result<()> {
@@ -34,5 +35,102 @@ async fn an_open_file_replaced_by_a_rename_reports_no_link() -> anyhow::Result<(
     rig.vfs.release(fh).await?;
     let now = rig.vfs.lookup(ROOT, "doc.txt").await?;
     assert!(!now.unlinked && now.ino != old, "{now:?}");
+    Ok(())
+}
+
+/// Enough for two `SystemTime::now()` to differ wherever the tests run.
+async fn tick() {
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+}
+
+#[tokio::test]
+async fn entries_created_removed_or_renamed_move_their_folders_times() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let vfs = rig.vfs.clone();
+    let d = vfs.mkdir(ROOT, "d").await?.ino;
+    let e = vfs.mkdir(ROOT, "e").await?.ino;
+    let before = vfs.getattr(d).await?;
+
+    // A new file: the folder's mtime and ctime move, together.
+    tick().await;
+    let f = write_file(&vfs, d, "f.txt", b"x").await?;
+    let after_create = vfs.getattr(d).await?;
+    assert!(after_create.mtime > before.mtime, "{before:?} -> {after_create:?}");
+    assert_eq!(after_create.ctime, after_create.mtime);
+
+    // mkdir and rmdir inside.
+    tick().await;
+    vfs.mkdir(d, "sub").await?;
+    let after_mkdir = vfs.getattr(d).await?;
+    assert!(after_mkdir.mtime > after_create.mtime);
+    tick().await;
+    vfs.rmdir(d, "sub").await?;
+    let after_rmdir = vfs.getattr(d).await?;
+    assert!(after_rmdir.mtime > after_mkdir.mtime);
+
+    // A move to another folder: both folders move, the file keeps its mtime (its ctime moves).
+    let file_before = vfs.getattr(f).await?;
+    let e_before = vfs.getattr(e).await?;
+    tick().await;
+    vfs.rename(d, "f.txt", e, "g.txt", false).await?;
+    let (d_now, e_now, file_now) = (vfs.getattr(d).await?, vfs.getattr(e).await?, vfs.getattr(f).await?);
+    assert!(d_now.mtime > after_rmdir.mtime && d_now.ctime == d_now.mtime, "{d_now:?}");
+    assert!(e_now.mtime > e_before.mtime && e_now.ctime == e_now.mtime, "{e_now:?}");
+    assert_eq!(file_now.mtime, file_before.mtime, "a rename keeps the file's mtime");
+    assert!(file_now.ctime > file_before.ctime);
+
+    // The gateway's answers (the feed echoing these changes, fresh listings) keep them.
+    rig.feed().await;
+    assert_eq!(names(&vfs, ROOT).await?, vec!["d", "e"]);
+    assert_eq!(vfs.getattr(e).await?.mtime, e_now.mtime);
+    assert_eq!(vfs.getattr(f).await?.mtime, file_before.mtime);
+
+    // Unlink.
+    tick().await;
+    vfs.unlink(e, "g.txt").await?;
+    let e_unlinked = vfs.getattr(e).await?;
+    assert!(e_unlinked.mtime > e_now.mtime);
+
+    // Failed operations change no time stamp.
+    write_file(&vfs, e, "keep.txt", b"k").await?;
+    let keep = vfs.lookup(e, "keep.txt").await?;
+    let (d_fixed, e_fixed) = (vfs.getattr(d).await?, vfs.getattr(e).await?);
+    tick().await;
+    assert!(matches!(vfs.create(e, "keep.txt", WRITE, false).await, Err(VfsError::Exists)));
+    assert!(matches!(vfs.mkdir(e, "keep.txt").await, Err(VfsError::Exists)));
+    assert!(matches!(vfs.unlink(e, "missing").await, Err(VfsError::NotFound)));
+    assert!(matches!(vfs.rmdir(e, "keep.txt").await, Err(VfsError::NotDir)));
+    assert!(matches!(vfs.rmdir(ROOT, "e").await, Err(VfsError::NotEmpty)));
+    assert!(matches!(vfs.rename(e, "missing", d, "x", true).await, Err(VfsError::NotFound)));
+    vfs.rename(e, "keep.txt", d, "keep.txt", true).await?;
+    vfs.rename(d, "keep.txt", e, "keep.txt", true).await?;
+    let (d_moved, e_moved) = (vfs.getattr(d).await?, vfs.getattr(e).await?);
+    assert!(d_moved.mtime > d_fixed.mtime && e_moved.mtime > e_fixed.mtime, "the two renames that worked");
+    let (d_fixed, e_fixed) = (d_moved, e_moved);
+    tick().await;
+    assert!(matches!(vfs.rename(ROOT, "d", e, "keep.txt", true).await, Err(VfsError::NotDir)));
+    assert!(matches!(vfs.rename(e, "keep.txt", ROOT, "d", true).await, Err(VfsError::IsDir)));
+    rig.fake.set_unreachable(true);
+    assert!(vfs.mkdir(d, "offline").await.is_err());
+    assert!(vfs.rename(e, "keep.txt", d, "keep.txt", false).await.is_err());
+    rig.fake.set_unreachable(false);
+    assert!(vfs.probe().await);
+    let (d_after, e_after) = (vfs.getattr(d).await?, vfs.getattr(e).await?);
+    assert_eq!((d_after.mtime, d_after.ctime), (d_fixed.mtime, d_fixed.ctime));
+    assert_eq!((e_after.mtime, e_after.ctime), (e_fixed.mtime, e_fixed.ctime));
+    assert_eq!(vfs.getattr(keep.ino).await?.mtime, keep.mtime);
+    Ok(())
+}
+
+#[tokio::test]
+async fn another_devices_changes_move_the_folders_times_too() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let d = rig.vfs.mkdir(ROOT, "d").await?.ino;
+    let before = rig.vfs.getattr(d).await?;
+    tick().await;
+    rig.fake.other_write("/d/theirs.txt", b"from the phone")?;
+    rig.feed().await;
+    let after = rig.vfs.getattr(d).await?;
+    assert!(after.mtime > before.mtime && after.ctime == after.mtime, "{before:?} -> {after:?}");
     Ok(())
 }
