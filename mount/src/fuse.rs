@@ -91,6 +91,7 @@ pub fn errno(e: &VfsError) -> Errno {
         VfsError::IsDir => Errno::EISDIR,
         VfsError::NotEmpty => Errno::ENOTEMPTY,
         VfsError::InvalidName(_) | VfsError::Invalid(_) => Errno::EINVAL,
+        VfsError::NameTooLong => Errno::ENAMETOOLONG,
         VfsError::ReadOnly | VfsError::Denied => Errno::EACCES,
         VfsError::Quota => Errno::from_i32(libc::EDQUOT),
         VfsError::BadHandle => Errno::EBADF,
@@ -102,6 +103,7 @@ fn log_err(op: &str, e: &VfsError) {
     match e {
         VfsError::NotFound | VfsError::Exists => {}
         VfsError::InvalidName(msg) => tracing::info!(op, "refused: {msg}"),
+        VfsError::NameTooLong => tracing::info!(op, "refused: {e}"),
         other => tracing::warn!(op, error = %other, "file system call failed"),
     }
 }

@@ -1886,6 +1886,26 @@ backend_test!(
         fs::remove_dir(b.join("sub"))?;
         ensure!(times(&b)? > b3, "rmdir in b");
 
+        // A name component over 255 bytes: ENAMETOOLONG from every call that takes one.
+        let long = a.join("n".repeat(256));
+        let ok = a.join("m".repeat(255));
+        write(&ok, b"the longest name there may be")?;
+        let too_long = |what: &str, r: std::io::Result<()>| -> anyhow::Result<()> {
+            match r {
+                Err(e) if e.raw_os_error() == Some(36) => Ok(()), // ENAMETOOLONG
+                other => bail!("{what} with a 256-byte name: {other:?}"),
+            }
+        };
+        too_long("stat", fs::metadata(&long).map(drop))?;
+        too_long("open", fs::File::open(&long).map(drop))?;
+        too_long("create", fs::File::create(&long).map(drop))?;
+        too_long("mkdir", fs::create_dir(&long))?;
+        too_long("unlink", fs::remove_file(&long))?;
+        too_long("rmdir", fs::remove_dir(&long))?;
+        too_long("rename from", fs::rename(&long, a.join("x")))?;
+        too_long("rename to", fs::rename(&ok, &long))?;
+        ensure_content(&ok, b"the longest name there may be")?;
+
         drive.unmount().await?;
         Ok(())
     }

@@ -41,6 +41,9 @@ impl Vfs {
     }
 
     pub async fn lookup(&self, parent: Ino, name: &str) -> VfsResult<Attr> {
+        // Before any cached answer: a long name is ENAMETOOLONG, not ENOENT (unlink, rmdir
+        // and rename find their source through here too).
+        check_name_length(name)?;
         let key = name_key(name);
         let path = {
             let t = lock(&self.tree);

@@ -134,3 +134,31 @@ async fn another_devices_changes_move_the_folders_times_too() -> anyhow::Result<
     assert!(after.mtime > before.mtime && after.ctime == after.mtime, "{before:?} -> {after:?}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_name_over_255_bytes_is_too_long_for_every_call() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    let vfs = &rig.vfs;
+    let d = vfs.mkdir(ROOT, "d").await?.ino;
+    let max = "m".repeat(255);
+    write_file(vfs, d, &max, b"the longest name there may be").await?;
+    assert_eq!(vfs.lookup(d, &max).await?.size, 29);
+    let too_long = |r: VfsResult<()>| matches!(r, Err(VfsError::NameTooLong));
+    // 256 ASCII bytes, and 130 two-byte characters (260 bytes, 130 characters).
+    for long in ["n".repeat(256), "é".repeat(130)] {
+        // `d` is fully known (made here): a lookup still says too long, not "no such name".
+        assert!(too_long(vfs.lookup(d, &long).await.map(drop)), "lookup");
+        assert!(too_long(vfs.lookup(ROOT, &long).await.map(drop)), "lookup in the root");
+        assert!(too_long(vfs.create(d, &long, WRITE, false).await.map(drop)), "create");
+        assert!(too_long(vfs.mkdir(d, &long).await.map(drop)), "mkdir");
+        assert!(too_long(vfs.unlink(d, &long).await), "unlink");
+        assert!(too_long(vfs.rmdir(d, &long).await), "rmdir");
+        assert!(too_long(vfs.rename(d, &long, d, "x", true).await), "rename from");
+        assert!(too_long(vfs.rename(d, &max, d, &long, true).await), "rename to");
+        assert!(too_long(vfs.rename(d, &max, ROOT, &long, false).await), "move to");
+    }
+    // Nothing changed anywhere.
+    assert_eq!(names(vfs, d).await?, vec![max.clone()]);
+    assert_eq!(rig.fake.tree().len(), 2, "{:?}", rig.fake.tree().keys());
+    Ok(())
+}
