@@ -1818,7 +1818,8 @@ backend_test!(
 );
 
 // POSIX behaviour programs rely on (issue 18 part 6), through the kernel: what fstat says of
-// an open file that lost its name.
+// an open file that lost its name; folder time stamps; over-long names; moving a folder of
+// files still waiting for upload.
 backend_test!(
     posix_behaviour_programs_rely_on,
     only = postgres_s3,
@@ -1905,6 +1906,23 @@ backend_test!(
         too_long("rename from", fs::rename(&long, a.join("x")))?;
         too_long("rename to", fs::rename(&ok, &long))?;
         ensure_content(&ok, b"the longest name there may be")?;
+
+        // A folder of files just written (uploads still queued) moves at once, the files keep
+        // their mtimes, and they go up at the new place.
+        let fresh = drive.path("p/fresh");
+        fs::create_dir(&fresh)?;
+        for i in 0..200 {
+            write(&fresh.join(format!("f{i:03}.txt")), format!("file {i}\n").as_bytes())?;
+        }
+        let m0 = fs::metadata(fresh.join("f000.txt"))?.modified()?;
+        fs::rename(&fresh, drive.path("p/moved"))?;
+        ensure!(fs::metadata(drive.path("p/moved/f000.txt"))?.modified()? == m0, "the move changed a file's mtime");
+        drive.wait_status("every upload is done", Duration::from_secs(120), |st| st["pending_uploads"] == 0).await?;
+        for i in [0, 99, 199] {
+            server_has(&api, &format!("/p/moved/f{i:03}.txt"), format!("file {i}\n").as_bytes()).await?;
+        }
+        ensure!(api.list_all("/p/moved", None).await?.len() == 200, "the server's moved folder");
+        api.stat("/p/fresh").await?.check(404)?;
 
         drive.unmount().await?;
         Ok(())
