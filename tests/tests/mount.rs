@@ -1820,9 +1820,47 @@ backend_test!(
     }
 );
 
+/// Tries the calls a local disk allows and the drive does not, printing what each gave (an
+/// errno name, or "ok") as JSON.
+const PROBE: &str = r#"
+import errno, json, os, stat, sys
+d = sys.argv[1]
+f = os.path.join(d, "probe.txt")
+with open(f, "w") as fh:
+    fh.write("x")
+out = {}
+def t(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
+t("symlink", lambda: os.symlink("probe.txt", os.path.join(d, "link")))
+t("link", lambda: os.link(f, os.path.join(d, "hard")))
+t("mkfifo", lambda: os.mkfifo(os.path.join(d, "fifo")))
+t("mknod_chr", lambda: os.mknod(os.path.join(d, "chr"), 0o600 | stat.S_IFCHR, os.makedev(1, 3)))
+t("mknod_sock", lambda: os.mknod(os.path.join(d, "sock"), 0o600 | stat.S_IFSOCK))
+t("mknod_reg", lambda: os.mknod(os.path.join(d, "reg"), 0o600 | stat.S_IFREG))
+out["reg_is_a_file"] = os.path.isfile(os.path.join(d, "reg"))
+t("chown", lambda: os.chown(f, 12345, 12345))
+out["owner_after_chown"] = "mounting user" if os.stat(f).st_uid == os.getuid() else str(os.stat(f).st_uid)
+t("chmod_600", lambda: os.chmod(f, 0o600))
+out["mode_after_chmod_600"] = oct(os.stat(f).st_mode & 0o777)
+t("chmod_444", lambda: os.chmod(f, 0o444))
+out["mode_after_chmod_444"] = oct(os.stat(f).st_mode & 0o777)
+t("open_for_writing_when_444", lambda: open(f, "a").close())
+t("chmod_644", lambda: os.chmod(f, 0o644))
+t("setxattr", lambda: os.setxattr(f, "user.test", b"v"))
+t("getxattr", lambda: os.getxattr(f, "user.test"))
+out["listxattr"] = os.listxattr(f)
+t("removexattr", lambda: os.removexattr(f, "user.test"))
+print(json.dumps(out))
+"#;
+
 // POSIX behaviour programs rely on (issue 18 part 6), through the kernel: what fstat says of
 // an open file that lost its name; folder time stamps; over-long names; moving a folder of
-// files still waiting for upload.
+// files still waiting for upload; and what the calls a local disk has and the drive does not
+// give a program.
 backend_test!(
     posix_behaviour_programs_rely_on,
     only = postgres_s3,
@@ -1926,6 +1964,23 @@ backend_test!(
         }
         ensure!(api.list_all("/p/moved", None).await?.len() == 200, "the server's moved folder");
         api.stat("/p/fresh").await?.check(404)?;
+
+        // Where the drive differs from a local disk by design (docs/MOUNT.md lists these):
+        // what each call gives a program, tried through the kernel.
+        let got = tool("python3", &[os("-c"), os(PROBE), os(&drive.path("p"))], None, &[]).await?;
+        let got: serde_json::Value = serde_json::from_str(got.trim()).context("the probe's answer")?;
+        eprintln!("what programs get: {got}");
+        let want = serde_json::json!({
+            "symlink": "EPERM", "link": "EPERM",
+            "mkfifo": "EPERM", "mknod_chr": "EPERM", "mknod_sock": "EPERM", "mknod_reg": "ok", "reg_is_a_file": true,
+            "chown": "ok", "owner_after_chown": "mounting user",
+            "chmod_600": "ok", "mode_after_chmod_600": "0o644",
+            "chmod_444": "ok", "mode_after_chmod_444": "0o444", "open_for_writing_when_444": "EACCES",
+            "chmod_644": "ok",
+            // ENOTSUP is Python's name for EOPNOTSUPP (the same number on Linux).
+            "setxattr": "ENOTSUP", "getxattr": "ENODATA", "listxattr": [], "removexattr": "ENOTSUP",
+        });
+        ensure!(got == want, "what programs get:\n{got:#}\nexpected:\n{want:#}");
 
         drive.unmount().await?;
         Ok(())
