@@ -146,8 +146,8 @@ impl Vfs {
         // after it: their staging areas are held (in inode order, so two renames never wait
         // for each other) until the move is made and the journal records name the new paths.
         // The queued uploads of a folder's files wait meanwhile and go up later from their
-        // new place, so a folder of thousands of files just written moves as fast as an uploaded
-        // one (one gateway call, no upload, one journal record rewritten per file).
+        // new place, so a folder of thousands of files just written moves as fast as an
+        // uploaded one (one gateway call, no upload, one entry in the journal's move log).
         let replaced = target.filter(|a| a.kind == Kind::File).map(|a| a.ino);
         let held = {
             let t = lock(&self.tree);
@@ -183,30 +183,46 @@ impl Vfs {
             }
             None
         };
-        let (unwanted, paths) = {
+        let (unwanted, logged, paths) = {
             let mut t = lock(&self.tree);
             let unwanted = t.rename(src, newparent, &newname, replaced, entry.as_ref());
             // Both folders' entries changed; the node keeps its mtime, its ctime moves (as
             // on Linux's local file systems).
             t.entries_changed(&[parent, newparent]);
             t.get_mut(src)?.status_changed(std::time::SystemTime::now());
-            let paths: Vec<Option<String>> =
-                quiet.iter().map(|(i, _)| t.path(*i).ok().map(|p| p.to_string())).collect();
-            (unwanted, paths)
+            // The journal records below a moved folder must name the new paths, or a crash
+            // would bring the files back at the old ones: one entry in the move log says it
+            // for all of them (logged under this lock, so a record's path and the log agree).
+            // A moved file's own record is rewritten instead.
+            let below = quiet.iter().any(|(i, _)| Some(*i) != replaced);
+            let logged = !src_is_file
+                && below
+                && match self.moves.append(&from.to_string(), &to.to_string()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not log a folder move; rewriting its files' records");
+                        false
+                    }
+                };
+            let seen = self.moves.seq();
+            let paths: Vec<Option<(String, u64)>> =
+                quiet.iter().map(|(i, _)| t.path(*i).ok().map(|p| (p.to_string(), seen))).collect();
+            (unwanted, logged, paths)
         };
         for ((ino, st), path) in quiet.iter_mut().zip(paths) {
             if unwanted.is_some() && Some(*ino) == replaced {
                 st.discard();
                 continue;
             }
-            // The journal records name the files' paths as they are now, or a crash would
-            // bring them back at the old ones. Nothing else is rewritten, and no gateway call
-            // is made per file.
-            if let Some(path) = path
+            if logged {
+                // Their records catch up with the log whenever they are next written.
+                continue;
+            }
+            if let Some((path, seen)) = path
                 && !st.is_discarded()
                 && st.rec.path != path
             {
-                st.rec.path = path;
+                st.set_path(path, seen);
                 if let Err(e) = st.persist(false) {
                     // The rename is made (an error would say otherwise); until this file's
                     // upload, only a crash would send it to its old path.

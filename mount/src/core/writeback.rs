@@ -145,10 +145,10 @@ impl Vfs {
             return Ok(());
         }
         // Renamed or deleted while waiting for the lock: go by what holds now.
-        let path = {
+        let (path, moves_seen) = {
             let t = lock(&self.tree);
             match t.get(ino) {
-                Ok(n) if !n.is_unlinked() => t.path(ino).unwrap_or(path),
+                Ok(n) if !n.is_unlinked() => (t.path(ino).unwrap_or(path), self.moves.seq()),
                 _ => return Ok(()),
             }
         };
@@ -163,7 +163,7 @@ impl Vfs {
             }
             return Ok(());
         }
-        st.rec.path = path.to_string();
+        st.set_path(path.to_string(), moves_seen);
         self.activity.pending_add(1);
         let result = self.upload(&mut st, &path).await;
         self.activity.pending_add(-1);

@@ -193,7 +193,7 @@ fn check_moved(fake: &FakeGateway, to: &str) -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_folder_of_files_waiting_for_upload_moves_with_one_call_and_no_upload() -> anyhow::Result<()> {
     use crate::core::fake::Call;
-    let (fake, _dir, vfs) = pending_rig().await?;
+    let (fake, dir, vfs) = pending_rig().await?;
     let many = vfs.mkdir(ROOT, "many").await?.ino;
     write_pending(&vfs, many).await?;
     assert_eq!(vfs.pending_count().await, PENDING_FILES);
@@ -203,6 +203,16 @@ async fn a_folder_of_files_waiting_for_upload_moves_with_one_call_and_no_upload(
     // Before, each file was uploaded first: 200 blocks and 200 commits.
     assert_eq!([calls(Call::Commit), calls(Call::PutBlock), calls(Call::Move)], [before[0], before[1], before[2] + 1]);
     assert_eq!(vfs.pending_count().await, PENDING_FILES);
+    // Nor was any journal record rewritten: the move log says it for all of them.
+    let mut records = 0;
+    for e in std::fs::read_dir(dir.path().join("staging"))? {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            assert!(std::fs::read_to_string(&p)?.contains("\"/many/f"), "{}", p.display());
+            records += 1;
+        }
+    }
+    assert_eq!(records, PENDING_FILES);
     // The uploads then go to the new place.
     vfs.upload_pending().await?;
     check_moved(&fake, "/moved")?;
