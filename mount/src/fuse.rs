@@ -18,6 +18,10 @@ use crate::core::{Attr, Kind, OpenMode, SetAttr, Vfs, VfsError};
 /// other devices change the space; our own cache answers the repeat questions.
 const TTL: Duration = Duration::from_secs(1);
 const BLKSIZE: u32 = 128 * 1024;
+/// The file type bits of a mode, and a regular file's (the same on every POSIX system; spelled
+/// out because `libc`'s `mode_t` differs in width between Linux and macOS).
+const S_IFMT: u32 = 0o170_000;
+const S_IFREG: u32 = 0o100_000;
 
 pub struct FuseFs {
     vfs: Arc<Vfs>,
@@ -54,13 +58,15 @@ fn to_fuse(a: &Attr, uid: u32, gid: u32) -> FileAttr {
         Kind::Dir => (FileType::Directory, 0o755, 2),
         Kind::File => (FileType::RegularFile, if a.readonly { 0o444 } else { 0o644 }, 1),
     };
+    // Unlinked while open: fstat on its descriptor says so (st_nlink 0), as on a local disk.
+    let nlink = if a.unlinked { 0 } else { nlink };
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
         blocks: a.size.div_ceil(512),
         atime: a.mtime,
         mtime: a.mtime,
-        ctime: a.mtime,
+        ctime: a.ctime,
         crtime: a.mtime,
         kind,
         perm,
@@ -89,6 +95,7 @@ pub fn errno(e: &VfsError) -> Errno {
         VfsError::IsDir => Errno::EISDIR,
         VfsError::NotEmpty => Errno::ENOTEMPTY,
         VfsError::InvalidName(_) | VfsError::Invalid(_) => Errno::EINVAL,
+        VfsError::NameTooLong => Errno::ENAMETOOLONG,
         VfsError::ReadOnly | VfsError::Denied => Errno::EACCES,
         VfsError::Quota => Errno::from_i32(libc::EDQUOT),
         VfsError::BadHandle => Errno::EBADF,
@@ -100,6 +107,7 @@ fn log_err(op: &str, e: &VfsError) {
     match e {
         VfsError::NotFound | VfsError::Exists => {}
         VfsError::InvalidName(msg) => tracing::info!(op, "refused: {msg}"),
+        VfsError::NameTooLong => tracing::info!(op, "refused: {e}"),
         other => tracing::warn!(op, error = %other, "file system call failed"),
     }
 }
@@ -465,6 +473,42 @@ impl Filesystem for FuseFs {
         reply.error(Errno::EPERM);
     }
 
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // A regular file is made as create(2) would; FIFOs, sockets and devices are refused
+        // like links (the default answer, ENOSYS, reads as a broken file system).
+        if mode & S_IFMT != S_IFREG {
+            return reply.error(Errno::EPERM);
+        }
+        let Ok(name) = name_str(name) else { return reply.error(Errno::EINVAL) };
+        let open = OpenMode { write: true, truncate: false, delete_on_close: false };
+        let readonly = mode & 0o222 == 0;
+        let vfs = self.vfs.clone();
+        let this = self.attr_maker();
+        self.spawn(async move {
+            match vfs.create(parent.0, &name, open, readonly).await {
+                Ok((a, fh)) => {
+                    if let Err(e) = vfs.release(fh).await {
+                        log_err("mknod", &e);
+                    }
+                    reply.entry(&TTL, &this(&a), Generation(0))
+                }
+                Err(e) => {
+                    log_err("mknod", &e);
+                    reply.error(errno(&e))
+                }
+            }
+        });
+    }
+
     fn ioctl(
         &self,
         _req: &Request,
@@ -486,6 +530,25 @@ impl Filesystem for FuseFs {
 
     fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
         if size == 0 { reply.size(0) } else { reply.data(&[]) }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        // No extended attributes in a space: what the kernel would make of the default
+        // ENOSYS anyway, without the default's warning per call.
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::from_i32(libc::EOPNOTSUPP));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

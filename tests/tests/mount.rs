@@ -1432,8 +1432,11 @@ backend_test!(
             wrong.push(format!("after `touch -d` and a rename, the file has mtime {got}, want {want}"));
         }
         fs::rename(dst.join("renamed.txt"), dst.join("a.txt"))?;
-        // A second `rsync -a` with nothing changed has nothing to do.
+        // A second `rsync -a` with nothing changed has nothing to do. The renames above moved
+        // the folder's mtime, as they would on a local disk: it is set back to the source's
+        // (a folder's time set by a program is kept too).
         tool("touch", &[os("-d"), os("2020-05-05 10:00:00"), os(&dst.join("a.txt"))], None, &[]).await?;
+        tool("touch", &[os("-r"), os(&src), os(&dst)], None, &[]).await?;
         let again = tool("rsync", &[os("-a"), os("-i"), os(&src_arg), os(&dst_arg)], None, &[]).await?;
         if !again.trim().is_empty() {
             wrong.push(format!("a second `rsync -a` of an unchanged tree still transfers: {:?}", again.trim()));
@@ -1813,6 +1816,173 @@ backend_test!(
         .await?;
         a.unmount().await?;
         b.unmount().await?;
+        Ok(())
+    }
+);
+
+/// Tries the calls a local disk allows and the drive does not, printing what each gave (an
+/// errno name, or "ok") as JSON.
+const PROBE: &str = r#"
+import errno, json, os, stat, sys
+d = sys.argv[1]
+f = os.path.join(d, "probe.txt")
+with open(f, "w") as fh:
+    fh.write("x")
+out = {}
+def t(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
+t("symlink", lambda: os.symlink("probe.txt", os.path.join(d, "link")))
+t("link", lambda: os.link(f, os.path.join(d, "hard")))
+t("mkfifo", lambda: os.mkfifo(os.path.join(d, "fifo")))
+t("mknod_chr", lambda: os.mknod(os.path.join(d, "chr"), 0o600 | stat.S_IFCHR, os.makedev(1, 3)))
+t("mknod_sock", lambda: os.mknod(os.path.join(d, "sock"), 0o600 | stat.S_IFSOCK))
+t("mknod_reg", lambda: os.mknod(os.path.join(d, "reg"), 0o600 | stat.S_IFREG))
+out["reg_is_a_file"] = os.path.isfile(os.path.join(d, "reg"))
+t("chown", lambda: os.chown(f, 12345, 12345))
+out["owner_after_chown"] = "mounting user" if os.stat(f).st_uid == os.getuid() else str(os.stat(f).st_uid)
+t("chmod_600", lambda: os.chmod(f, 0o600))
+out["mode_after_chmod_600"] = oct(os.stat(f).st_mode & 0o777)
+t("chmod_444", lambda: os.chmod(f, 0o444))
+out["mode_after_chmod_444"] = oct(os.stat(f).st_mode & 0o777)
+t("open_for_writing_when_444", lambda: open(f, "a").close())
+t("chmod_644", lambda: os.chmod(f, 0o644))
+t("setxattr", lambda: os.setxattr(f, "user.test", b"v"))
+t("getxattr", lambda: os.getxattr(f, "user.test"))
+out["listxattr"] = os.listxattr(f)
+t("removexattr", lambda: os.removexattr(f, "user.test"))
+print(json.dumps(out))
+"#;
+
+// POSIX behaviour programs rely on (issue 18 part 6), through the kernel: what fstat says of
+// an open file that lost its name; folder time stamps; over-long names; moving a folder of
+// files still waiting for upload; and what the calls a local disk has and the drive does not
+// give a program.
+backend_test!(
+    posix_behaviour_programs_rely_on,
+    only = postgres_s3,
+    opts = GatewayOptions::default().timeout(Duration::from_secs(300)),
+    |gw| async move {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::MetadataExt;
+        let (api, dev) = user_device(&gw, "posix", "laptop").await?;
+        let drive = mount(&dev, MountMode::Foreground).await?;
+        fs::create_dir(drive.path("p"))?;
+
+        // Unlinked while open: st_nlink 0 on the descriptor, which still reads and writes.
+        let f = drive.path("p/open.txt");
+        write(&f, b"hello")?;
+        let mut fd = OpenOptions::new().read(true).write(true).open(&f)?;
+        ensure!(fd.metadata()?.nlink() == 1, "a named file has one link");
+        fs::remove_file(&f)?;
+        not_found(&f)?;
+        ensure!(fd.metadata()?.nlink() == 0, "fstat after unlink: st_nlink {}", fd.metadata()?.nlink());
+        fd.write_all_at(b" world", 5)?;
+        let mut got = Vec::new();
+        fd.seek(SeekFrom::Start(0))?;
+        fd.read_to_end(&mut got)?;
+        ensure!(got == b"hello world", "read through the unlinked file's descriptor: {got:?}");
+        drop(fd);
+        settled(&api, &drive, "/p", &[]).await?;
+
+        // Time stamps: creating, removing or renaming an entry moves its folder's mtime and
+        // ctime (both folders for a move); a failed call moves none; a rename keeps the
+        // file's mtime.
+        let times = |p: &Path| -> anyhow::Result<(i64, i64, i64, i64)> {
+            let m = fs::metadata(p)?;
+            Ok((m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+        };
+        let pause = || std::thread::sleep(Duration::from_millis(20));
+        let (a, b) = (drive.path("p/a"), drive.path("p/b"));
+        fs::create_dir(&a)?;
+        fs::create_dir(&b)?;
+        let a0 = times(&a)?;
+        pause();
+        write(&a.join("f.txt"), b"f")?;
+        let a1 = times(&a)?;
+        ensure!(a1 > a0 && (a1.2, a1.3) == (a1.0, a1.1), "create in a: {a0:?} -> {a1:?}");
+        pause();
+        ensure!(fs::create_dir(a.join("f.txt")).is_err() && fs::remove_file(a.join("missing")).is_err());
+        ensure!(fs::rename(a.join("missing"), b.join("x")).is_err() && fs::remove_dir(&a).is_err());
+        ensure!(times(&a)? == a1, "failed calls moved a's times: {a1:?} -> {:?}", times(&a)?);
+        server_has(&api, "/p/a/f.txt", b"f").await?;
+        tool("touch", &[os("-d"), os("2001-02-03 04:05:06"), os(&a.join("f.txt"))], None, &[]).await?;
+        let f0 = fs::metadata(a.join("f.txt"))?;
+        let b0 = times(&b)?;
+        pause();
+        fs::rename(a.join("f.txt"), b.join("g.txt"))?;
+        let (a2, b2) = (times(&a)?, times(&b)?);
+        ensure!(a2 > a1 && b2 > b0, "a move: a {a1:?} -> {a2:?}, b {b0:?} -> {b2:?}");
+        let f1 = fs::metadata(b.join("g.txt"))?;
+        ensure!(f1.modified()? == f0.modified()?, "a rename changed the file's mtime");
+        pause();
+        fs::remove_file(b.join("g.txt"))?;
+        ensure!(times(&b)? > b2, "unlink in b");
+        pause();
+        fs::create_dir(b.join("sub"))?;
+        let b3 = times(&b)?;
+        pause();
+        fs::remove_dir(b.join("sub"))?;
+        ensure!(times(&b)? > b3, "rmdir in b");
+
+        // A name component over 255 bytes: ENAMETOOLONG from every call that takes one.
+        let long = a.join("n".repeat(256));
+        let ok = a.join("m".repeat(255));
+        write(&ok, b"the longest name there may be")?;
+        let too_long = |what: &str, r: std::io::Result<()>| -> anyhow::Result<()> {
+            match r {
+                Err(e) if e.raw_os_error() == Some(36) => Ok(()), // ENAMETOOLONG
+                other => bail!("{what} with a 256-byte name: {other:?}"),
+            }
+        };
+        too_long("stat", fs::metadata(&long).map(drop))?;
+        too_long("open", fs::File::open(&long).map(drop))?;
+        too_long("create", fs::File::create(&long).map(drop))?;
+        too_long("mkdir", fs::create_dir(&long))?;
+        too_long("unlink", fs::remove_file(&long))?;
+        too_long("rmdir", fs::remove_dir(&long))?;
+        too_long("rename from", fs::rename(&long, a.join("x")))?;
+        too_long("rename to", fs::rename(&ok, &long))?;
+        ensure_content(&ok, b"the longest name there may be")?;
+
+        // A folder of files just written (uploads still queued) moves at once, the files keep
+        // their mtimes, and they go up at the new place.
+        let fresh = drive.path("p/fresh");
+        fs::create_dir(&fresh)?;
+        for i in 0..200 {
+            write(&fresh.join(format!("f{i:03}.txt")), format!("file {i}\n").as_bytes())?;
+        }
+        let m0 = fs::metadata(fresh.join("f000.txt"))?.modified()?;
+        fs::rename(&fresh, drive.path("p/moved"))?;
+        ensure!(fs::metadata(drive.path("p/moved/f000.txt"))?.modified()? == m0, "the move changed a file's mtime");
+        drive.wait_status("every upload is done", Duration::from_secs(120), |st| st["pending_uploads"] == 0).await?;
+        for i in [0, 99, 199] {
+            server_has(&api, &format!("/p/moved/f{i:03}.txt"), format!("file {i}\n").as_bytes()).await?;
+        }
+        ensure!(api.list_all("/p/moved", None).await?.len() == 200, "the server's moved folder");
+        api.stat("/p/fresh").await?.check(404)?;
+
+        // Where the drive differs from a local disk by design (docs/MOUNT.md lists these):
+        // what each call gives a program, tried through the kernel.
+        let got = tool("python3", &[os("-c"), os(PROBE), os(&drive.path("p"))], None, &[]).await?;
+        let got: serde_json::Value = serde_json::from_str(got.trim()).context("the probe's answer")?;
+        eprintln!("what programs get: {got}");
+        let want = serde_json::json!({
+            "symlink": "EPERM", "link": "EPERM",
+            "mkfifo": "EPERM", "mknod_chr": "EPERM", "mknod_sock": "EPERM", "mknod_reg": "ok", "reg_is_a_file": true,
+            "chown": "ok", "owner_after_chown": "mounting user",
+            "chmod_600": "ok", "mode_after_chmod_600": "0o644",
+            "chmod_444": "ok", "mode_after_chmod_444": "0o444", "open_for_writing_when_444": "EACCES",
+            "chmod_644": "ok",
+            // ENOTSUP is Python's name for EOPNOTSUPP (the same number on Linux).
+            "setxattr": "ENOTSUP", "getxattr": "ENODATA", "listxattr": [], "removexattr": "ENOTSUP",
+        });
+        ensure!(got == want, "what programs get:\n{got:#}\nexpected:\n{want:#}");
+
+        drive.unmount().await?;
         Ok(())
     }
 );

@@ -41,6 +41,9 @@ impl Vfs {
     }
 
     pub async fn lookup(&self, parent: Ino, name: &str) -> VfsResult<Attr> {
+        // Before any cached answer: a long name is ENAMETOOLONG, not ENOENT (unlink, rmdir
+        // and rename find their source through here too).
+        check_name_length(name)?;
         let key = name_key(name);
         let path = {
             let t = lock(&self.tree);
@@ -98,7 +101,10 @@ impl Vfs {
 
     pub async fn setattr(&self, ino: Ino, fh: Option<Fh>, set: SetAttr) -> VfsResult<Attr> {
         if let Some(ro) = set.readonly {
-            lock(&self.tree).get_mut(ino)?.readonly = ro;
+            let mut t = lock(&self.tree);
+            let n = t.get_mut(ino)?;
+            n.readonly = ro;
+            n.status_changed(std::time::SystemTime::now());
         }
         if let Some(size) = set.size {
             let (kind, readonly, has_writer) = {

@@ -43,6 +43,98 @@ pub struct Record {
     pub dirty: BTreeSet<u64>,
     /// The size changed, the file is new, or it was truncated: commit even with no dirty block.
     pub changed: bool,
+    /// How many folder moves of the [`MoveLog`] `path` already reflects: recovery applies the
+    /// later ones (a folder moved after this record was written).
+    #[serde(default)]
+    pub moves_seen: u64,
+}
+
+/// The folder moves made while files under them had journal records, so a move does not
+/// rewrite every record below it: `moves.log` in the staging directory (JSON), one entry per move
+/// (`seq`, `from`, `to`), rewritten whole (temp + rename) per move. A record names the moves
+/// it already reflects ([`Record::moves_seen`], stamped when it is written); recovery applies
+/// the later ones to its path in order. Emptied when a mount starts with no record left.
+#[derive(Debug)]
+pub struct MoveLog {
+    file: PathBuf,
+    moves: std::sync::Mutex<Vec<Move>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Move {
+    pub seq: u64,
+    pub from: String,
+    pub to: String,
+}
+
+impl MoveLog {
+    /// The log of staging directory `dir` as a previous run left it (empty if none, or if it
+    /// cannot be read: records then keep the paths they were written with).
+    pub fn open(dir: &Path) -> Arc<Self> {
+        let file = dir.join("moves.log");
+        let moves = match fs::read(&file) {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "unreadable folder-move log ignored");
+                Vec::new()
+            }),
+            Err(_) => Vec::new(),
+        };
+        Arc::new(Self { file, moves: std::sync::Mutex::new(moves) })
+    }
+
+    /// How many moves there are (what a record written now reflects).
+    pub fn seq(&self) -> u64 {
+        self.lock().last().map_or(0, |m| m.seq)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Move>> {
+        self.moves.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that the folder `from` is now `to` (paths in the space).
+    pub fn append(&self, from: &str, to: &str) -> VfsResult<()> {
+        let mut moves = self.lock();
+        let seq = moves.last().map_or(0, |m| m.seq) + 1;
+        moves.push(Move { seq, from: from.to_string(), to: to.to_string() });
+        let json = serde_json::to_vec(&*moves).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
+        let tmp = self.file.with_extension("tmp");
+        let written = fs::create_dir_all(self.file.parent().unwrap_or(Path::new(".")))
+            .and_then(|()| fs::write(&tmp, &json))
+            .and_then(|()| fs::rename(&tmp, &self.file));
+        if let Err(e) = written {
+            // Not in the log: the records must not be stamped as if it were.
+            moves.pop();
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Brings a path that reflects the first `seen` moves up to date: the later ones are
+    /// applied to it, and `seen` becomes the count of all.
+    pub fn catch_up(&self, path: &mut String, seen: &mut u64) {
+        let moves = self.lock();
+        for m in moves.iter().filter(|m| m.seq > *seen) {
+            if let Some(rest) = under(path, &m.from) {
+                *path = format!("{}{rest}", m.to);
+            }
+        }
+        *seen = moves.last().map_or(*seen, |m| m.seq.max(*seen));
+    }
+
+    /// Forgets every move (no record refers to any).
+    fn clear(&self) {
+        self.lock().clear();
+        let _ = fs::remove_file(&self.file);
+    }
+}
+
+/// The part of `path` after `dir` if `path` is `dir` or below it (names compared as the
+/// gateway does, case-insensitively).
+fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
+    let head = path.get(..dir.len())?;
+    let rest = &path[dir.len()..];
+    let same = head == dir || nimbus_proto::names::name_key(head) == nimbus_proto::names::name_key(dir);
+    (same && (rest.is_empty() || rest.starts_with('/'))).then_some(rest)
 }
 
 /// Whether a staged file is still in the namespace. Changed without the staging area's lock
@@ -82,11 +174,15 @@ pub struct Staged {
     /// Committed and deleted (or dropped): whoever was waiting for its lock must stage anew.
     discarded: bool,
     journal: Arc<Journal>,
+    moves: Arc<MoveLog>,
 }
 
 impl Staged {
-    /// A new staging file for `rec` (whose `size` the staging file takes at once).
-    pub fn create(dir: &Path, rec: Record) -> VfsResult<Self> {
+    /// A new staging file for `rec` (whose `size` the staging file takes at once). `rec.path`
+    /// is taken to reflect every move of `moves` so far: the caller read it from the inode
+    /// table under the same lock the moves are logged under.
+    pub fn create(dir: &Path, mut rec: Record, moves: &Arc<MoveLog>) -> VfsResult<Self> {
+        rec.moves_seen = moves.seq();
         let id = format!("{:016x}{:08x}", rand_u64(), std::process::id());
         let open = || OpenOptions::new().create_new(true).read(true).write(true).open(dir.join(format!("{id}.data")));
         let file = match open() {
@@ -100,14 +196,28 @@ impl Staged {
         // The record is first written when there is something to recover (a dirty block, or
         // the close); a staging file without one is just dropped by `recover`.
         let journal = Journal::new(dir, &id);
-        Ok(Self { id, dir: dir.to_path_buf(), file, rec, last: Vec::new(), discarded: false, journal })
+        Ok(Self {
+            id,
+            dir: dir.to_path_buf(),
+            file,
+            rec,
+            last: Vec::new(),
+            discarded: false,
+            journal,
+            moves: moves.clone(),
+        })
     }
 
     /// Every staged file left by an earlier run, with its size taken from the staging file
     /// (the record's may lag behind the last writes).
-    pub fn recover(dir: &Path) -> Vec<Staged> {
+    /// Their paths are where they are now: the folder moves of `moves` they did not reflect
+    /// yet are applied. With no record left, the move log is emptied.
+    pub fn recover(dir: &Path, moves: &Arc<MoveLog>) -> Vec<Staged> {
         let mut out = Vec::new();
-        let Ok(rd) = fs::read_dir(dir) else { return out };
+        let Ok(rd) = fs::read_dir(dir) else {
+            moves.clear();
+            return out;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.extension().is_some_and(|x| x == "tmp") {
@@ -141,6 +251,7 @@ impl Staged {
                             rec.size = len;
                         }
                     }
+                    moves.catch_up(&mut rec.path, &mut rec.moves_seen);
                     let journal = Journal::new(dir, &id);
                     out.push(Staged {
                         id,
@@ -150,6 +261,7 @@ impl Staged {
                         last: Vec::new(),
                         discarded: false,
                         journal,
+                        moves: moves.clone(),
                     });
                 }
                 _ => {
@@ -157,6 +269,9 @@ impl Staged {
                     let _ = fs::rename(&p, p.with_extension("broken"));
                 }
             }
+        }
+        if out.is_empty() {
+            moves.clear();
         }
         out
     }
@@ -168,6 +283,7 @@ impl Staged {
             // left the namespace.
             return Ok(());
         }
+        self.moves.catch_up(&mut self.rec.path, &mut self.rec.moves_seen);
         let json = serde_json::to_vec(&self.rec).map_err(|e| super::types::VfsError::Io(e.to_string()))?;
         if json == self.last && !durable {
             return Ok(());
@@ -187,6 +303,13 @@ impl Staged {
         }
         self.last = json;
         Ok(())
+    }
+
+    /// The file's path now, reflecting the first `seen` folder moves (read together, under
+    /// the inode table's lock).
+    pub fn set_path(&mut self, path: String, seen: u64) {
+        self.rec.path = path;
+        self.rec.moves_seen = seen;
     }
 
     /// The part of this staging area the inode table changes without its lock.

@@ -62,6 +62,9 @@ impl Vfs {
                     && let Some(p) = parent
                 {
                     t.invalidate_dir(p);
+                    // Another device changed the folder's entries: its time moves, as for
+                    // the changes made here.
+                    t.entries_changed(&[p]);
                     if let Some(c) = here
                         && let Ok(n) = t.get_mut(c)
                     {
@@ -79,6 +82,7 @@ impl Vfs {
                         // gateway can tell, so ask it (the next lookup or listing) rather than
                         // take the node out of its directory.
                         t.invalidate_dir(fparent);
+                        t.entries_changed(&[fparent]);
                         if let Ok(n) = t.get_mut(c) {
                             n.forget_attrs();
                         }
@@ -93,6 +97,7 @@ impl Vfs {
                     t.orphan(c);
                     if let Some(p) = parent {
                         t.invalidate_dir(p);
+                        t.entries_changed(&[p]);
                     }
                 }
             }

@@ -64,7 +64,10 @@ impl Vfs {
             let n = t.get_mut(ino)?;
             n.opened(true, mode.delete_on_close);
             n.readonly = readonly;
-            (n.attr(ino), n.local_changes())
+            let attr = n.attr(ino);
+            let local_changes = n.local_changes();
+            t.entries_changed(&[parent]);
+            (attr, local_changes)
         };
         lock(&self.handles)
             .insert(fh, Handle::File { ino, write: true, content: None, local_changes, ra: ReadAhead::default() });

@@ -23,6 +23,7 @@ impl Vfs {
         let e = self.seen(self.remote.mkdir(&path).await)?;
         let mut t = lock(&self.tree);
         let ino = t.upsert(parent, &e);
+        t.entries_changed(&[parent]);
         let n = t.get_mut(ino)?;
         // Just made here: known empty, so lookups inside need no gateway call.
         if n.dir.children.is_empty() {
@@ -50,7 +51,11 @@ impl Vfs {
                 Err(e) => return Err(e),
             }
         }
-        let unwanted = lock(&self.tree).remove(ino);
+        let unwanted = {
+            let mut t = lock(&self.tree);
+            t.entries_changed(&[parent]);
+            t.remove(ino)
+        };
         if unwanted.is_some()
             && let Some(st) = quiet.as_mut()
         {
@@ -94,7 +99,10 @@ impl Vfs {
             return Err(VfsError::NotEmpty);
         }
         self.seen(self.remote.delete(&path).await)?;
-        lock(&self.tree).orphan(ino);
+        let mut t = lock(&self.tree);
+        let parent = t.get(ino)?.parent();
+        t.orphan(ino);
+        t.entries_changed(&[parent]);
         Ok(())
     }
 
@@ -126,20 +134,35 @@ impl Vfs {
                 (Kind::File, Kind::File) => {}
             }
         }
-        // 2. Files being written under the source go up first, so the move carries them.
-        let staged = lock(&self.tree).staged_under(src);
-        for ino in staged {
-            let local_only = lock(&self.tree).get(ino).is_ok_and(|n| is_local_only(n.name()));
-            if !local_only {
-                self.commit(ino, false).await?;
-            }
+        // 2. A file with changes goes up first, so the move carries them and the server
+        // switches to the new name and content at once (an editor's save: write a temp file,
+        // rename it over the document). A folder's files don't: see 3.
+        let src_is_file = lock(&self.tree).get(src)?.kind == Kind::File;
+        if src_is_file && !is_local_only(name) {
+            self.commit(src, false).await?;
         }
-        // 3. A replaced file's pending upload must neither race the move nor run after it.
+        // 3. No upload may run under the source while it moves (one would commit at the old
+        // path), and the replaced file's pending upload must neither race the move nor run
+        // after it: their staging areas are held (in inode order, so two renames never wait
+        // for each other) until the move is made and the journal records name the new paths.
+        // The queued uploads of a folder's files wait meanwhile and go up later from their
+        // new place, so a folder of thousands of files just written moves as fast as an
+        // uploaded one (one gateway call, no upload, one entry in the journal's move log).
         let replaced = target.filter(|a| a.kind == Kind::File).map(|a| a.ino);
-        let mut quiet = match replaced {
-            Some(ino) => self.quiesce(ino).await,
-            None => None,
+        let held = {
+            let t = lock(&self.tree);
+            let mut inos = t.staged_under(src);
+            inos.extend(replaced);
+            inos.sort_unstable();
+            inos.dedup();
+            inos.into_iter().filter_map(|i| Some((i, t.get(i).ok()?.staged()?))).collect::<Vec<_>>()
         };
+        // Only the uploads already running are waited for; the queued ones wait for the move.
+        let _deferred = self.defer_uploads(&held.iter().map(|(i, _)| *i).collect::<Vec<_>>());
+        let mut quiet = Vec::with_capacity(held.len());
+        for (ino, st) in held {
+            quiet.push((ino, st.lock_owned().await));
+        }
         // 4. The move: on the gateway (unless the file never went there: an owner file), then
         // in the inode table.
         let (from, to, remote, replaced_remote) = {
@@ -160,44 +183,60 @@ impl Vfs {
             }
             None
         };
-        let unwanted = lock(&self.tree).rename(src, newparent, &newname, replaced, entry.as_ref());
-        if unwanted.is_some()
-            && let Some(st) = quiet.as_mut()
-        {
-            st.discard();
+        let (unwanted, logged, paths) = {
+            let mut t = lock(&self.tree);
+            let unwanted = t.rename(src, newparent, &newname, replaced, entry.as_ref());
+            // Both folders' entries changed; the node keeps its mtime, its ctime moves (as
+            // on Linux's local file systems).
+            t.entries_changed(&[parent, newparent]);
+            t.get_mut(src)?.status_changed(std::time::SystemTime::now());
+            // The journal records below a moved folder must name the new paths, or a crash
+            // would bring the files back at the old ones: one entry in the move log says it
+            // for all of them (logged under this lock, so a record's path and the log agree).
+            // A moved file's own record is rewritten instead.
+            let below = quiet.iter().any(|(i, _)| Some(*i) != replaced);
+            let logged = !src_is_file
+                && below
+                && match self.moves.append(&from.to_string(), &to.to_string()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not log a folder move; rewriting its files' records");
+                        false
+                    }
+                };
+            let seen = self.moves.seq();
+            let paths: Vec<Option<(String, u64)>> =
+                quiet.iter().map(|(i, _)| t.path(*i).ok().map(|p| (p.to_string(), seen))).collect();
+            (unwanted, logged, paths)
+        };
+        for ((ino, st), path) in quiet.iter_mut().zip(paths) {
+            if unwanted.is_some() && Some(*ino) == replaced {
+                st.discard();
+                continue;
+            }
+            if logged {
+                // Their records catch up with the log whenever they are next written.
+                continue;
+            }
+            if let Some((path, seen)) = path
+                && !st.is_discarded()
+                && st.rec.path != path
+            {
+                st.set_path(path, seen);
+                if let Err(e) = st.persist(false) {
+                    // The rename is made (an error would say otherwise); until this file's
+                    // upload, only a crash would send it to its old path.
+                    tracing::warn!(error = %e, "could not update the journal record of a renamed file");
+                }
+            }
         }
         drop(quiet);
-        if let Err(e) = self.repoint_records(src).await {
-            // The rename is made (an error would say otherwise); until these files' next
-            // upload, only a crash would send them to their old paths.
-            tracing::warn!(error = %e, "could not update the journal records of renamed files");
-        }
         // A file that never went up (an owner file given a real name) goes up now; offline it
         // waits in the journal like any closed file (the rename itself is done).
         if !remote && !is_local_only(&newname) {
             match self.commit(src, false).await {
                 Ok(()) | Err(VfsError::Offline) => {}
                 Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// The journal records of the files with changes at or below `top` name their paths as
-    /// they are now (after a rename), or a crash would bring them back at the old ones.
-    async fn repoint_records(&self, top: Ino) -> VfsResult<()> {
-        let staged: Vec<_> = {
-            let t = lock(&self.tree);
-            t.staged_under(top)
-                .into_iter()
-                .filter_map(|i| Some((t.get(i).ok()?.staged()?, t.path(i).ok()?.to_string())))
-                .collect()
-        };
-        for (st, path) in staged {
-            let mut st = st.lock().await;
-            if !st.is_discarded() && st.rec.path != path {
-                st.rec.path = path;
-                st.persist(false)?;
             }
         }
         Ok(())

@@ -68,6 +68,9 @@ pub struct Node {
     /// A modification time set by a program (utimens), shown instead of the server's while
     /// the content stays the same version.
     mtime_override: Option<SystemTime>,
+    /// When this mount last changed the node's status (see [`Attr::ctime`]); `None`: never,
+    /// the ctime is the mtime.
+    status_changed: Option<SystemTime>,
 }
 
 /// What the end of a handle means for its node.
@@ -103,11 +106,20 @@ impl Node {
             kernel_version: None,
             delete_pending: false,
             mtime_override: None,
+            status_changed: None,
         }
     }
 
     pub fn attr(&self, ino: Ino) -> Attr {
-        Attr { ino, kind: self.kind, size: self.size, mtime: self.mtime, readonly: self.readonly }
+        Attr {
+            ino,
+            kind: self.kind,
+            size: self.size,
+            mtime: self.mtime,
+            ctime: self.status_changed.map_or(self.mtime, |c| c.max(self.mtime)),
+            readonly: self.readonly,
+            unlinked: self.unlinked,
+        }
     }
 
     pub fn parent(&self) -> Ino {
@@ -196,6 +208,22 @@ impl Node {
         self.size = size;
         self.mtime = SystemTime::now();
         self.mtime_override = None;
+        self.status_changed = Some(self.mtime);
+    }
+
+    /// Its name, links or attributes changed here (rename, unlink, chmod): the ctime moves,
+    /// the mtime stays.
+    pub fn status_changed(&mut self, now: SystemTime) {
+        self.status_changed = Some(now);
+    }
+
+    /// An entry was created, removed or renamed in this directory: its mtime and ctime are
+    /// `now`. Kept (as a time set by a program is) over the gateway's, which does not move a
+    /// folder's time when its entries change.
+    pub fn entries_changed(&mut self, now: SystemTime) {
+        self.mtime = now;
+        self.mtime_override = Some(now);
+        self.status_changed = Some(now);
     }
 
     /// The staging copy was truncated to `size` by an open.
@@ -207,6 +235,7 @@ impl Node {
     pub fn set_mtime(&mut self, m: SystemTime) {
         self.mtime = m;
         self.mtime_override = Some(m);
+        self.status_changed = Some(SystemTime::now());
     }
 
     /// The gateway's attributes of version `version` (a manifest or a listing), unless
@@ -387,6 +416,8 @@ impl Tree {
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.unlinked = true;
             n.fetched = None;
+            // Its link count dropped.
+            n.status_changed = Some(SystemTime::now());
             if let Some((_, journal)) = &n.staged {
                 // Its handles keep the staging copy; the record goes, or a crash would bring
                 // the file back.
@@ -521,6 +552,17 @@ impl Tree {
             }
         }
         ino
+    }
+
+    /// Entries of these directories were created, removed or renamed (see
+    /// [`Node::entries_changed`]); one directory given twice (a rename within it) changes once.
+    pub fn entries_changed(&mut self, dirs: &[Ino]) {
+        let now = SystemTime::now();
+        for d in dirs {
+            if let Some(n) = self.nodes.get_mut(d) {
+                n.entries_changed(now);
+            }
+        }
     }
 
     /// Forgets what is cached about a directory's listing.

@@ -24,8 +24,14 @@ pub struct Attr {
     pub kind: Kind,
     pub size: u64,
     pub mtime: SystemTime,
+    /// Status change time (POSIX ctime): the last change of the contents, the name, the
+    /// attributes or, for a directory, its entries. Never earlier than `mtime`.
+    pub ctime: SystemTime,
     /// Windows' read-only attribute; on POSIX shown as a mode without write bits.
     pub readonly: bool,
+    /// No name leads to it any more (unlinked or replaced while still open): POSIX shows a
+    /// link count of 0, so a program can tell its open file was deleted.
+    pub unlinked: bool,
 }
 
 /// Changes requested by `setattr`.
@@ -69,6 +75,10 @@ pub enum VfsError {
     /// A name Windows (and therefore the gateway) refuses: the message says why.
     #[error("invalid name: {0}")]
     InvalidName(String),
+    /// A name component longer than 255 bytes (or a path too long for the gateway):
+    /// ENAMETOOLONG, whichever call got it.
+    #[error("file name too long")]
+    NameTooLong,
     #[error("read-only file")]
     ReadOnly,
     #[error("quota exceeded")]
@@ -127,8 +137,23 @@ impl From<nimbus_client::Error> for VfsError {
 
 impl From<nimbus_proto::NameError> for VfsError {
     fn from(e: nimbus_proto::NameError) -> Self {
-        VfsError::InvalidName(e.to_string())
+        match e {
+            nimbus_proto::NameError::TooLong | nimbus_proto::NameError::PathTooLong => VfsError::NameTooLong,
+            e => VfsError::InvalidName(e.to_string()),
+        }
     }
+}
+
+/// Refuses a name longer than a name may be (255 bytes, or UTF-16 units for Windows) with
+/// [`VfsError::NameTooLong`]; other names pass (whether they are valid is checked where they
+/// are made). Cheap: only a name over 255 bytes is looked at further.
+pub fn check_name_length(name: &str) -> VfsResult<()> {
+    if name.len() > nimbus_proto::names::MAX_NAME_LEN
+        && let Err(e @ nimbus_proto::NameError::TooLong) = nimbus_proto::names::validate_name(name)
+    {
+        return Err(e.into());
+    }
+    Ok(())
 }
 
 pub type VfsResult<T> = Result<T, VfsError>;

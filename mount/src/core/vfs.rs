@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::blocks::BlockCache;
-use super::dirty::Staged;
+use super::dirty::{MoveLog, Staged};
 use super::remote::{Remote, RemoteError};
 use super::status::Activity;
 use super::tree::{Content, Tree};
@@ -99,6 +99,9 @@ pub struct Vfs {
     pub activity: Activity,
     /// Journal records of an earlier run (or of files no longer in the tree) still to upload.
     pub(super) orphans: tokio::sync::Mutex<Vec<Staged>>,
+    /// Folder moves the journal records below them do not reflect yet (appended, like the
+    /// inode table's renames, under the inode table's lock).
+    pub(super) moves: Arc<MoveLog>,
     /// Files closed with changes, waiting for the uploader.
     pub(super) queue: Mutex<std::collections::VecDeque<(Ino, Instant)>>,
     pub(super) queued: tokio::sync::Notify,
@@ -128,7 +131,8 @@ pub fn conflict_name(name: &str, host: &str, now: SystemTime) -> String {
 
 impl Vfs {
     pub fn new(remote: Arc<dyn Remote>, cache: Arc<BlockCache>, cfg: VfsConfig) -> Arc<Self> {
-        let orphans = Staged::recover(&cfg.staging_dir);
+        let moves = MoveLog::open(&cfg.staging_dir);
+        let orphans = Staged::recover(&cfg.staging_dir, &moves);
         if !orphans.is_empty() {
             tracing::info!(count = orphans.len(), "found writes of an earlier run; uploading them");
         }
@@ -143,6 +147,7 @@ impl Vfs {
             feed_ok: AtomicBool::new(false),
             activity: Activity::default(),
             orphans: tokio::sync::Mutex::new(orphans),
+            moves,
             queue: Mutex::new(Default::default()),
             queued: tokio::sync::Notify::new(),
         })

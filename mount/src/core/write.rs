@@ -89,8 +89,10 @@ impl Vfs {
             present: Default::default(),
             dirty: Default::default(),
             changed: truncate || n.remote_id().is_none(),
+            moves_seen: 0,
         };
-        let mut st = Staged::create(&self.cfg.staging_dir, rec)?;
+        // Still under the inode table's lock: `path` and the move log agree.
+        let mut st = Staged::create(&self.cfg.staging_dir, rec, &self.moves)?;
         if truncate {
             // A truncation is a change on its own (an open with O_TRUNC may be all there is):
             // journaled at once, like the existing staging copy's truncation above.

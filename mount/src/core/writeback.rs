@@ -23,7 +23,44 @@ pub(super) enum Committed {
     Conflict(String),
 }
 
+/// Queued uploads taken out of the uploader's queue while a rename holds their files (else
+/// the uploader, going through the queue in the order the rename locks the files, would keep
+/// starting the very upload the rename waits for next). Put back, and the uploader woken, when
+/// dropped, whatever the rename's outcome.
+pub(super) struct Deferred<'a> {
+    vfs: &'a Vfs,
+    entries: Vec<(Ino, Instant)>,
+}
+
+impl Drop for Deferred<'_> {
+    fn drop(&mut self) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let mut q = lock(&self.vfs.queue);
+        q.extend(self.entries.drain(..));
+        // The uploader relies on the queue being in due order.
+        q.make_contiguous().sort_by_key(|(_, due)| *due);
+        drop(q);
+        self.vfs.queued.notify_one();
+    }
+}
+
 impl Vfs {
+    /// Takes these files' queued uploads out of the queue until the returned value is dropped.
+    pub(super) fn defer_uploads(&self, inos: &[Ino]) -> Deferred<'_> {
+        let set: std::collections::HashSet<Ino> = inos.iter().copied().collect();
+        let mut entries = Vec::new();
+        lock(&self.queue).retain(|e| {
+            let keep = !set.contains(&e.0);
+            if !keep {
+                entries.push(*e);
+            }
+            keep
+        });
+        Deferred { vfs: self, entries }
+    }
+
     /// Journals a closed file's changes and queues its upload.
     pub(super) async fn enqueue(&self, ino: Ino) -> VfsResult<()> {
         let staged = lock(&self.tree).get(ino)?.staged();
@@ -108,10 +145,10 @@ impl Vfs {
             return Ok(());
         }
         // Renamed or deleted while waiting for the lock: go by what holds now.
-        let path = {
+        let (path, moves_seen) = {
             let t = lock(&self.tree);
             match t.get(ino) {
-                Ok(n) if !n.is_unlinked() => t.path(ino).unwrap_or(path),
+                Ok(n) if !n.is_unlinked() => (t.path(ino).unwrap_or(path), self.moves.seq()),
                 _ => return Ok(()),
             }
         };
@@ -126,7 +163,7 @@ impl Vfs {
             }
             return Ok(());
         }
-        st.rec.path = path.to_string();
+        st.set_path(path.to_string(), moves_seen);
         self.activity.pending_add(1);
         let result = self.upload(&mut st, &path).await;
         self.activity.pending_add(-1);
@@ -161,6 +198,8 @@ impl Vfs {
                 let parent = n.parent();
                 n.lost_to_conflict();
                 t.invalidate_dir(parent);
+                // The conflict copy is a new entry there.
+                t.entries_changed(&[parent]);
                 drop(t);
                 self.activity.conflict(Conflict { path: path.to_string(), copy });
                 Ok(())

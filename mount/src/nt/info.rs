@@ -128,7 +128,8 @@ mod tests {
     use super::*;
 
     fn attr(kind: Kind, size: u64, readonly: bool) -> Attr {
-        Attr { ino: 42, kind, size, mtime: UNIX_EPOCH + Duration::from_secs(1_700_000_000), readonly }
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        Attr { ino: 42, kind, size, mtime: t, ctime: t, readonly, unlinked: false }
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub fn ntstatus(e: &VfsError) -> i32 {
         VfsError::NotDir => STATUS_NOT_A_DIRECTORY,
         VfsError::IsDir => STATUS_FILE_IS_A_DIRECTORY,
         VfsError::NotEmpty => STATUS_DIRECTORY_NOT_EMPTY,
-        VfsError::InvalidName(_) => STATUS_OBJECT_NAME_INVALID,
+        // Windows has no "too long" for a component: NTFS answers this too.
+        VfsError::InvalidName(_) | VfsError::NameTooLong => STATUS_OBJECT_NAME_INVALID,
         VfsError::ReadOnly => STATUS_CANNOT_DELETE,
         VfsError::Denied => STATUS_ACCESS_DENIED,
         VfsError::Quota => STATUS_DISK_FULL,
@@ -48,6 +49,7 @@ pub fn log_failure(op: &str, e: &VfsError) {
     match e {
         VfsError::NotFound | VfsError::Exists => {}
         VfsError::InvalidName(msg) => tracing::info!(op, "refused: {msg}"),
+        VfsError::NameTooLong => tracing::info!(op, "refused: {e}"),
         other => tracing::warn!(op, error = %other, "file system call failed"),
     }
 }
@@ -60,13 +62,14 @@ mod tests {
     #[test]
     fn every_core_error_has_its_ntstatus() {
         // Exhaustive over VfsError: a new variant fails to compile in `ntstatus()` first.
-        let table: [(VfsError, i32); 14] = [
+        let table: [(VfsError, i32); 15] = [
             (VfsError::NotFound, STATUS_OBJECT_NAME_NOT_FOUND),
             (VfsError::Exists, STATUS_OBJECT_NAME_COLLISION),
             (VfsError::NotDir, STATUS_NOT_A_DIRECTORY),
             (VfsError::IsDir, STATUS_FILE_IS_A_DIRECTORY),
             (VfsError::NotEmpty, STATUS_DIRECTORY_NOT_EMPTY),
             (VfsError::InvalidName("CON".into()), STATUS_OBJECT_NAME_INVALID),
+            (VfsError::NameTooLong, STATUS_OBJECT_NAME_INVALID),
             (VfsError::ReadOnly, STATUS_CANNOT_DELETE),
             (VfsError::Denied, STATUS_ACCESS_DENIED),
             (VfsError::Quota, STATUS_DISK_FULL),

@@ -10,7 +10,7 @@ use anyhow::{Context, ensure};
 use nimbus_proto::wire::BlockRef;
 
 use super::*;
-use crate::core::dirty::{RECORD_VERSION, Record, Staged};
+use crate::core::dirty::{MoveLog, RECORD_VERSION, Record, Staged};
 use crate::core::fake::{Call, Fault, Item};
 
 fn record(path: &str, base: Option<(i64, Vec<BlockRef>)>, size: u64) -> Record {
@@ -25,7 +25,13 @@ fn record(path: &str, base: Option<(i64, Vec<BlockRef>)>, size: u64) -> Record {
         present: Default::default(),
         dirty: Default::default(),
         changed: true,
+        moves_seen: 0,
     }
+}
+
+/// The staging directory's folder-move log (none yet in most tests).
+fn moves(dir: &Path) -> std::sync::Arc<MoveLog> {
+    MoveLog::open(dir)
 }
 
 fn files(dir: &Path) -> anyhow::Result<Vec<String>> {
@@ -36,7 +42,7 @@ fn files(dir: &Path) -> anyhow::Result<Vec<String>> {
 }
 
 fn recover_one(dir: &Path) -> anyhow::Result<Staged> {
-    let mut all = Staged::recover(dir);
+    let mut all = Staged::recover(dir, &moves(dir));
     ensure!(all.len() == 1, "recovered {} records", all.len());
     all.pop().context("one record")
 }
@@ -45,7 +51,8 @@ fn recover_one(dir: &Path) -> anyhow::Result<Staged> {
 fn a_record_round_trips() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let base = vec![BlockRef { hash: "ab".repeat(32), size: BS }, BlockRef { hash: "cd".repeat(32), size: 4 }];
-    let mut st = Staged::create(dir.path(), record("/Docs/a.txt", Some((7, base.clone())), BS + 4))?;
+    let mut st =
+        Staged::create(dir.path(), record("/Docs/a.txt", Some((7, base.clone())), BS + 4), &moves(dir.path()))?;
     st.mark_present(0);
     st.write(2, b"xyz")?;
     st.persist(false)?;
@@ -63,7 +70,7 @@ fn a_record_round_trips() -> anyhow::Result<()> {
 #[test]
 fn a_record_lagging_a_grown_staging_file_takes_its_size() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut st = Staged::create(dir.path(), record("/a", None, 0))?;
+    let mut st = Staged::create(dir.path(), record("/a", None, 0), &moves(dir.path()))?;
     st.write(0, &[1u8; 10])?;
     st.persist(false)?;
     // Written after the last record: rewrites of a dirty block and growth within it journal
@@ -83,7 +90,7 @@ fn a_record_lagging_a_grown_staging_file_takes_its_size() -> anyhow::Result<()> 
 #[test]
 fn a_record_lagging_a_shrunk_staging_file_takes_its_size() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut st = Staged::create(dir.path(), record("/a", None, 0))?;
+    let mut st = Staged::create(dir.path(), record("/a", None, 0), &moves(dir.path()))?;
     st.write(0, &[3u8; 3 * BS as usize])?;
     st.persist(false)?;
     // Shrinking never grows the dirty set: the record is not rewritten.
@@ -110,13 +117,13 @@ fn leftovers_are_cleaned_and_unreadable_records_kept_aside() -> anyhow::Result<(
     future["format"] = (RECORD_VERSION + 1).into();
     fs::write(d.join("dddd.json"), serde_json::to_vec(&future)?)?;
     fs::write(d.join("dddd.data"), b"kept")?;
-    let mut good = Staged::create(d, record("/good", None, 0))?;
+    let mut good = Staged::create(d, record("/good", None, 0), &moves(d))?;
     good.write(0, b"ok")?;
     good.persist(false)?;
     let good_id = good.id.clone();
     drop(good);
 
-    let got = Staged::recover(d);
+    let got = Staged::recover(d, &moves(d));
     ensure!(got.len() == 1 && got[0].id == good_id, "only the good record comes back");
     let left = files(d)?;
     ensure!(!left.iter().any(|f| f.starts_with("aaaa") || f.starts_with("bbbb")), "{left:?}");
@@ -127,13 +134,13 @@ fn leftovers_are_cleaned_and_unreadable_records_kept_aside() -> anyhow::Result<(
 #[test]
 fn discarded_staging_leaves_nothing_and_is_never_rewritten() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut st = Staged::create(dir.path(), record("/a", None, 0))?;
+    let mut st = Staged::create(dir.path(), record("/a", None, 0), &moves(dir.path()))?;
     st.write(0, b"abc")?;
     st.persist(false)?;
     st.discard();
     st.persist(true)?;
     ensure!(files(dir.path())?.is_empty(), "{:?}", files(dir.path())?);
-    ensure!(Staged::recover(dir.path()).is_empty());
+    ensure!(Staged::recover(dir.path(), &moves(dir.path())).is_empty());
     Ok(())
 }
 
@@ -202,5 +209,48 @@ async fn a_file_deleted_while_open_stays_deleted_after_a_crash() -> anyhow::Resu
     let tree = rig.fake.tree();
     ensure!(tree.is_empty(), "deleted files came back: {tree:?}");
     ensure!(files(&rig.dir.path().join("staging"))?.is_empty(), "the journal is empty");
+    Ok(())
+}
+
+#[test]
+fn folder_moves_reach_the_records_below_them_at_recovery() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    let log = moves(d);
+    let mut f = Staged::create(d, record("/A/f", None, 0), &log)?;
+    f.write(0, b"f")?;
+    f.persist(false)?;
+    log.append("/A", "/B")?;
+    // Made after the move, in a new folder called A: the move is not its.
+    let mut g = Staged::create(d, record("/A/g", None, 0), &log)?;
+    g.write(0, b"g")?;
+    g.persist(false)?;
+    // Case-insensitive like the gateway; a name that only starts like the folder is not in it.
+    log.append("/b", "/C")?;
+    let mut h = Staged::create(d, record("/Bee/h", None, 0), &log)?;
+    h.write(0, b"h")?;
+    h.persist(false)?;
+    ensure!(fs::read_to_string(d.join(format!("{}.json", f.id)))?.contains("\"/A/f\""), "f's record was not rewritten");
+    drop((f, g, h));
+
+    let log = moves(d);
+    let mut got: Vec<String> = Staged::recover(d, &log).into_iter().map(|s| s.rec.path).collect();
+    got.sort();
+    ensure!(got == ["/A/g", "/Bee/h", "/C/f"], "{got:?}");
+    // Written again, a record names its path as of now and the moves it reflects.
+    let mut all = Staged::recover(d, &log);
+    for st in &mut all {
+        st.rec.changed = true;
+        st.persist(true)?;
+    }
+    let mut again: Vec<String> = Staged::recover(d, &moves(d)).into_iter().map(|s| s.rec.path).collect();
+    again.sort();
+    ensure!(again == got, "{again:?}");
+    // No record left: the next mount starts a new log.
+    for mut st in Staged::recover(d, &moves(d)) {
+        st.discard();
+    }
+    ensure!(Staged::recover(d, &moves(d)).is_empty());
+    ensure!(files(d)?.is_empty(), "{:?}", files(d)?);
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! In-process tests of the core against the in-memory gateway (`core::fake`): no server, no
 //! FUSE. `faults` injects the gateway's failures one at a time, `journal` round-trips the
-//! write-back journal and its recovery, `model` is the reference-model property test, and
-//! `regressions` holds one focused test for each bug it found.
+//! write-back journal and its recovery, `model` is the reference-model property test,
+//! `regressions` holds one focused test for each bug it found, and `posix` the POSIX behaviour
+//! programs rely on.
 
 mod faults;
 mod journal;
 mod model;
+mod posix;
 mod regressions;
 
 use std::path::Path;

@@ -64,7 +64,9 @@ enum Flavor {
 /// Names drawn from a small pool, so that they collide (also in another case, and as a file
 /// against a folder). The last ones are names Windows refuses.
 const NAMES: &[&str] = &["a", "A", "b.txt", "B.TXT", "doc.docx", "Doc.DOCX", "~$doc.docx", "d", "D", "e"];
-const BAD_NAMES: &[&str] = &["a:b", "CON", "x.", "what?", "lpt1.txt"];
+const BAD_NAMES: &[&str] = &["a:b", "CON", "x.", "what?", "lpt1.txt", LONG_NAME];
+/// 256 bytes: one more than a name may have (ENAMETOOLONG).
+const LONG_NAME: &str = "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn.txt";
 
 #[derive(Debug, Clone, Copy)]
 enum OpenKind {
@@ -394,6 +396,15 @@ fn name_for(flavor: Flavor, sel: u8) -> &'static str {
     if bad { BAD_NAMES[(sel / 16) as usize % BAD_NAMES.len()] } else { NAMES[sel as usize % NAMES.len()] }
 }
 
+/// The error a name the gateway refuses gets: ENAMETOOLONG for a long one, else invalid.
+fn name_refused(name: &str) -> Result<(), E> {
+    match validate_name(name) {
+        Ok(_) => Ok(()),
+        Err(nimbus_proto::NameError::TooLong) => Err(E::NameTooLong),
+        Err(_) => Err(E::InvalidName),
+    }
+}
+
 /// The same name in another case.
 fn other_case(name: &str) -> String {
     let flipped: String =
@@ -414,6 +425,7 @@ enum E {
     IsDir,
     NotEmpty,
     InvalidName,
+    NameTooLong,
     ReadOnly,
     Denied,
     Offline,
@@ -429,6 +441,7 @@ fn kind(e: &VfsError) -> E {
         VfsError::IsDir => E::IsDir,
         VfsError::NotEmpty => E::NotEmpty,
         VfsError::InvalidName(_) => E::InvalidName,
+        VfsError::NameTooLong => E::NameTooLong,
         VfsError::ReadOnly => E::ReadOnly,
         VfsError::Denied => E::Denied,
         VfsError::Offline => E::Offline,
@@ -577,8 +590,8 @@ impl Run {
                 let name = name_for(flavor, name);
                 let mut key = parent.clone();
                 key.push(name_key(name));
-                let want = if validate_name(name).is_err() {
-                    Err(E::InvalidName)
+                let want = if let Err(e) = name_refused(name) {
+                    Err(e)
                 } else if self.m.entries.contains_key(&key) {
                     Err(E::Exists)
                 } else {
@@ -611,8 +624,8 @@ impl Run {
                 let name = name_for(flavor, name);
                 let mut key = parent.clone();
                 key.push(name_key(name));
-                let want = if validate_name(name).is_err() {
-                    Err(E::InvalidName)
+                let want = if let Err(e) = name_refused(name) {
+                    Err(e)
                 } else if self.m.entries.contains_key(&key) {
                     Err(E::Exists)
                 } else {
@@ -966,8 +979,8 @@ impl Run {
         let src_is_dir = self.m.fid(src).is_none();
         let target = self.m.entries.get(&dst).filter(|_| dst != *src).cloned();
         let what = format!("rename {} to {name} in {} (replace {replace})", self.m.path(src), self.m.path(to_dir));
-        let want = if validate_name(name).is_err() {
-            Err(E::InvalidName)
+        let want = if let Err(e) = name_refused(name) {
+            Err(e)
         } else if src_is_dir && to_dir.starts_with(src) {
             Err(E::Invalid)
         } else {
