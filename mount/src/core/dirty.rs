@@ -195,8 +195,12 @@ impl Staged {
         file.set_len(rec.size)?;
         // The record is first written when there is something to recover (a dirty block, or
         // the close); a staging file without one is just dropped by `recover`.
+        Ok(Self::from_parts(dir, id, file, rec, moves))
+    }
+
+    fn from_parts(dir: &Path, id: String, file: File, rec: Record, moves: &Arc<MoveLog>) -> Self {
         let journal = Journal::new(dir, &id);
-        Ok(Self {
+        Self {
             id,
             dir: dir.to_path_buf(),
             file,
@@ -205,7 +209,7 @@ impl Staged {
             discarded: false,
             journal,
             moves: moves.clone(),
-        })
+        }
     }
 
     /// Every staged file left by an earlier run, with its size taken from the staging file
@@ -252,17 +256,7 @@ impl Staged {
                         }
                     }
                     moves.catch_up(&mut rec.path, &mut rec.moves_seen);
-                    let journal = Journal::new(dir, &id);
-                    out.push(Staged {
-                        id,
-                        dir: dir.to_path_buf(),
-                        file,
-                        rec,
-                        last: Vec::new(),
-                        discarded: false,
-                        journal,
-                        moves: moves.clone(),
-                    });
+                    out.push(Staged::from_parts(dir, id, file, rec, moves));
                 }
                 _ => {
                     tracing::warn!(record = %p.display(), "unreadable write-back record kept aside");
