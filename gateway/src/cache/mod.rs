@@ -231,8 +231,18 @@ impl BlockCache {
     /// whatever happens to the readers (see the module comment).
     async fn fetch_coalesced(&self, key: Key, space: i64, hash: &str) -> Result<Bytes, StoreError> {
         let (store, counters, hash_owned) = (self.store.clone(), self.tiers.counters.clone(), hash.to_string());
-        let fetch = move || async move { fetch(store, counters, space, hash_owned).await.map_err(Arc::new) };
         let tiers = self.tiers.clone();
+        let fetch = {
+            let tiers = tiers.clone();
+            move || async move {
+                // A reader that missed the SSD tier just before the previous fetch's entry became
+                // readable (that fetch then let go) lands here: the entry serves it, not the store.
+                if let Some(data) = tiers.disk_get_whole(&key).await {
+                    return Ok(data);
+                }
+                fetch(store, counters, space, hash_owned).await.map_err(Arc::new)
+            }
+        };
         // Only verified, complete blocks get here. The fetch stays registered until a tier can
         // serve the block, so readers arriving meanwhile take its bytes instead of fetching
         // again: at once if memory took it, else once the SSD entry is written.
@@ -281,6 +291,18 @@ impl Tiers {
             }
         }
         metrics::gauge!("nimbus_cache_size_bytes", "tier" => "mem").set(mem.policy.used() as f64);
+    }
+
+    /// The whole block from the SSD tier, if its entry is readable.
+    async fn disk_get_whole(&self, key: &Key) -> Option<Bytes> {
+        let tier = self.disk.as_ref()?;
+        if lock(&tier.policy).1.get(key) != Some(&true) {
+            return None;
+        }
+        let (t, k) = (tier.clone(), *key);
+        // An empty range reads only the header, which gives the block's length.
+        let (_, len) = tokio::task::spawn_blocking(move || t.store.read(&k, 0, 0)).await.ok()?.ok()?;
+        self.disk_get(key, 0..len).await
     }
 
     async fn disk_get(&self, key: &Key, range: Range<usize>) -> Option<Bytes> {
