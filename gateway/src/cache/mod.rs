@@ -235,8 +235,11 @@ impl BlockCache {
         let fetch = {
             let tiers = tiers.clone();
             move || async move {
-                // A reader that missed the SSD tier just before the previous fetch's entry became
-                // readable (that fetch then let go) lands here: the entry serves it, not the store.
+                // A reader that missed the tiers just before the previous fetch's block became
+                // readable there (that fetch then let go) lands here: a tier serves it, not the store.
+                if let Some(data) = tiers.mem_get(&key) {
+                    return Ok(data);
+                }
                 if let Some(data) = tiers.disk_get_whole(&key).await {
                     return Ok(data);
                 }
