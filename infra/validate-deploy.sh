@@ -8,8 +8,10 @@
 #    $NIMBUS_CACHE_DIR/bin/nimbus-deploy-validate; rebuilt here when its sources changed):
 #    Kubernetes manifests strictly decoded into the k8s.io/api types plus our own checks, the
 #    compose file loaded with compose-go (compose JSON schema), the Prometheus rules parsed with
-#    Prometheus's rule parser, NIMBUS_* names in every artefact checked against the gateway's
-#    source (gateway/src), probe paths against its health routes.
+#    Prometheus's rule parser; NIMBUS_* names (and values, where a flag has a fixed set) in every
+#    artefact, the gateway command lines (container args, compose command, ExecStart, CMD),
+#    probe paths and alert series and labels checked against `nimbus-gateway describe --json`,
+#    which the built gateway prints from its own flag definitions (nothing scrapes its source).
 # 2. systemd: `systemd-analyze verify` on copies of the units whose ExecStart points at a stub
 #    executable (verify checks that the binary exists), failing on any diagnostic (unknown keys
 #    are only warnings to systemd), and `systemd-analyze security --offline` with a threshold.
@@ -18,10 +20,15 @@
 #    self-signed certificate.
 # 4. Negative self-tests: deliberately broken copies (a misspelled `readinesProbe`, a string
 #    for `replicas`, a wrong probe path, a misspelled compose key, an unknown metric, gateways
-#    behind nginx without NIMBUS_TRUSTED_PROXIES, an invalid CIDR, a misspelled unit key) must
-#    be rejected, each for the expected reason; a validator that accepts them fails this script.
+#    behind nginx without NIMBUS_TRUSTED_PROXIES, an invalid CIDR, a misspelled unit key, an
+#    unknown variable, a value outside a flag's set, a flag the subcommand lacks, an alert on a
+#    label the metric lacks, a gateway that no longer reads a variable) must be rejected, each
+#    for the expected reason; a validator that accepts them fails this script.
 #
-# Environment: NIMBUS_CACHE_DIR (default /var/cache/nimbus), VALIDATE_VERBOSE=1 (list every check).
+# Needs the built gateway (`cargo build -p nimbus-gateway`; infra/test.sh builds it first).
+# Environment: NIMBUS_GATEWAY_BIN (default $CARGO_TARGET_DIR/debug/nimbus-gateway, the target dir
+# defaulting to /var/cache/nimbus/target), NIMBUS_CACHE_DIR (default /var/cache/nimbus),
+# VALIDATE_VERBOSE=1 (list every check).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,20 +59,30 @@ else
     log "validator: building $VALIDATOR (sources changed or missing)..."
     mkdir -p "$CACHE_DIR/bin"
     (cd "$DEPLOY/validate" && GOMODCACHE=$CACHE_DIR/go/pkg/mod GOCACHE=$CACHE_DIR/go/cache \
-        GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -o "$VALIDATOR.tmp" . )
-    mv "$VALIDATOR.tmp" "$VALIDATOR"
+        GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -o "$VALIDATOR.tmp.$$" . )
+    mv "$VALIDATOR.tmp.$$" "$VALIDATOR"
     printf '%s\n' "$sources" >"$VALIDATOR_MARKER"
 fi
+
+# --- what the gateway accepts, from the gateway itself ---------------------------------------
+GATEWAY_BIN=${NIMBUS_GATEWAY_BIN:-${CARGO_TARGET_DIR:-/var/cache/nimbus/target}/debug/nimbus-gateway}
+[ -x "$GATEWAY_BIN" ] || die "$GATEWAY_BIN not found: build it (cargo build -p nimbus-gateway) or set NIMBUS_GATEWAY_BIN"
+# A binary older than the gateway's sources would describe flags that are no longer there.
+newer=$(find "$ROOT/gateway/src" "$ROOT/gateway/Cargo.toml" -type f -newer "$GATEWAY_BIN" -print -quit)
+[ -z "$newer" ] || die "$GATEWAY_BIN is older than $newer: rebuild it (cargo build -p nimbus-gateway)"
+DESCRIBE=$tmp/describe.json
+"$GATEWAY_BIN" describe --json >"$DESCRIBE" || die "$GATEWAY_BIN describe --json failed"
+log "gateway: $GATEWAY_BIN describe --json"
 
 verbose=()
 [ "${VALIDATE_VERBOSE:-}" = 1 ] && verbose=(-v)
 
 # validate DIR-OF-DEPLOY [extra args]: runs the validator over a deploy tree (the real one or a
-# broken copy).
+# broken copy) against $DESCRIBE.
 validate() {
     local d=$1
     shift
-    "$VALIDATOR" "${verbose[@]}" -gateway-src "$ROOT/gateway/src" \
+    "$VALIDATOR" "${verbose[@]}" -gateway-describe "$DESCRIBE" \
         -k8s "$d/k8s" \
         -compose "$d/compose/compose.yaml" -compose-env "$d/compose/.env.example" \
         -alerts "$d/prometheus/alerts.yaml" \
@@ -162,38 +179,49 @@ broken_copy() {
     printf '%s' "$d"
 }
 
-d=$(broken_copy misspelled-field)
-sed -i 's/^\( *\)readinessProbe:/\1readinesProbe:/' "$d/k8s/deployment.yaml"
-grep -q readinesProbe "$d/k8s/deployment.yaml" || die "could not plant readinesProbe"
-expect_reject "k8s: misspelled field readinesProbe" 'unknown field .*readinesProbe' validate "$d"
+# reject_planted NAME FILE SED PLANTED DESCRIPTION PATTERN: a copy of infra/deploy with the sed
+# script SED applied to FILE (relative to it), which must then hold the text PLANTED (so the
+# defect really is there; "" skips that check); the validator must reject the copy for PATTERN.
+reject_planted() {
+    local d
+    d=$(broken_copy "$1")
+    sed -i "$3" "$d/$2"
+    [ -z "$4" ] || grep -qF -- "$4" "$d/$2" || die "could not plant '$4' in $2"
+    expect_reject "$5" "$6" validate "$d"
+}
 
-d=$(broken_copy wrong-type)
-sed -i 's/^  replicas: 2$/  replicas: two/' "$d/k8s/deployment.yaml"
-grep -q 'replicas: two' "$d/k8s/deployment.yaml" || die "could not plant replicas: two"
-expect_reject "k8s: wrong type (replicas: two)" 'cannot unmarshal string .*replicas' validate "$d"
+reject_planted misspelled-field k8s/deployment.yaml 's/^\( *\)readinessProbe:/\1readinesProbe:/' readinesProbe \
+    "k8s: misspelled field readinesProbe" 'unknown field .*readinesProbe'
+reject_planted wrong-type k8s/deployment.yaml 's/^  replicas: 2$/  replicas: two/' 'replicas: two' \
+    "k8s: wrong type (replicas: two)" 'cannot unmarshal string .*replicas'
+reject_planted probe-path k8s/deployment.yaml 's#path: /healthz#path: /health#' "" \
+    "k8s: liveness probe on a path the gateway does not serve" 'livenessProbe path "/health" is the gateway'
+reject_planted compose-key compose/compose.yaml 's/^    healthcheck:/    healtcheck:/' healtcheck \
+    "compose: misspelled key healtcheck" 'services\.[a-z0-9-]+\.healtcheck'
+reject_planted metric prometheus/alerts.yaml 's/nimbus_store_corrupt_blocks_total/nimbus_store_corupt_blocks_total/' \
+    nimbus_store_corupt_blocks_total "prometheus: unknown metric" 'nimbus_store_corupt_blocks_total'
+# "": removed, or a text present before too: the rejection's reason shows the defect.
+reject_planted trusted-proxies compose/compose.yaml '/^    NIMBUS_TRUSTED_PROXIES:/d' "" \
+    "compose: gateways behind nginx without NIMBUS_TRUSTED_PROXIES" 'NIMBUS_TRUSTED_PROXIES .* names it'
+reject_planted trusted-proxies-cidr k8s/configmap.yaml 's#^  NIMBUS_TRUSTED_PROXIES: .*#  NIMBUS_TRUSTED_PROXIES: "10.244.0.0/33"#' \
+    10.244.0.0/33 "k8s: NIMBUS_TRUSTED_PROXIES that does not parse" 'NIMBUS_TRUSTED_PROXIES "10.244.0.0/33"'
+reject_planted unknown-env compose/compose.yaml 's/^    NIMBUS_CACHE_MEM:/    NIMBUS_CACHE_MEMORY:/' NIMBUS_CACHE_MEMORY \
+    "compose: a variable the gateway does not read" 'NIMBUS_CACHE_MEMORY is a variable the gateway reads'
+reject_planted env-value k8s/configmap.yaml 's/^\(  NIMBUS_STORE: \).*/\1"s4"/' 'NIMBUS_STORE: "s4"' \
+    "k8s: NIMBUS_STORE outside the flag's values" 'NIMBUS_STORE="s4" is one of \[local s3\]'
+reject_planted k8s-flag k8s/gc-cronjob.yaml 's/args: \["gc", "--json"\]/args: ["gc", "--jsn"]/' '"--jsn"' \
+    "k8s: a flag the gateway does not have" 'gc args: --jsn is a flag of nimbus-gateway gc'
+reject_planted unit-flag systemd/nimbus-gc.service 's#^\(ExecStart=/usr/local/bin/nimbus-gateway gc --json\)$#\1 --repair#' \
+    '--json --repair' "systemd: a flag of another subcommand (fsck's --repair on gc)" 'ExecStart: --repair is a flag of nimbus-gateway gc'
+reject_planted alert-label prometheus/alerts.yaml 's/nimbus_logins_total{result=/nimbus_logins_total{reslt=/' 'reslt=' \
+    "prometheus: a label the metric does not have" 'nimbus_logins_total has the label reslt'
 
-d=$(broken_copy probe-path)
-sed -i 's#path: /healthz#path: /health#' "$d/k8s/deployment.yaml"
-expect_reject "k8s: liveness probe on a path the gateway does not serve" 'livenessProbe path "/health" is the gateway' validate "$d"
-
-d=$(broken_copy compose-key)
-sed -i 's/^    healthcheck:/    healtcheck:/' "$d/compose/compose.yaml"
-grep -q healtcheck "$d/compose/compose.yaml" || die "could not plant healtcheck"
-expect_reject "compose: misspelled key healtcheck" 'services\.[a-z0-9-]+\.healtcheck' validate "$d"
-
-d=$(broken_copy metric)
-sed -i 's/nimbus_store_corrupt_blocks_total/nimbus_store_corupt_blocks_total/' "$d/prometheus/alerts.yaml"
-expect_reject "prometheus: unknown metric" 'nimbus_store_corupt_blocks_total' validate "$d"
-
-d=$(broken_copy trusted-proxies)
-sed -i '/^    NIMBUS_TRUSTED_PROXIES:/d' "$d/compose/compose.yaml"
-grep -q "^    NIMBUS_TRUSTED_PROXIES:" "$d/compose/compose.yaml" && die "could not remove NIMBUS_TRUSTED_PROXIES"
-expect_reject "compose: gateways behind nginx without NIMBUS_TRUSTED_PROXIES" 'NIMBUS_TRUSTED_PROXIES .* names it' validate "$d"
-
-d=$(broken_copy trusted-proxies-cidr)
-sed -i 's#^  NIMBUS_TRUSTED_PROXIES: .*#  NIMBUS_TRUSTED_PROXIES: "10.244.0.0/33"#' "$d/k8s/configmap.yaml"
-grep -q '10.244.0.0/33' "$d/k8s/configmap.yaml" || die "could not plant a bad CIDR"
-expect_reject "k8s: NIMBUS_TRUSTED_PROXIES that does not parse" 'NIMBUS_TRUSTED_PROXIES "10.244.0.0/33"' validate "$d"
+# The validator follows the gateway: a gateway that stops reading a variable the artefacts set
+# (here its describe output with NIMBUS_TRUSTED_PROXIES renamed) fails the real artefacts.
+sed 's/"NIMBUS_TRUSTED_PROXIES"/"NIMBUS_TRUSTED_PROXIEZ"/' "$DESCRIBE" >"$tmp/describe-renamed.json"
+grep -q NIMBUS_TRUSTED_PROXIEZ "$tmp/describe-renamed.json" || die "could not rename NIMBUS_TRUSTED_PROXIES"
+DESCRIBE=$tmp/describe-renamed.json expect_reject "a variable the gateway no longer reads" \
+    'NIMBUS_TRUSTED_PROXIES is a variable the gateway reads' validate "$DEPLOY"
 
 if command -v systemd-analyze >/dev/null 2>&1; then
     d=$(broken_copy unit-key)

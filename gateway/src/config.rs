@@ -5,6 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Read by `serve` on an empty database: the first administrator's password (otherwise one is
+/// generated and printed once). Not a flag, so that it never shows in a process listing.
+pub const ADMIN_PASSWORD_ENV: &str = "NIMBUS_ADMIN_PASSWORD";
+
 #[derive(Debug, Parser)]
 #[command(name = "nimbus-gateway", version, about = "Nimbus gateway: private cloud storage over an S3 store")]
 pub struct Cli {
@@ -23,6 +27,9 @@ pub enum Command {
     Fsck(Box<FsckArgs>),
     /// Apply pending database migrations and exit (`serve` also applies them at start).
     Migrate(Box<MigrateArgs>),
+    /// Print what this binary accepts: every subcommand's flags with their `NIMBUS_*` variables
+    /// and defaults, the other variables it reads, its health routes and metrics.
+    Describe(DescribeArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -261,6 +268,13 @@ pub struct FsckArgs {
 
     #[command(flatten)]
     pub serve: ServeArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DescribeArgs {
+    /// Print JSON (for tools, e.g. the deployment validator) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]

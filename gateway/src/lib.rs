@@ -8,6 +8,7 @@ pub mod browser;
 pub mod cache;
 pub mod config;
 pub mod conn_limits;
+pub mod describe;
 pub mod doors;
 pub mod error;
 pub mod meta;

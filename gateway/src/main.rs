@@ -21,12 +21,31 @@ async fn main() -> std::process::ExitCode {
         Command::Gc(args) => return exit(nimbus_gateway::ops::gc_command(&args).await),
         Command::Fsck(args) => return exit(nimbus_gateway::ops::fsck_command(&args).await),
         Command::Migrate(args) => return exit(nimbus_gateway::ops::migrate_command(&args).await),
+        Command::Describe(args) => return describe(args.json),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // The chain of causes, for people; no debug dump.
             eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn describe(json: bool) -> std::process::ExitCode {
+    let d = nimbus_gateway::describe::describe();
+    if !json {
+        print!("{}", nimbus_gateway::describe::table(&d));
+        return std::process::ExitCode::SUCCESS;
+    }
+    match serde_json::to_string_pretty(&d) {
+        Ok(s) => {
+            println!("{s}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -153,7 +153,7 @@ async fn bootstrap_admin(meta: &Meta) -> anyhow::Result<()> {
     if meta.count_users().await? > 0 {
         return Ok(());
     }
-    let (password, from_env) = match std::env::var("NIMBUS_ADMIN_PASSWORD") {
+    let (password, from_env) = match std::env::var(crate::config::ADMIN_PASSWORD_ENV) {
         Ok(p) if !p.is_empty() => (p, true),
         _ => (generate_password(), false),
     };
@@ -164,7 +164,7 @@ async fn bootstrap_admin(meta: &Meta) -> anyhow::Result<()> {
     .await??;
     meta.create_user("admin", &hash, "admin", None).await?;
     if from_env {
-        println!("Created the administrator `admin` with the password from NIMBUS_ADMIN_PASSWORD.");
+        println!("Created the administrator `admin` with the password from {}.", crate::config::ADMIN_PASSWORD_ENV);
     } else {
         println!("Created the administrator `admin` with password: {password}");
         println!("(shown only this once; change it after signing in)");

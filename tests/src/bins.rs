@@ -10,6 +10,20 @@ pub fn gateway_bin() -> anyhow::Result<PathBuf> {
     locate("NIMBUS_GATEWAY_BIN", "nimbus-gateway", "cargo build -p nimbus-gateway")
 }
 
+/// `nimbus-gateway describe --json`: the gateway's flags, variables, health routes and metrics,
+/// as the binary under test states them.
+pub fn gateway_describe() -> anyhow::Result<serde_json::Value> {
+    let bin = gateway_bin()?;
+    let out = std::process::Command::new(&bin)
+        .args(["describe", "--json"])
+        .output()
+        .with_context(|| format!("cannot run {}", bin.display()))?;
+    if !out.status.success() {
+        bail!("{} describe --json: {}: {}", bin.display(), out.status, String::from_utf8_lossy(&out.stderr));
+    }
+    serde_json::from_slice(&out.stdout).context("describe --json printed no JSON")
+}
+
 /// The `nimbus` CLI binary.
 pub fn cli_bin() -> anyhow::Result<PathBuf> {
     locate("NIMBUS_CLI_BIN", "nimbus", "cargo build -p nimbus-cli")

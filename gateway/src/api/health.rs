@@ -11,6 +11,11 @@ use crate::auth::{AuthUser, ClientIp};
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// The liveness route (the process answers), for probes; `describe` reports it.
+pub const LIVENESS_PATH: &str = "/healthz";
+/// The readiness route (the database and the store answer).
+pub const READINESS_PATH: &str = "/readyz";
+
 pub async fn healthz() -> &'static str {
     "ok"
 }

@@ -16,6 +16,8 @@ use crate::error::ApiError;
 use crate::meta::NodeRow;
 use crate::state::AppState;
 
+pub use health::{LIVENESS_PATH, READINESS_PATH};
+
 mod admin;
 mod admin_devices;
 mod admin_usage;
@@ -98,8 +100,8 @@ pub fn router(state: AppState) -> Router {
     ));
     let api = streaming.merge(json).merge(feed);
     Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
+        .route(health::LIVENESS_PATH, get(health::healthz))
+        .route(health::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(health::metrics))
         .route("/admin", get(console::redirect_root))
         .route("/admin/", get(console::serve))

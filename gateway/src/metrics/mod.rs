@@ -82,6 +82,96 @@ fn method_label(m: &str) -> &'static str {
     KNOWN.into_iter().find(|k| *k == m).unwrap_or("other")
 }
 
+/// The kind of a metric, as the `metrics` macro that records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    /// Exported as a Prometheus summary (quantiles, `_sum`, `_count`): no buckets are configured.
+    Histogram,
+}
+
+/// One metric the gateway exports on `/metrics`.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct MetricInfo {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+const fn metric(
+    name: &'static str,
+    kind: MetricKind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricInfo {
+    MetricInfo { name, kind, labels, help }
+}
+
+/// Every metric the code records, for `nimbus-gateway describe` (the deployment validator checks
+/// alert rules against it). The test `table_matches_the_code` keeps it equal to the macro calls.
+pub const METRICS: &[MetricInfo] = {
+    use MetricKind::{Counter, Gauge, Histogram};
+    &[
+        metric(
+            "nimbus_http_requests_total",
+            Counter,
+            &["method", "route", "status"],
+            "answers by route template, method and status",
+        ),
+        metric(
+            "nimbus_http_request_duration_seconds",
+            Histogram,
+            &["method", "route"],
+            "request latency by route template and method",
+        ),
+        metric("nimbus_store_fetch_seconds", Histogram, &[], "block fetches from the store (cold reads)"),
+        metric("nimbus_store_bytes_read_total", Counter, &[], "bytes read from the store"),
+        metric("nimbus_store_bytes_written_total", Counter, &[], "bytes written to the store"),
+        metric("nimbus_store_corrupt_blocks_total", Counter, &[], "blocks from the store that failed their hash check"),
+        metric(
+            "nimbus_store_blocks_repaired_total",
+            Counter,
+            &[],
+            "blocks whose missing or damaged object an upload wrote again",
+        ),
+        metric("nimbus_cache_hits_total", Counter, &["tier"], "cache hits by tier (mem, disk)"),
+        metric("nimbus_cache_misses_total", Counter, &[], "cache misses (a store fetch)"),
+        metric("nimbus_cache_bypassed_total", Counter, &[], "reads that asked to bypass the cache"),
+        metric("nimbus_cache_bytes_served_total", Counter, &["tier"], "bytes served from the cache by tier"),
+        metric("nimbus_cache_size_bytes", Gauge, &["tier"], "bytes held by each cache tier"),
+        metric("nimbus_cache_evictions_total", Counter, &["tier"], "entries evicted by tier"),
+        metric("nimbus_cache_admission_rejects_total", Counter, &["tier"], "blocks a tier did not admit"),
+        metric("nimbus_cache_errors_total", Counter, &[], "SSD cache failures (the read goes to the store)"),
+        metric("nimbus_cache_corrupt_total", Counter, &[], "SSD cache entries that failed verification"),
+        metric("nimbus_cache_fetches_in_flight", Gauge, &[], "store fetches registered now"),
+        metric("nimbus_logins_total", Counter, &["result"], "sign-ins by result: success, failure, throttled"),
+        metric(
+            "nimbus_password_checks_refused_total",
+            Counter,
+            &[],
+            "sign-ins turned away while the password hash queue was full",
+        ),
+        metric(
+            "nimbus_quota_room_made_bytes_total",
+            Counter,
+            &[],
+            "bytes of older history expired to make room for a write",
+        ),
+        metric(
+            "nimbus_retention_versions_expired_total",
+            Counter,
+            &[],
+            "older versions expired by the retention policy",
+        ),
+        metric("nimbus_retention_trash_expired_total", Counter, &[], "trash items expired by the retention policy"),
+        metric("nimbus_gc_blocks_freed_total", Counter, &[], "blocks deleted by garbage collection"),
+        metric("nimbus_fsck_problems", Gauge, &[], "problems the last fsck left"),
+    ]
+};
+
 /// Counts every answer of a listener for the console's request-rate chart (see [`history`]).
 pub async fn count(req: Request, next: Next) -> Response {
     let resp = next.run(req).await;
@@ -99,5 +189,75 @@ mod tests {
         assert_eq!(method_label("PROPFIND"), "PROPFIND");
         assert_eq!(method_label("FOOBAR123"), "other");
         assert_eq!(method_label("get"), "other");
+    }
+
+    /// The metric macro calls in gateway/src, read from the source: (name, kind, label keys).
+    fn recorded_metrics() -> std::collections::BTreeSet<(String, &'static str, Vec<String>)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).expect("read gateway/src") {
+                let p = e.expect("dir entry").path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+        let mut found = std::collections::BTreeSet::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read source");
+            for kind in ["counter", "gauge", "histogram"] {
+                let pat = format!("{kind}!(");
+                let mut rest = text.as_str();
+                while let Some(i) = rest.find(&pat) {
+                    rest = &rest[i + pat.len()..];
+                    let call = rest.trim_start();
+                    // The table itself and this test name metrics without a macro call.
+                    let Some(call) = call.strip_prefix("\"nimbus_") else { continue };
+                    let name = format!("nimbus_{}", &call[..call.find('"').expect("closing quote")]);
+                    let stmt = &call[..call.find(';').unwrap_or(call.len())];
+                    let labels = stmt
+                        .split("=>")
+                        .collect::<Vec<_>>()
+                        .split_last()
+                        .map(|(_, keys)| {
+                            keys.iter()
+                                .filter_map(|k| k.trim_end().strip_suffix('"')?.rsplit('"').next())
+                                .map(String::from)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    found.insert((name, kind, labels));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn table_matches_the_code() {
+        let kind = |k: MetricKind| match k {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+        };
+        let table: std::collections::BTreeSet<_> = METRICS
+            .iter()
+            .map(|m| (m.name.to_owned(), kind(m.kind), m.labels.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>()))
+            .collect();
+        let code = recorded_metrics();
+        assert!(code.len() > 10, "found only {} metric calls: {code:?}", code.len());
+        let missing: Vec<_> = code.difference(&table).collect();
+        let stale: Vec<_> = table.difference(&code).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "METRICS is out of date; recorded but not in the table: {missing:?}; in the table but never recorded so: {stale:?}"
+        );
+        let mut names: Vec<_> = METRICS.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), METRICS.len(), "a metric is listed twice");
     }
 }

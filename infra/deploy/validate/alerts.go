@@ -45,7 +45,13 @@ func checkAlerts(r *report, gw *gateway, file string) {
 				if !ok || !strings.HasPrefix(vs.Name, "nimbus_") {
 					return nil
 				}
-				checkMetricName(r, gw, where, vs.Name)
+				if m, ok := checkMetricName(r, gw, where, vs.Name); ok {
+					for _, lm := range vs.LabelMatchers {
+						if lm.Name != "__name__" {
+							checkMetricLabel(r, where, m, vs.Name, lm.Name)
+						}
+					}
+				}
 				return nil
 			})
 		}
@@ -54,21 +60,30 @@ func checkAlerts(r *report, gw *gateway, file string) {
 
 // checkMetricName: the series must be one the gateway exports. Its histograms are rendered
 // as summaries (metrics-exporter-prometheus without buckets): NAME{quantile=...}, NAME_sum,
-// NAME_count, never NAME_bucket.
-func checkMetricName(r *report, gw *gateway, where, name string) {
-	if _, ok := gw.metrics[name]; ok {
+// NAME_count, never NAME_bucket. Returns the metric the series belongs to.
+func checkMetricName(r *report, gw *gateway, where, name string) (describeMetric, bool) {
+	if m, ok := gw.metrics[name]; ok {
 		r.ok("%s: metric %s is exported by the gateway", where, name)
-		return
+		return m, true
 	}
 	for _, suf := range []string{"_sum", "_count"} {
-		if base := strings.TrimSuffix(name, suf); base != name && gw.metrics[base] == "histogram" {
+		if m, ok := gw.metrics[strings.TrimSuffix(name, suf)]; ok && strings.HasSuffix(name, suf) && m.Kind == "histogram" {
 			r.ok("%s: metric %s is exported by the gateway", where, name)
-			return
+			return m, true
 		}
 	}
-	if base := strings.TrimSuffix(name, "_bucket"); base != name && gw.metrics[base] == "histogram" {
-		r.fail("%s: %s does not exist: the gateway exports %s as a summary (use {quantile=\"0.99\"})", where, name, base)
-		return
+	if m, ok := gw.metrics[strings.TrimSuffix(name, "_bucket")]; ok && strings.HasSuffix(name, "_bucket") && m.Kind == "histogram" {
+		r.fail("%s: %s does not exist: the gateway exports %s as a summary (use {quantile=\"0.99\"})", where, name, m.Name)
+		return m, false
 	}
 	r.fail("%s: metric %s is exported by the gateway", where, name)
+	return describeMetric{}, false
+}
+
+// checkMetricLabel: a label matcher names a label the series has: one the gateway gives the
+// metric, `quantile` on a summary's quantile series, or one Prometheus adds when scraping.
+func checkMetricLabel(r *report, where string, m describeMetric, series, label string) {
+	ok := label == "instance" || label == "job" || contains(m.Labels, label) ||
+		label == "quantile" && m.Kind == "histogram" && series == m.Name
+	r.check(ok, "%s: %s has the label %s (it has %v)", where, series, label, m.Labels)
 }

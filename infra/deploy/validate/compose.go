@@ -78,10 +78,18 @@ func checkCompose(r *report, gw *gateway, file, envFile string) {
 		where := "gateway " + s.Name
 		env := map[string]string{}
 		for k, v := range s.Environment {
-			gw.checkEnvName(r, where, k)
 			if v != nil {
 				env[k] = *v
+				gw.checkEnv(r, where, k, *v)
+			} else {
+				gw.checkEnvName(r, where, k)
 			}
+		}
+		if len(s.Entrypoint) > 0 {
+			r.check(filepath.Base(s.Entrypoint[0]) == "nimbus-gateway", "%s: entrypoint runs nimbus-gateway", where)
+			gw.checkArgv(r, where+" entrypoint", append(append([]string{}, s.Entrypoint[1:]...), s.Command...))
+		} else if len(s.Command) > 0 {
+			gw.checkArgv(r, where+" command", s.Command)
 		}
 		r.check(hasHCOn(s, gw.readyPath), "%s: healthcheck asks %s", where, gw.readyPath)
 		r.check(s.ReadOnly, "%s: read_only root file system", where)

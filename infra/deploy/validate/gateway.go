@@ -1,72 +1,108 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"io/fs"
 	"math"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// gateway holds what the artefacts must agree with, read from the gateway's source.
+// gateway holds what the artefacts must agree with, read from `nimbus-gateway describe --json`
+// (the binary's own clap definitions, health routes and metric table).
 type gateway struct {
-	envVars   map[string]bool   // NIMBUS_* variables the gateway reads
-	livePath  string            // route of health::healthz
-	readyPath string            // route of health::readyz
-	metrics   map[string]string // nimbus_* metric name -> counter | gauge | histogram
+	envVars   map[string]*describeArg // NIMBUS_* variables the gateway reads -> the flag (nil: not a flag)
+	commands  map[string]*describeCommand
+	livePath  string
+	readyPath string
+	metrics   map[string]describeMetric
 }
 
-var (
-	reEnvAttr       = regexp.MustCompile(`env\s*=\s*"(NIMBUS_[A-Z0-9_]+)"`)
-	reEnvVar        = regexp.MustCompile(`env::var(?:_os)?\(\s*"(NIMBUS_[A-Z0-9_]+)"`)
-	reRoute         = regexp.MustCompile(`\.route\(\s*"([^"]+)"\s*,\s*get\(\s*health::(healthz|readyz)\s*\)\s*\)`)
-	reMetric        = regexp.MustCompile(`\b(counter|gauge|histogram)!\(\s*"(nimbus_[a-z0-9_]+)"`)
-	reNimbusEnvName = regexp.MustCompile(`^NIMBUS_[A-Z0-9_]+$`)
-)
+// The parts of `describe --json` (gateway/src/describe.rs) used here.
+type describeArg struct {
+	ID             string   `json:"id"`
+	Long           *string  `json:"long"`
+	Short          *string  `json:"short"`
+	Aliases        []string `json:"aliases"`
+	Env            *string  `json:"env"`
+	TakesValue     bool     `json:"takes_value"`
+	Defaults       []string `json:"defaults"`
+	PossibleValues []string `json:"possible_values"`
+	Positional     bool     `json:"positional"`
+}
 
-func loadGateway(src string) (*gateway, error) {
-	gw := &gateway{envVars: map[string]bool{}, metrics: map[string]string{}}
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rs") {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		s := string(b)
-		for _, m := range reEnvAttr.FindAllStringSubmatch(s, -1) {
-			gw.envVars[m[1]] = true
-		}
-		for _, m := range reEnvVar.FindAllStringSubmatch(s, -1) {
-			gw.envVars[m[1]] = true
-		}
-		for _, m := range reMetric.FindAllStringSubmatch(s, -1) {
-			gw.metrics[m[2]] = m[1]
-		}
-		for _, m := range reRoute.FindAllStringSubmatch(s, -1) {
-			if m[2] == "healthz" {
-				gw.livePath = m[1]
-			} else {
-				gw.readyPath = m[1]
-			}
-		}
-		return nil
-	})
+type describeCommand struct {
+	Name     string             `json:"name"`
+	Args     []*describeArg     `json:"args"`
+	Commands []*describeCommand `json:"commands"`
+}
+
+type describeMetric struct {
+	Name   string   `json:"name"`
+	Kind   string   `json:"kind"`
+	Labels []string `json:"labels"`
+}
+
+type description struct {
+	Format int `json:"format"`
+	describeCommand
+	Env []struct {
+		Name string `json:"name"`
+	} `json:"env"`
+	Health struct {
+		Liveness  string `json:"liveness"`
+		Readiness string `json:"readiness"`
+	} `json:"health"`
+	Metrics []describeMetric `json:"metrics"`
+}
+
+// describeFormat is the `format` of describe's output this validator understands.
+const describeFormat = 1
+
+var reNimbusEnvName = regexp.MustCompile(`^NIMBUS_[A-Z0-9_]+$`)
+
+func loadGateway(file string) (*gateway, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
+	var d description
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("%s: not the output of `nimbus-gateway describe --json`: %v", file, err)
+	}
+	if d.Format != describeFormat {
+		return nil, fmt.Errorf("%s: describe format %d, this validator reads %d", file, d.Format, describeFormat)
+	}
+	gw := &gateway{envVars: map[string]*describeArg{}, commands: map[string]*describeCommand{},
+		livePath: d.Health.Liveness, readyPath: d.Health.Readiness, metrics: map[string]describeMetric{}}
+	for _, c := range d.Commands {
+		gw.commands[c.Name] = c
+		for _, a := range c.Args {
+			if a.Env != nil {
+				gw.envVars[*a.Env] = a
+			}
+		}
+	}
+	for _, e := range d.Env {
+		gw.envVars[e.Name] = nil
+	}
+	for _, m := range d.Metrics {
+		gw.metrics[m.Name] = m
+	}
 	switch {
+	case gw.commands["serve"] == nil:
+		return nil, fmt.Errorf("%s: no `serve` command", file)
 	case len(gw.envVars) < 10:
-		return nil, fmt.Errorf("found only %d NIMBUS_* variables under %s: is it the gateway's source?", len(gw.envVars), src)
+		return nil, fmt.Errorf("%s: only %d NIMBUS_* variables", file, len(gw.envVars))
 	case gw.livePath == "" || gw.readyPath == "":
-		return nil, fmt.Errorf("no route to health::healthz / health::readyz under %s", src)
+		return nil, fmt.Errorf("%s: no health routes", file)
 	case len(gw.metrics) == 0:
-		return nil, fmt.Errorf("no nimbus_* metrics under %s", src)
+		return nil, fmt.Errorf("%s: no metrics", file)
 	}
 	return gw, nil
 }
@@ -77,7 +113,76 @@ func (gw *gateway) checkEnvName(r *report, where, name string) {
 	if !strings.HasPrefix(name, "NIMBUS_") {
 		return
 	}
-	r.check(reNimbusEnvName.MatchString(name) && gw.envVars[name], "%s: %s is a variable the gateway reads", where, name)
+	_, ok := gw.envVars[name]
+	r.check(reNimbusEnvName.MatchString(name) && ok, "%s: %s is a variable the gateway reads", where, name)
+}
+
+// checkEnv checks a variable's name and, when its flag accepts a fixed set of values (or is a
+// switch), its value: `NIMBUS_STORE=s4` would stop the gateway at start.
+func (gw *gateway) checkEnv(r *report, where, name, value string) {
+	gw.checkEnvName(r, where, name)
+	a := gw.envVars[name]
+	// Empty is unset to clap; ${...} is filled in later.
+	if a == nil || value == "" || strings.Contains(value, "${") {
+		return
+	}
+	allowed := a.PossibleValues
+	if !a.TakesValue {
+		allowed = []string{"true", "false"}
+	}
+	if len(allowed) > 0 {
+		r.check(contains(allowed, value), "%s: %s=%q is one of %v", where, name, value, allowed)
+	}
+}
+
+// checkArgv checks a command line given to the gateway (after the binary's name): a subcommand
+// it has, and only flags that subcommand accepts, each given a value when it takes one.
+func (gw *gateway) checkArgv(r *report, where string, argv []string) {
+	if len(argv) == 0 {
+		r.fail("%s: names a subcommand (the image's entrypoint is the gateway)", where)
+		return
+	}
+	cmd := gw.commands[argv[0]]
+	if cmd == nil || strings.HasPrefix(argv[0], "-") {
+		r.fail("%s: %q is a nimbus-gateway subcommand", where, argv[0])
+		return
+	}
+	r.ok("%s: %s is a nimbus-gateway subcommand", where, argv[0])
+	for i := 1; i < len(argv); i++ {
+		tok := argv[i]
+		if !strings.HasPrefix(tok, "-") || tok == "-" {
+			r.fail("%s: %s takes no positional argument %q", where, argv[0], tok)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(tok, "-"), "=")
+		var arg *describeArg
+		for _, a := range cmd.Args {
+			if strings.HasPrefix(tok, "--") && (a.Long != nil && *a.Long == name || contains(a.Aliases, name)) ||
+				!strings.HasPrefix(tok, "--") && a.Short != nil && *a.Short == name {
+				arg = a
+			}
+		}
+		if arg == nil {
+			r.fail("%s: %s is a flag of nimbus-gateway %s", where, tok, argv[0])
+			continue
+		}
+		if arg.TakesValue && !hasValue {
+			if i+1 >= len(argv) {
+				r.fail("%s: %s is given a value", where, tok)
+				continue
+			}
+			i++
+			value, hasValue = argv[i], true
+		}
+		switch {
+		case !arg.TakesValue && hasValue:
+			r.fail("%s: %s takes no value", where, tok)
+		case len(arg.PossibleValues) > 0:
+			r.check(contains(arg.PossibleValues, value), "%s: %s %q is one of %v", where, tok, value, arg.PossibleValues)
+		default:
+			r.ok("%s: %s is a flag of nimbus-gateway %s", where, tok, argv[0])
+		}
+	}
 }
 
 // parseSize mirrors nimbus_proto::size::parse_size (proto/src/size.rs): a number (decimals

@@ -167,8 +167,8 @@ func checkK8s(r *report, gw *gateway, dir string) {
 	}
 
 	for _, cm := range objs.configMaps {
-		for k := range cm.Data {
-			gw.checkEnvName(r, "ConfigMap/"+cm.Name, k)
+		for k, v := range cm.Data {
+			gw.checkEnv(r, "ConfigMap/"+cm.Name, k, v)
 		}
 	}
 	for _, s := range objs.secrets {
@@ -280,9 +280,18 @@ func checkPod(r *report, gw *gateway, objs *k8sObjects, where string, pod *corev
 		c := &pod.Containers[i]
 		cw := fmt.Sprintf("%s container %s", where, c.Name)
 		for _, e := range c.Env {
-			gw.checkEnvName(r, cw, e.Name)
+			gw.checkEnv(r, cw, e.Name, e.Value)
 		}
 		env := podEnv(r, objs, cw, c)
+		if strings.HasPrefix(c.Image, gatewayImage) {
+			// Without command or args the image's CMD runs (checked in the Dockerfile).
+			if len(c.Command) > 0 {
+				r.check(path.Base(c.Command[0]) == "nimbus-gateway", "%s: command runs nimbus-gateway", cw)
+				gw.checkArgv(r, cw+" command", append(append([]string{}, c.Command[1:]...), c.Args...))
+			} else if len(c.Args) > 0 {
+				gw.checkArgv(r, cw+" args", c.Args)
+			}
+		}
 
 		// Resources.
 		lim, req := c.Resources.Limits, c.Resources.Requests

@@ -10,10 +10,13 @@
 //     one, and the gateways must be locked down and consistent with each other and nginx.
 //   - Prometheus alert rules: parsed with Prometheus's own rule-file parser (strict YAML and
 //     PromQL), and every nimbus_* metric must be one the gateway exports.
-//   - NIMBUS_* variable names in every artefact must be ones the gateway reads.
+//   - NIMBUS_* variable names in every artefact must be ones the gateway reads, with a value
+//     its flag accepts when that is a fixed set; command lines given to the gateway (container
+//     args, compose command, ExecStart, CMD) name its subcommands and their flags.
 //
-// Facts about the gateway (variables, health routes, metric names) are read from its source
-// (-gateway-src), so renaming one there makes this fail until the artefacts follow.
+// Facts about the gateway (flags, variables, health routes, metrics) come from the output of
+// `nimbus-gateway describe --json` (-gateway-describe), generated from its own definitions, so
+// renaming one there makes this fail until the artefacts follow.
 //
 // Exit status 0 when every check passed, 1 when any failed, 2 on usage errors.
 package main
@@ -58,7 +61,7 @@ func (r *report) section(format string, a ...any) {
 var verbose = flag.Bool("v", false, "print every passed check too")
 
 func main() {
-	gwSrc := flag.String("gateway-src", "", "the gateway's source directory (gateway/src): variable names, health routes, metrics")
+	gwDescribe := flag.String("gateway-describe", "", "the output of `nimbus-gateway describe --json`: flags, variables, health routes, metrics")
 	k8sDir := flag.String("k8s", "", "directory of Kubernetes manifests with a kustomization.yaml")
 	composeFile := flag.String("compose", "", "compose file")
 	composeEnv := flag.String("compose-env", "", "env file to interpolate the compose file with (e.g. its .env.example)")
@@ -66,17 +69,17 @@ func main() {
 	systemdDir := flag.String("systemd", "", "directory of systemd units and the gateway env example")
 	dockerfile := flag.String("dockerfile", "", "the gateway image's Dockerfile")
 	flag.Parse()
-	if *gwSrc == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: validate -gateway-src DIR [-k8s DIR] [-compose FILE [-compose-env FILE]] [-alerts FILE] [-systemd DIR] [-dockerfile FILE] [-v]")
+	if *gwDescribe == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: validate -gateway-describe FILE [-k8s DIR] [-compose FILE [-compose-env FILE]] [-alerts FILE] [-systemd DIR] [-dockerfile FILE] [-v]")
 		os.Exit(2)
 	}
-	gw, err := loadGateway(*gwSrc)
+	gw, err := loadGateway(*gwDescribe)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "validate: %v\n", err)
 		os.Exit(2)
 	}
-	fmt.Printf("gateway: %d NIMBUS_* variables, liveness %s, readiness %s, %d metrics (from %s)\n",
-		len(gw.envVars), gw.livePath, gw.readyPath, len(gw.metrics), *gwSrc)
+	fmt.Printf("gateway: %d commands, %d NIMBUS_* variables, liveness %s, readiness %s, %d metrics (from %s)\n",
+		len(gw.commands), len(gw.envVars), gw.livePath, gw.readyPath, len(gw.metrics), *gwDescribe)
 
 	r := &report{}
 	if *k8sDir != "" {
