@@ -3,7 +3,8 @@
 #
 #   ./infra/test.sh [ARGS...]          full suite
 #   ./infra/test.sh --fast [ARGS...]   fast tier only: no installs, no PostgreSQL, no MinIO;
-#                                      runs `cargo test --workspace --exclude nimbus-e2e`
+#                                      runs the Python unit tests of infra/bench and
+#                                      `cargo test --workspace --exclude nimbus-e2e`
 #   ./infra/test.sh --clippy [ARGS...] the full suite, its build also being the
 #                                      `cargo clippy --workspace --all-targets -D warnings` pass
 #                                      (clippy-driver compiles the workspace crates: one build
@@ -12,6 +13,8 @@
 #   ./infra/test.sh postgres -- --nocapture
 #
 # The full suite:
+#   0. python3 -m unittest discover -s infra/bench -t .   (the benchmarks' unit tests, seconds;
+#      their counts join the closing line; also in --fast)
 #   1. infra/install-deps.sh (Debian packages, MinIO built into /var/cache/nimbus/bin; cached)
 #   2. cargo build --workspace --all-targets   (so the nimbus-gateway and nimbus binaries exist)
 #      then the vitest suites of the admin console and the desktop app's UI (their counts join
@@ -63,6 +66,28 @@ run_vitest() {
     ui_failed=$((ui_failed + f))
     if [ "$st" -ne 0 ]; then ui_status=$st; fi
 }
+# The Python benchmarks' unit tests (infra/bench/test_*.py, standard library, a few seconds):
+# their counts join the closing line, and a failure fails the whole run at the end.
+py_passed=0
+py_failed=0
+run_pyunit() {
+    local out ran bad st
+    out=$(mktemp)
+    set +e
+    python3 -m unittest discover -s infra/bench -t . 2>&1 | tee "$out"
+    st=${PIPESTATUS[0]}
+    set -e
+    ran=$(sed -nE 's/^Ran ([0-9]+) tests? in .*/\1/p' "$out" | tail -1)
+    # "FAILED (failures=1, errors=2)"
+    bad=$(awk '/^FAILED \(/ { while (match($0, /(failures|errors)=[0-9]+/)) {
+                  v = substr($0, RSTART, RLENGTH); sub(/.*=/, "", v); n += v; $0 = substr($0, RSTART + RLENGTH) } }
+               END { print n + 0 }' "$out")
+    if [ "$st" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+    rm -f "$out"
+    py_passed=$(( ${ran:-0} - bad < 0 ? 0 : ${ran:-0} - bad ))
+    py_failed=$bad
+    log "python unit tests (infra/bench): $py_passed passed, $py_failed failed (exit $st)"
+}
 # infra/validate-deploy.sh (the deployment artefacts), one test in the closing line.
 deploy_passed=0
 deploy_failed=0
@@ -77,7 +102,7 @@ run_tests() {
     cargo test "$@" 2>&1 | tee "$out"
     status=${PIPESTATUS[0]}
     set -e
-    awk -v p="$((ui_passed + deploy_passed))" -v f="$((ui_failed + deploy_failed))" -v s="$skipped" -v label="$skip_label" \
+    awk -v p="$((ui_passed + deploy_passed + py_passed))" -v f="$((ui_failed + deploy_failed + py_failed))" -v s="$skipped" -v label="$skip_label" \
         '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
          END { if (label != "") printf "%s: %d passed, %d failed, %d skipped\n", label, p, f, s; else printf "%d passed, %d failed\n", p, f }' "$out"
     rm -f "$out"
@@ -96,10 +121,16 @@ fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/nimbus/target}
 export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 
+# First, in both tiers: they take seconds and need nothing built.
+run_pyunit
+
 if [ "$fast" -eq 1 ]; then
     # nimbus-desktop (Tauri) needs webkit2gtk and the built UI: not in the fast tier.
     log "fast tier: cargo test --workspace --exclude nimbus-e2e --exclude nimbus-desktop $*"
     run_tests --workspace --exclude nimbus-e2e --exclude nimbus-desktop "$@"
+    if [ "$status" -eq 0 ] && [ "$py_failed" -ne 0 ]; then
+        status=1
+    fi
     exit "$status"
 fi
 
@@ -184,6 +215,9 @@ if [ "$status" -eq 0 ] && [ "$ui_status" -ne 0 ]; then
     status=$ui_status
 fi
 if [ "$status" -eq 0 ] && [ "$deploy_failed" -ne 0 ]; then
+    status=1
+fi
+if [ "$status" -eq 0 ] && [ "$py_failed" -ne 0 ]; then
     status=1
 fi
 exit "$status"
