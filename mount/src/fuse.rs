@@ -98,6 +98,8 @@ pub fn errno(e: &VfsError) -> Errno {
         VfsError::NameTooLong => Errno::ENAMETOOLONG,
         VfsError::ReadOnly | VfsError::Denied => Errno::EACCES,
         VfsError::Quota => Errno::from_i32(libc::EDQUOT),
+        // "Device or resource busy": in use elsewhere, as Windows' sharing violation says.
+        VfsError::Locked => Errno::EBUSY,
         VfsError::BadHandle => Errno::EBADF,
         VfsError::Offline | VfsError::Conflict | VfsError::Io(_) => Errno::EIO,
     }

@@ -6,13 +6,15 @@
 //! - [`nt`]: what the WinFsp adapter decides (NTSTATUS, attributes, FILETIME, create
 //!   options, write offsets, listings), platform-independent and tested everywhere;
 //! - `winfsp`: the WinFsp adapter (Windows only), FFI on top of [`nt`];
-//! - [`session`]: starting a mount: cache directory, change feed, uploader, status file.
+//! - [`session`]: starting a mount: cache directory, change feed, uploader, status file;
+//! - [`requests`]: `nimbus resolve`'s requests to a running mount, as files.
 
 pub mod core;
 #[cfg(unix)]
 pub mod fuse;
 // Public, not `cfg(windows)`: compiled and tested on every platform, used by `winfsp`.
 pub mod nt;
+pub mod requests;
 pub mod session;
 #[cfg(windows)]
 pub mod winfsp;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nimbus_client::Client;
+use nimbus_proto::drive::ProblemAction;
 use serde::Serialize;
 
 use crate::core::blocks::{BlockCache, CacheCounters};
@@ -45,6 +46,10 @@ pub enum MountError {
     Mount { path: String, err: std::io::Error },
     #[error("{0}")]
     Runtime(String),
+    /// A resolve request could not be carried out (the gateway refused again, no such
+    /// problem, the file is open).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// The status file's content (schema documented in docs/MOUNT.md).
@@ -76,7 +81,7 @@ pub async fn status(vfs: &Vfs, cfg: &MountConfig) -> MountStatus {
         pid: std::process::id(),
         state: vfs.connectivity(),
         pending_uploads: vfs.pending_count().await,
-        activity: vfs.activity.snapshot(),
+        activity: vfs.activity_snapshot(),
         cache: CacheStatus {
             dir: cfg.cache_dir.display().to_string(),
             used_bytes: used,
@@ -98,7 +103,7 @@ fn write_status(path: &Path, st: &MountStatus) {
 }
 
 /// Background work of a mount: retries pending uploads (and probes the gateway while
-/// offline), follows the change feed, refreshes the status file.
+/// offline), follows the change feed, refreshes the status file, answers `nimbus resolve`.
 pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg: MountConfig) {
     let v = vfs.clone();
     rt.spawn(async move {
@@ -107,7 +112,7 @@ pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg:
             if v.connectivity() == Connectivity::Offline && !v.probe().await {
                 continue;
             }
-            if let Err(e) = v.upload_pending().await {
+            if let Err(e) = v.upload_due().await {
                 tracing::debug!(error = %e, "pending uploads wait for the next round");
             }
         }
@@ -115,6 +120,7 @@ pub(crate) fn start_background(rt: &tokio::runtime::Runtime, vfs: Arc<Vfs>, cfg:
     rt.spawn(vfs.clone().run_uploads());
     let v = vfs.clone();
     rt.spawn(crate::core::feed::follow(v));
+    rt.spawn(crate::requests::serve(vfs.clone(), crate::requests::dir_for(&cfg.status_file)));
     rt.spawn(async move {
         loop {
             let st = status(&vfs, &cfg).await;
@@ -272,6 +278,17 @@ impl Mounted {
             .await
             .map_err(|e| MountError::Runtime(e.to_string()))?
             .map_err(|e| MountError::Gateway(e.to_string()))
+    }
+
+    /// Resolves the refused change at `path` (a path in the space): retry, save a copy or
+    /// discard. Returns what was done.
+    pub async fn resolve(&self, path: String, action: ProblemAction) -> Result<String, MountError> {
+        let rt = self.rt.as_ref().ok_or_else(|| MountError::Runtime("the mount is stopped".into()))?;
+        let vfs = self.vfs.clone();
+        rt.spawn(async move { vfs.resolve(&path, action).await })
+            .await
+            .map_err(|e| MountError::Runtime(e.to_string()))?
+            .map_err(|e| MountError::Refused(e.to_string()))
     }
 
     /// Drops every cached block; pending writes live in the staging dir and are kept.

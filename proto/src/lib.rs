@@ -4,6 +4,7 @@
 
 #[cfg(feature = "ts")]
 pub mod bindings;
+pub mod drive;
 pub mod names;
 pub mod size;
 pub mod wire;

@@ -1820,6 +1820,127 @@ backend_test!(
     }
 );
 
+// Refused changes reach the person (issue 18 part 5), through the kernel, the real gateway
+// and the CLI: a full space and someone else's WebDAV lock. fsync tells the program; `nimbus
+// status` names the file, the reason and the commands; `nimbus resolve` retries once room is
+// made, and saves a locked file's version as a copy next to it.
+backend_test!(
+    refused_changes_are_shown_and_resolved,
+    only = postgres_s3,
+    opts = GatewayOptions::default().timeout(Duration::from_secs(300)),
+    |gw| async move {
+        let (user_id, api) = gw.user("rita", Some(256 * KIB as u64)).await?;
+        let dev = Device::new("rita-laptop")?;
+        dev.login(&gw.url, "rita", &user_password("rita")).await?;
+        let drive = mount(&dev, MountMode::Background).await?;
+        let big = data::bytes("refused for quota", 600 * KIB);
+
+        // 1. Quota: fsync fails with EDQUOT, the close keeps the change on this device.
+        {
+            let mut f = fs::File::create(drive.path("big.bin"))?;
+            f.write_all(&big)?;
+            let err = f.sync_all().err().context("fsync of a file over the quota succeeded")?;
+            ensure!(err.raw_os_error() == Some(libc_edquot()), "fsync over the quota: {err:?}");
+        }
+        let st = drive
+            .wait_status("the refused change is listed", SEEN_WITHIN, |m| {
+                m["problems"].as_array().is_some_and(|p| p.iter().any(|p| p["path"] == "/big.bin"))
+            })
+            .await?;
+        let p = st["problems"].as_array().and_then(|p| p.first()).context("no problem")?;
+        ensure!(p["reason"] == "quota", "reason: {p}");
+        ensure!(p["actions"] == serde_json::json!(["retry", "save_copy", "discard"]), "actions: {p}");
+        ensure!(p["message"].as_str().is_some_and(|m| m.contains("full")), "message: {p}");
+        let human = dev.run(["status"]).await?;
+        human.ok()?;
+        let local = drive.path("big.bin").display().to_string();
+        for needle in [local.as_str(), "quota", "nimbus resolve", "retry|save-copy|discard"] {
+            ensure!(human.stdout.contains(needle), "`nimbus status` should mention {needle:?}: {human}");
+        }
+        server_lacks(&api, "/big.bin").await?;
+        // A copy needs room too: refused, and said so.
+        dev.run(["resolve", &local, "save-copy"]).await?.failed(&["quota", "still kept on this device"])?;
+        // Wrong file, wrong action: clear refusals that change nothing.
+        dev.run(["resolve", &drive.path("nothing.txt").display().to_string(), "retry"])
+            .await?
+            .failed(&["no refused change", "nimbus status"])?;
+        dev.run(["resolve", "/big.bin", "discard"]).await?.failed(&["--yes"])?;
+        ensure!(drive.status().await?["problems"].as_array().is_some_and(|p| p.len() == 1));
+        // Room made: retry, by the path in the space.
+        let admin = gw.admin().await?;
+        admin
+            .patch_json(&format!("/api/v1/admin/users/{user_id}"), &serde_json::json!({"quota_bytes": null}))
+            .await?
+            .check(200)?;
+        let out = dev.run(["resolve", "/big.bin", "retry"]).await?;
+        out.ok()?;
+        ensure!(out.stdout.contains("uploaded"), "{out}");
+        server_has(&api, "/big.bin", &big).await?;
+        drive
+            .wait_status("no refused change is left", SEEN_WITHIN, |m| {
+                m["problems"].as_array().is_some_and(Vec::is_empty)
+            })
+            .await?;
+
+        // 2. Someone else's lock (Office over WebDAV on another computer).
+        api.put_file("/doc.txt", "the holder's version").await?.check(201)?;
+        let r = api
+            .req(reqwest::Method::from_bytes(b"LOCK")?, "/dav/doc.txt")
+            .header("timeout", "Second-600")
+            .body(LOCKINFO)
+            .send()
+            .await?;
+        r.check(200)?;
+        eventually("the drive shows doc.txt", SEEN_WITHIN, || async {
+            ensure_content(&drive.path("doc.txt"), b"the holder's version")
+        })
+        .await?;
+        {
+            let mut f = OpenOptions::new().write(true).truncate(true).open(drive.path("doc.txt"))?;
+            f.write_all(b"my edit")?;
+            let err = f.sync_all().err().context("fsync of a locked file succeeded")?;
+            ensure!(err.kind() == ErrorKind::ResourceBusy, "fsync of a locked file: {err:?}");
+        }
+        drive
+            .wait_status("the locked file is listed", SEEN_WITHIN, |m| {
+                m["problems"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p["path"] == "/doc.txt" && p["reason"] == "locked"))
+            })
+            .await?;
+        let out = dev.run(["resolve", &drive.path("doc.txt").display().to_string(), "save-copy"]).await?;
+        out.ok()?;
+        ensure!(out.stdout.contains("(copy "), "{out}");
+        server_has(&api, "/doc.txt", b"the holder's version").await?;
+        let copy = Snapshot::server(&api, "/")
+            .await?
+            .0
+            .into_keys()
+            .find(|n| n.starts_with("doc (copy "))
+            .with_context(|| "no copy of doc.txt on the server".to_string())?;
+        server_has(&api, &format!("/{copy}"), b"my edit").await?;
+        eventually("the drive shows the holder's version and the copy", SEEN_WITHIN, || async {
+            ensure_content(&drive.path("doc.txt"), b"the holder's version")?;
+            ensure_content(&drive.path(&copy), b"my edit")
+        })
+        .await?;
+        drive
+            .wait_status("no refused change is left", SEEN_WITHIN, |m| {
+                m["problems"].as_array().is_some_and(Vec::is_empty)
+            })
+            .await?;
+        drive.unmount().await?;
+        Ok(())
+    }
+);
+
+/// EDQUOT on Linux.
+fn libc_edquot() -> i32 {
+    122
+}
+
+const LOCKINFO: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>office</D:owner></D:lockinfo>"#;
+
 /// Tries the calls a local disk allows and the drive does not, printing what each gave (an
 /// errno name, or "ok") as JSON.
 const PROBE: &str = r#"

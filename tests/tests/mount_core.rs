@@ -239,7 +239,7 @@ backend_test!(conflict_copy_keeps_both, only = sqlite_local, opts = Default::def
         .with_context(|| format!("no conflict copy in {listing}"))?;
     ensure!(copy.ends_with(" testhost).txt"), "conflict copy name: {copy}");
     ensure!(api.get_file(&format!("/{copy}")).await?.body[..] == *b"mine", "this device's version kept");
-    let snap = vfs.activity.snapshot();
+    let snap = vfs.activity_snapshot();
     ensure!(snap.conflicts.len() == 1 && snap.conflicts[0].copy.ends_with(&copy), "reported: {snap:?}");
     Ok(())
 });

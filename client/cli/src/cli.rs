@@ -108,8 +108,23 @@ pub enum Command {
         /// The mount point (folder or drive letter) given to `nimbus mount`.
         mountpoint: PathBuf,
     },
-    /// Show mounted drives: online or offline, uploads pending, conflicts, cache use.
+    /// Show mounted drives: online or offline, uploads pending, conflicts, cache use, and the
+    /// changes the server refused (quota, someone else's lock, a name taken) with what to do.
     Status,
+    /// Resolve a change the server refused (listed by `nimbus status`): `retry` sends it again,
+    /// `save-copy` uploads your version under a new name next to the file and gives the file
+    /// back the server's version, `discard` throws your change away.
+    Resolve {
+        /// The file: its path on the drive (`~/Nimbus/docs/a.txt`, `Z:\docs\a.txt`) or in your
+        /// space (`/docs/a.txt`).
+        file: PathBuf,
+        /// retry, save-copy or discard.
+        #[arg(value_parser = ["retry", "save-copy", "discard"])]
+        action: String,
+        /// Discard without asking.
+        #[arg(short, long)]
+        yes: bool,
+    },
     /// Measure throughput, IOPS and latency of the store, the gateway (cached and not), a
     /// mounted drive and the local disk, on the same data; writes report.json and report.html.
     Bench(BenchArgs),
@@ -290,6 +305,10 @@ mod tests {
         assert!(ok(&["nimbus", "admin", "user-set", "bob", "--quota", "unlimited", "--disable"]));
         assert!(!ok(&["nimbus", "admin", "user-set", "bob", "--disable", "--enable"]));
         assert!(!ok(&["nimbus", "rm"]));
+        assert!(ok(&["nimbus", "resolve", "/a.txt", "save-copy"]));
+        assert!(ok(&["nimbus", "resolve", "/a.txt", "discard", "--yes"]));
+        assert!(!ok(&["nimbus", "resolve", "/a.txt", "delete"]));
+        assert!(!ok(&["nimbus", "resolve", "/a.txt"]));
     }
 }
 

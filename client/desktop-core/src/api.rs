@@ -6,6 +6,7 @@
 //! Field names are snake_case on both sides (serde's default), so the TypeScript code reads
 //! exactly what Rust sends. Byte counts are `number` in TypeScript (exact below 2^53).
 
+pub use nimbus_proto::drive::{DriveProblem, ProblemAction, ProblemReason, ResolveReply, ResolveRequest};
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
@@ -138,6 +139,9 @@ pub struct Activity {
     /// Recent upload errors, newest last; "retry" uploads again.
     pub errors: Vec<String>,
     pub conflicts: Vec<Conflict>,
+    /// Changes the server refused (quota, someone else's lock, a name taken), kept on this
+    /// computer until resolved with `resolve_problem`: retry, save a copy, discard.
+    pub problems: Vec<DriveProblem>,
 }
 
 /// A file both this device and another changed: `path` holds the other version, `copy` this
@@ -200,6 +204,9 @@ pub enum CommandName {
     Mount,
     Unmount,
     RetryUploads,
+    /// Retry, save a copy of, or discard one refused change ([`ResolveRequest`]); answers a
+    /// [`ResolveReply`] with what was done.
+    ResolveProblem,
     FreeCache,
     OpenInFileManager,
 }

@@ -461,6 +461,19 @@ impl Desktop {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
+    /// Retries, saves a copy of, or discards the refused change at `req.path`.
+    pub async fn resolve_problem(&self, req: ResolveRequest) -> Result<ResolveReply, DesktopError> {
+        let st = self.inner.state.lock().await;
+        let m = st.mount.as_ref().ok_or(DesktopError::NotMounted)?;
+        let r = m.resolve(req.path, req.action).await;
+        drop(st);
+        self.publish().await;
+        match r {
+            Ok(message) => Ok(ResolveReply { ok: true, message }),
+            Err(e) => Err(DesktopError::Mount(e.to_string())),
+        }
+    }
+
     /// Drops the drive's cached blocks (pending writes are kept).
     pub async fn free_cache(&self) -> Result<(), DesktopError> {
         let st = self.inner.state.lock().await;
@@ -545,6 +558,7 @@ impl Desktop {
                             .into_iter()
                             .map(|c| Conflict { path: c.path, copy: c.copy })
                             .collect(),
+                        problems: ms.activity.problems,
                     };
                     cache = Some(CacheInfo {
                         dir: ms.cache.dir,

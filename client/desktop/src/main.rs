@@ -11,8 +11,8 @@
 
 use anyhow::Context;
 use nimbus_desktop_core::api::{
-    CommandError, DesktopEvent, EVENT_NAME, MountRequest, MountState, SignInOutcome, SignInRequest, SignOutOutcome,
-    SignOutRequest, Status,
+    CommandError, DesktopEvent, EVENT_NAME, MountRequest, MountState, ResolveReply, ResolveRequest, SignInOutcome,
+    SignInRequest, SignOutOutcome, SignOutRequest, Status,
 };
 use nimbus_desktop_core::{Desktop, DesktopConfig};
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
@@ -50,6 +50,11 @@ async fn unmount(d: State<'_, Desktop>) -> Answer<MountState> {
 #[tauri::command]
 async fn retry_uploads(d: State<'_, Desktop>) -> Answer<u32> {
     d.retry_uploads().await.map_err(Into::into)
+}
+
+#[tauri::command]
+async fn resolve_problem(d: State<'_, Desktop>, req: ResolveRequest) -> Answer<ResolveReply> {
+    d.resolve_problem(req).await.map_err(Into::into)
 }
 
 #[tauri::command]
@@ -198,6 +203,7 @@ fn main() -> anyhow::Result<()> {
             mount,
             unmount,
             retry_uploads,
+            resolve_problem,
             free_cache,
             open_in_file_manager
         ])

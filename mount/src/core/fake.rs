@@ -111,6 +111,20 @@ struct State {
     yielding: bool,
     faults: HashMap<Call, VecDeque<Fault>>,
     calls: HashMap<Call, u64>,
+    /// Paths (as `name_key`s of the whole path) someone else holds a lock on: writes there
+    /// answer 423 until unlocked.
+    locks: std::collections::HashSet<String>,
+    /// The space is full: new blocks and commits answer 413 until room is made.
+    full: bool,
+}
+
+impl State {
+    fn refuses(&self, path: &RemotePath) -> Res<()> {
+        if self.locks.contains(&name_key(&path.to_string())) {
+            return Err(Fault::Locked.error());
+        }
+        Ok(())
+    }
 }
 
 /// The in-memory gateway. Clones share one state.
@@ -391,6 +405,8 @@ impl FakeGateway {
                 yielding: false,
                 faults: HashMap::new(),
                 calls: HashMap::new(),
+                locks: Default::default(),
+                full: false,
             })),
             changed: Arc::new(tokio::sync::Notify::new()),
         }
@@ -430,10 +446,31 @@ impl FakeGateway {
         self.lock().faults.entry(call).or_default().push_back(fault);
     }
 
-    /// Forgets every injected fault not yet used, and the gateway is reachable again.
+    /// Someone else locks (`true`) or unlocks the file at `path`: while locked, commits,
+    /// deletes and moves there answer 423 `locked`.
+    pub fn lock_path(&self, path: &str, locked: bool) {
+        let key = name_key(path);
+        let mut s = self.lock();
+        if locked {
+            s.locks.insert(key);
+        } else {
+            s.locks.remove(&key);
+        }
+    }
+
+    /// The space fills up (`true`: new blocks and commits answer 413 `quota_exceeded`) or
+    /// room is made.
+    pub fn set_full(&self, full: bool) {
+        self.lock().full = full;
+    }
+
+    /// Forgets every injected fault not yet used, locks and a full space, and the gateway is
+    /// reachable again.
     pub fn clear_faults(&self) {
         let mut s = self.lock();
         s.faults.clear();
+        s.locks.clear();
+        s.full = false;
         s.unreachable = false;
         s.latency = Duration::ZERO;
     }
@@ -627,6 +664,7 @@ impl Remote for FakeGateway {
             if path.is_root() {
                 return Err(RemoteError::api(400, "bad_request", "the root folder cannot be deleted"));
             }
+            s.refuses(path)?;
             let id = s.resolve(path)?;
             s.tick();
             s.trash(id);
@@ -640,7 +678,11 @@ impl Remote for FakeGateway {
         to: &'a RemotePath,
         overwrite: bool,
     ) -> BoxFuture<'a, RemoteResult<Entry>> {
-        Box::pin(self.call(Call::Move, move |s| s.move_node(from, to, overwrite)))
+        Box::pin(self.call(Call::Move, move |s| {
+            s.refuses(from)?;
+            s.refuses(to)?;
+            s.move_node(from, to, overwrite)
+        }))
     }
 
     fn get_manifest<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Manifest>> {
@@ -666,7 +708,13 @@ impl Remote for FakeGateway {
         path: &'a RemotePath,
         commit: &'a CommitRequest,
     ) -> BoxFuture<'a, RemoteResult<Entry>> {
-        Box::pin(self.call(Call::Commit, move |s| s.commit(path, commit)))
+        Box::pin(self.call(Call::Commit, move |s| {
+            if s.full {
+                return Err(Fault::Quota.error());
+            }
+            s.refuses(path)?;
+            s.commit(path, commit)
+        }))
     }
 
     fn put_block<'a>(&'a self, hash: &'a str, data: Bytes) -> BoxFuture<'a, RemoteResult<bool>> {
@@ -676,6 +724,9 @@ impl Remote for FakeGateway {
             }
             if blake3::hash(&data).to_hex().as_str() != hash {
                 return Err(RemoteError::api(400, "hash_mismatch", "the body does not match the hash"));
+            }
+            if s.full && !s.blocks.contains_key(hash) {
+                return Err(Fault::Quota.error());
             }
             Ok(s.blocks.insert(hash.to_string(), data).is_none())
         }))

@@ -11,6 +11,7 @@ pub mod fake;
 pub mod feed;
 mod handles;
 mod namespace;
+mod problems;
 mod read;
 pub mod remote;
 pub mod status;
@@ -22,7 +23,7 @@ mod writeback;
 
 pub use remote::{Remote, RemoteError, RemoteResult};
 pub use types::*;
-pub use vfs::{DirEntry, Vfs, VfsConfig, conflict_name, is_local_only};
+pub use vfs::{DirEntry, Vfs, VfsConfig, conflict_name, copy_name, is_local_only};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,10 +1,12 @@
 //! What the mount is doing, for `nimbus mount status` and the desktop app: uploads pending
-//! and in flight, recent errors, conflict copies made.
+//! and in flight, recent errors, conflict copies made, and (from [`crate::core::Vfs::activity_snapshot`]) the
+//! changes the gateway refused.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use nimbus_proto::drive::DriveProblem;
 use serde::Serialize;
 
 const KEEP: usize = 50;
@@ -31,6 +33,9 @@ pub struct ActivitySnapshot {
     pub commits_in_progress: i64,
     pub errors: Vec<String>,
     pub conflicts: Vec<Conflict>,
+    /// Changes the gateway refused, with what can be done (filled in by
+    /// [`crate::core::Vfs::activity_snapshot`]).
+    pub problems: Vec<DriveProblem>,
 }
 
 impl Activity {
@@ -58,12 +63,14 @@ impl Activity {
         }
     }
 
-    pub fn snapshot(&self) -> ActivitySnapshot {
+    /// Without problems: see [`crate::core::Vfs::activity_snapshot`].
+    pub(crate) fn snapshot(&self) -> ActivitySnapshot {
         ActivitySnapshot {
             uploads_in_flight: self.in_flight.load(Ordering::Relaxed),
             commits_in_progress: self.pending.load(Ordering::Relaxed),
             errors: self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect(),
             conflicts: self.conflicts.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect(),
+            problems: Vec::new(),
         }
     }
 }

@@ -83,6 +83,9 @@ pub enum VfsError {
     ReadOnly,
     #[error("quota exceeded")]
     Quota,
+    /// Someone else holds a lock on the file (a WebDAV lock: Office on another computer).
+    #[error("locked by someone else")]
+    Locked,
     #[error("permission denied")]
     Denied,
     /// The gateway cannot be reached and the answer is not in the local cache.
@@ -119,6 +122,7 @@ impl From<super::remote::RemoteError> for VfsError {
                 VfsError::InvalidName(e.server_message().unwrap_or_default().to_string())
             }
             Some("quota_exceeded") => VfsError::Quota,
+            Some("locked") => VfsError::Locked,
             Some("conflict") => VfsError::Conflict,
             Some("forbidden") | Some("unauthorized") => VfsError::Denied,
             _ => match e.status() {

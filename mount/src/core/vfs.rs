@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::blocks::BlockCache;
 use super::dirty::{MoveLog, Staged};
+use super::problems::Problems;
 use super::remote::{Remote, RemoteError};
 use super::status::Activity;
 use super::tree::{Content, Tree};
@@ -96,7 +97,9 @@ pub struct Vfs {
     pub(super) cfg: VfsConfig,
     pub(super) online: AtomicBool,
     pub(super) feed_ok: AtomicBool,
-    pub activity: Activity,
+    pub(crate) activity: Activity,
+    /// Changes the gateway refused, until they go up or the user resolves them.
+    pub(super) problems: Problems,
     /// Journal records of an earlier run (or of files no longer in the tree) still to upload.
     pub(super) orphans: tokio::sync::Mutex<Vec<Staged>>,
     /// Folder moves the journal records below them do not reflect yet (appended, like the
@@ -117,8 +120,14 @@ pub fn is_local_only(name: &str) -> bool {
     name.starts_with("~$")
 }
 
-/// `name (conflict YYYY-MM-DD HHMM host).ext`
+/// `name (conflict YYYY-MM-DD HHMM host).ext`: where this device's version of a file another
+/// device changed meanwhile is kept.
 pub fn conflict_name(name: &str, host: &str, now: SystemTime) -> String {
+    copy_name(name, "conflict", host, now)
+}
+
+/// `name (LABEL YYYY-MM-DD HHMM host).ext`
+pub fn copy_name(name: &str, label: &str, host: &str, now: SystemTime) -> String {
     let t = time::OffsetDateTime::from(now);
     let stamp = format!("{:04}-{:02}-{:02} {:02}{:02}", t.year(), u8::from(t.month()), t.day(), t.hour(), t.minute());
     let (stem, ext) = match name.rfind('.') {
@@ -126,7 +135,7 @@ pub fn conflict_name(name: &str, host: &str, now: SystemTime) -> String {
         _ => (name, ""),
     };
     let host: String = host.chars().filter(|c| c.is_alphanumeric() || *c == '-').collect();
-    format!("{stem} (conflict {stamp} {host}){ext}")
+    format!("{stem} ({label} {stamp} {host}){ext}")
 }
 
 impl Vfs {
@@ -146,6 +155,7 @@ impl Vfs {
             online: AtomicBool::new(true),
             feed_ok: AtomicBool::new(false),
             activity: Activity::default(),
+            problems: Problems::default(),
             orphans: tokio::sync::Mutex::new(orphans),
             moves,
             queue: Mutex::new(Default::default()),

@@ -11,10 +11,11 @@ use nimbus_proto::wire::{BlockRef, CommitRequest, Entry};
 
 use super::blocks::parse_hash;
 use super::dirty::Staged;
+use super::problems::Subject;
 use super::status::Conflict;
 use super::tree::Content;
 use super::types::*;
-use super::vfs::{COMMITS_IN_FLIGHT, UPLOADS_IN_FLIGHT, Vfs, conflict_name, is_local_only, lock};
+use super::vfs::{COMMITS_IN_FLIGHT, UPLOADS_IN_FLIGHT, Vfs, copy_name, is_local_only, lock};
 
 /// How a commit ended.
 pub(super) enum Committed {
@@ -125,8 +126,23 @@ impl Vfs {
     }
 
     /// Uploads the node's changed blocks and commits them against the base version. On a
-    /// conflict the local content is saved next to the file as a conflict copy.
+    /// conflict the local content is saved next to the file as a conflict copy. A refusal
+    /// becomes the file's problem (see `problems`); success, or nothing left to send, ends it.
     pub(super) async fn commit(&self, ino: Ino, durable: bool) -> VfsResult<()> {
+        let r = self.commit_inner(ino, durable).await;
+        match &r {
+            Err(e) => {
+                let path = lock(&self.tree).path(ino).map(|p| p.to_string());
+                if let Ok(path) = path {
+                    self.problems.refused(Subject::File(ino), &path, e);
+                }
+            }
+            Ok(()) => self.problems.cleared(&Subject::File(ino)),
+        }
+        r
+    }
+
+    async fn commit_inner(&self, ino: Ino, durable: bool) -> VfsResult<()> {
         let (staged, path, local_only) = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
@@ -217,6 +233,21 @@ impl Vfs {
     /// Uploads a staged file's dirty blocks and commits. Used for live files and for journal
     /// records of an earlier run alike.
     pub(super) async fn upload(&self, st: &mut Staged, path: &RemotePath) -> VfsResult<Committed> {
+        let blocks = self.send_blocks(st, path).await?;
+        let req = CommitRequest { base_version: st.rec.base_version, blocks: blocks.clone(), force: false };
+        match self.seen(self.remote.commit_manifest(path, &req).await) {
+            Ok(entry) => Ok(Committed::Same(entry, blocks)),
+            Err(VfsError::Conflict) | Err(VfsError::Exists) => match self.already_there(path, &blocks).await? {
+                Some(entry) => Ok(Committed::Same(entry, blocks)),
+                None => self.commit_copy(path, None, blocks, "conflict").await.map(Committed::Conflict),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends a staged file's changed blocks (the gateway keeps what it already has) and
+    /// returns the file's whole block list: its content, ready to commit anywhere.
+    pub(super) async fn send_blocks(&self, st: &Staged, path: &RemotePath) -> VfsResult<Vec<BlockRef>> {
         use futures::{StreamExt, TryStreamExt};
         let bs = st.bs();
         let n = st.rec.size.div_ceil(bs);
@@ -255,19 +286,10 @@ impl Vfs {
         for (b, r) in sent? {
             blocks[b as usize] = Some(r);
         }
-        let blocks: Vec<BlockRef> = blocks
+        blocks
             .into_iter()
             .collect::<Option<_>>()
-            .ok_or_else(|| VfsError::Io(format!("{path}: a block is missing from the upload")))?;
-        let req = CommitRequest { base_version: st.rec.base_version, blocks: blocks.clone(), force: false };
-        match self.seen(self.remote.commit_manifest(path, &req).await) {
-            Ok(entry) => Ok(Committed::Same(entry, blocks)),
-            Err(VfsError::Conflict) | Err(VfsError::Exists) => match self.already_there(path, &blocks).await? {
-                Some(entry) => Ok(Committed::Same(entry, blocks)),
-                None => self.commit_conflict_copy(path, blocks).await.map(Committed::Conflict),
-            },
-            Err(e) => Err(e),
-        }
+            .ok_or_else(|| VfsError::Io(format!("{path}: a block is missing from the upload")))
     }
 
     /// After a refused commit: the entry at `path` if its current version is exactly `blocks`.
@@ -287,10 +309,18 @@ impl Vfs {
         Ok((entry.version == Some(m.version)).then_some(entry))
     }
 
-    pub(super) async fn commit_conflict_copy(&self, path: &RemotePath, blocks: Vec<BlockRef>) -> VfsResult<String> {
-        let parent = path.parent().unwrap_or_else(RemotePath::root);
+    /// Commits `blocks` as a new file named after `path`'s with `label` (`name (label <date>
+    /// <device>).ext`, numbered if taken) in `folder` (default: next to `path`). Returns its path.
+    pub(super) async fn commit_copy(
+        &self,
+        path: &RemotePath,
+        folder: Option<RemotePath>,
+        blocks: Vec<BlockRef>,
+        label: &str,
+    ) -> VfsResult<String> {
+        let parent = folder.unwrap_or_else(|| path.parent().unwrap_or_else(RemotePath::root));
         let name = path.name().unwrap_or("file");
-        let base = conflict_name(name, &self.cfg.host, SystemTime::now());
+        let base = copy_name(name, label, &self.cfg.host, SystemTime::now());
         for i in 0..100 {
             let candidate = if i == 0 {
                 base.clone()
@@ -304,20 +334,32 @@ impl Vfs {
             let req = CommitRequest { base_version: None, blocks: blocks.clone(), force: false };
             match self.seen(self.remote.commit_manifest(&target, &req).await) {
                 Ok(_) => {
-                    tracing::warn!(path = %path, copy = %target, "conflicting edit: kept this device's version as a conflict copy");
+                    tracing::warn!(path = %path, copy = %target, label, "kept this device's version as a copy");
                     return Ok(target.to_string());
                 }
                 Err(VfsError::Conflict) | Err(VfsError::Exists) => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(VfsError::Io(format!("no free conflict-copy name for {path}")))
+        Err(VfsError::Io(format!("no free {label}-copy name for {path}")))
     }
 
     /// Uploads every file whose close could not reach the gateway, and journal records of an
-    /// earlier run. Called periodically and on reconnect.
+    /// earlier run, now (reconnect, "retry"). A refused file does not hold up the others:
+    /// all are tried, and the first refusal is returned. Unreachable: stops at once.
     pub async fn upload_pending(&self) -> VfsResult<usize> {
+        self.upload_waiting(false).await
+    }
+
+    /// [`Vfs::upload_pending`] for the background loop: refused changes are tried again only
+    /// once their pause is over (see `problems::backoff`).
+    pub async fn upload_due(&self) -> VfsResult<usize> {
+        self.upload_waiting(true).await
+    }
+
+    async fn upload_waiting(&self, only_due: bool) -> VfsResult<usize> {
         let mut done = 0;
+        let mut first_err = None;
         let pending: Vec<Ino> = {
             let t = lock(&self.tree);
             t.nodes
@@ -327,10 +369,19 @@ impl Vfs {
                 .collect()
         };
         for ino in pending {
-            self.commit(ino, false).await?;
-            done += 1;
+            if only_due && !self.problems.due(&Subject::File(ino)) {
+                continue;
+            }
+            match self.commit(ino, false).await {
+                Ok(()) => done += 1,
+                Err(VfsError::Offline) => return Err(VfsError::Offline),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
         }
         let mut orphans = self.orphans.lock().await;
+        let mut kept = Vec::new();
         while let Some(mut st) = orphans.pop() {
             let path = match RemotePath::parse(&st.rec.path) {
                 Ok(p) => p,
@@ -340,9 +391,15 @@ impl Vfs {
                     continue;
                 }
             };
+            let subject = Subject::Record(st.rec.path.clone());
             let local = path.name().is_some_and(is_local_only);
             if local || !st.has_changes() {
+                self.problems.cleared(&subject);
                 st.discard();
+                continue;
+            }
+            if only_due && !self.problems.due(&subject) {
+                kept.push(st);
                 continue;
             }
             self.activity.pending_add(1);
@@ -360,16 +417,28 @@ impl Vfs {
                     done += 1;
                 }
                 Err(e) => {
-                    orphans.push(st);
-                    return Err(e);
+                    self.problems.refused(subject, &st.rec.path, &e);
+                    kept.push(st);
+                    if matches!(e, VfsError::Offline) {
+                        orphans.append(&mut kept);
+                        return Err(e);
+                    }
+                    self.activity.error(format!("{path}: {e}"));
+                    first_err.get_or_insert(e);
+                    continue;
                 }
             }
+            self.problems.cleared(&subject);
             let mut t = lock(&self.tree);
             if let Some(parent) = path.parent().and_then(|p| t.find(&p.to_string())) {
                 t.invalidate_dir(parent);
             }
         }
-        Ok(done)
+        orphans.append(&mut kept);
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
     }
 
     /// Pending uploads (live files with changes nobody has open, plus earlier runs' records).
@@ -387,9 +456,21 @@ impl Vfs {
             let t = lock(&self.tree);
             t.nodes.iter().filter(|(_, n)| n.is_staged() && !n.is_unlinked()).map(|(i, _)| *i).collect()
         };
+        let mut first_err = None;
         for ino in all {
-            self.commit(ino, true).await?;
+            match self.commit(ino, true).await {
+                Ok(()) => {}
+                Err(VfsError::Offline) => return Err(VfsError::Offline),
+                // A refused file stays journaled; the others still go up.
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
         }
-        self.upload_pending().await.map(|_| ())
+        let rest = self.upload_pending().await.map(|_| ());
+        match first_err {
+            Some(e) => Err(e),
+            None => rest,
+        }
     }
 }

@@ -14,6 +14,7 @@ pub mod ntstatus {
     pub const STATUS_ACCESS_DENIED: i32 = 0xC000_0022_u32 as i32;
     pub const STATUS_CANNOT_DELETE: i32 = 0xC000_0121_u32 as i32;
     pub const STATUS_DISK_FULL: i32 = 0xC000_007F_u32 as i32;
+    pub const STATUS_SHARING_VIOLATION: i32 = 0xC000_0043_u32 as i32;
     pub const STATUS_NETWORK_UNREACHABLE: i32 = 0xC000_023C_u32 as i32;
     pub const STATUS_INVALID_HANDLE: i32 = 0xC000_0008_u32 as i32;
     pub const STATUS_INVALID_PARAMETER: i32 = 0xC000_000D_u32 as i32;
@@ -36,6 +37,8 @@ pub fn ntstatus(e: &VfsError) -> i32 {
         VfsError::ReadOnly => STATUS_CANNOT_DELETE,
         VfsError::Denied => STATUS_ACCESS_DENIED,
         VfsError::Quota => STATUS_DISK_FULL,
+        // "The process cannot access the file because it is being used by another process."
+        VfsError::Locked => STATUS_SHARING_VIOLATION,
         VfsError::Offline => STATUS_NETWORK_UNREACHABLE,
         VfsError::BadHandle => STATUS_INVALID_HANDLE,
         VfsError::Invalid(_) => STATUS_INVALID_PARAMETER,
@@ -62,7 +65,7 @@ mod tests {
     #[test]
     fn every_core_error_has_its_ntstatus() {
         // Exhaustive over VfsError: a new variant fails to compile in `ntstatus()` first.
-        let table: [(VfsError, i32); 15] = [
+        let table: [(VfsError, i32); 16] = [
             (VfsError::NotFound, STATUS_OBJECT_NAME_NOT_FOUND),
             (VfsError::Exists, STATUS_OBJECT_NAME_COLLISION),
             (VfsError::NotDir, STATUS_NOT_A_DIRECTORY),
@@ -73,6 +76,7 @@ mod tests {
             (VfsError::ReadOnly, STATUS_CANNOT_DELETE),
             (VfsError::Denied, STATUS_ACCESS_DENIED),
             (VfsError::Quota, STATUS_DISK_FULL),
+            (VfsError::Locked, STATUS_SHARING_VIOLATION),
             (VfsError::Offline, STATUS_NETWORK_UNREACHABLE),
             (VfsError::BadHandle, STATUS_INVALID_HANDLE),
             (VfsError::Invalid("x".into()), STATUS_INVALID_PARAMETER),

@@ -58,6 +58,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Mount(args) => mount::background(&args).await,
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint).await,
         Command::Status => mount::status(&ctx).await,
+        Command::Resolve { file, action, yes } => mount::resolve(&ctx, &file, &action, yes).await,
         Command::Bench(args) => bench::bench(&args).await,
     }
 }

@@ -1,9 +1,10 @@
-//! `nimbus mount`, `nimbus unmount`, `nimbus status`.
+//! `nimbus mount`, `nimbus unmount`, `nimbus status`, `nimbus resolve`.
 //!
 //! A background mount is this same binary re-run with `--foreground`, detached, logging to
 //! `<cache dir>/mount.log`. Each running mount keeps a status file in
 //! `<config dir>/mounts/<key>.json` (key: hash of the mount point): that is how `unmount`
-//! finds the process to stop and `status` what to show.
+//! finds the process to stop and `status` what to show. `resolve` drops a request into the
+//! mount's request folder (`nimbus_mount::requests`) and waits for its reply.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,9 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
 
+use nimbus_proto::drive::{DriveProblem, ProblemAction, ResolveRequest};
+
 use super::Ctx;
 use crate::cli::MountArgs;
-use crate::output::{Align, human_bytes, parse_size, print_json, print_table};
+use crate::outln;
+use crate::output::{Align, confirm, human_bytes, parse_size, print_json, print_table};
 use crate::session;
 
 fn mountpoint_abs(raw: &Path) -> Result<PathBuf> {
@@ -259,8 +263,8 @@ pub async fn unmount(raw: &Path) -> Result<()> {
     bail!("cannot unmount {}", mp.display())
 }
 
-/// `nimbus status`: every mount this user runs.
-pub async fn status(ctx: &Ctx) -> Result<()> {
+/// The status files of this user's running mounts (stale ones are removed).
+fn live_mounts() -> Result<Vec<Value>> {
     let mut mounts = Vec::new();
     if let Ok(rd) = std::fs::read_dir(registry_dir()?) {
         for e in rd.flatten() {
@@ -276,6 +280,43 @@ pub async fn status(ctx: &Ctx) -> Result<()> {
             }
         }
     }
+    Ok(mounts)
+}
+
+fn mountpoint_of(status: &Value) -> PathBuf {
+    PathBuf::from(status.get("mountpoint").and_then(Value::as_str).unwrap_or_default())
+}
+
+fn problems_of(status: &Value) -> Vec<DriveProblem> {
+    status.get("problems").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default()
+}
+
+/// Where a path of the space is on the drive mounted at `mp`.
+fn local_path(mp: &Path, space_path: &str) -> PathBuf {
+    let mut p = mp.to_path_buf();
+    if p.as_os_str().len() == 2 && p.as_os_str().to_string_lossy().ends_with(':') {
+        // A drive letter: `Z:` + `docs` would be relative to Z:'s current folder.
+        p.push(std::path::MAIN_SEPARATOR_STR);
+    }
+    for c in space_path.split('/').filter(|c| !c.is_empty()) {
+        p.push(c);
+    }
+    p
+}
+
+/// A path for the shell: quoted when it has characters a shell would split or expand.
+fn shell_quoted(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.chars().all(|c| c.is_alphanumeric() || "/._-:\\~".contains(c)) {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// `nimbus status`: every mount this user runs.
+pub async fn status(ctx: &Ctx) -> Result<()> {
+    let mounts = live_mounts()?;
     if ctx.json {
         return print_json(&serde_json::json!({ "mounts": mounts }));
     }
@@ -297,6 +338,7 @@ pub async fn status(ctx: &Ctx) -> Result<()> {
                 s("mountpoint"),
                 s("state"),
                 s("pending_uploads"),
+                problems_of(m).len().to_string(),
                 conflicts.to_string(),
                 format!("{} / {}", human_bytes(used), human_bytes(cap)),
             ]
@@ -307,9 +349,169 @@ pub async fn status(ctx: &Ctx) -> Result<()> {
             ("MOUNT POINT", Align::Left),
             ("STATE", Align::Left),
             ("PENDING", Align::Right),
+            ("REFUSED", Align::Right),
             ("CONFLICTS", Align::Right),
             ("CACHE", Align::Right),
         ],
         &rows,
-    )
+    )?;
+    for m in &mounts {
+        let problems = problems_of(m);
+        if problems.is_empty() {
+            continue;
+        }
+        let mp = mountpoint_of(m);
+        outln!("");
+        outln!("Changes the server refused on {} (kept on this device until resolved):", mp.display());
+        for p in problems {
+            let file = local_path(&mp, &p.path);
+            let reason = serde_json::to_value(p.reason).ok().and_then(|v| v.as_str().map(str::to_string));
+            outln!("  {}", file.display());
+            outln!("    {}: {}", reason.unwrap_or_default(), p.message);
+            let times = if p.attempts == 1 { "once".to_string() } else { format!("{} times", p.attempts) };
+            outln!("    Tried {times} since {}; the server said: {}", p.since, p.detail);
+            let actions: Vec<&str> = p.actions.iter().map(|a| a.cli_name()).collect();
+            outln!("    nimbus resolve {} {}", shell_quoted(&file), actions.join("|"));
+        }
+    }
+    Ok(())
+}
+
+/// `nimbus resolve FILE ACTION`: asks the mount holding the refused change to act on it.
+pub async fn resolve(ctx: &Ctx, file: &Path, action: &str, yes: bool) -> Result<()> {
+    let action = ProblemAction::from_cli(action)
+        .ok_or_else(|| anyhow!("`{action}` is not an action; use retry, save-copy or discard"))?;
+    let mounts = live_mounts()?;
+    if mounts.is_empty() {
+        bail!(
+            "no drive is mounted; refused changes are resolved while the drive that holds them runs (`nimbus mount`)"
+        );
+    }
+    let (status, space_path) = which_mount(&mounts, file)?;
+    let mp = mountpoint_of(status);
+    let problems = problems_of(status);
+    let Some(problem) = problems.iter().find(|p| p.path.to_lowercase() == space_path.to_lowercase()) else {
+        bail!(
+            "no refused change is waiting for {} ({space_path} on {}); `nimbus status` lists the ones that are",
+            file.display(),
+            mp.display()
+        );
+    };
+    if action == ProblemAction::Discard
+        && !yes
+        && !confirm(
+            &format!("Throw away this device's change to {}?", local_path(&mp, &problem.path).display()),
+            "--yes",
+        )?
+    {
+        outln!("Nothing discarded.");
+        return Ok(());
+    }
+    let dir = nimbus_mount::requests::dir_for(&status_file(&mp)?);
+    let req = ResolveRequest { path: problem.path.clone(), action };
+    let id = nimbus_mount::requests::send(&dir, &req)
+        .with_context(|| format!("cannot reach the mount of {} through {}", mp.display(), dir.display()))?;
+    let started = Instant::now();
+    let mut told = false;
+    let reply = loop {
+        if let Some(r) = nimbus_mount::requests::take_reply(&dir, &id) {
+            break r;
+        }
+        if live_pid(status).is_none() {
+            bail!("the mount of {} stopped before answering; the change stays in its journal", mp.display());
+        }
+        if !told && started.elapsed() > Duration::from_secs(3) {
+            eprintln!("Waiting for the drive (a retry uploads the whole change)...");
+            told = true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if ctx.json {
+        print_json(&serde_json::json!({ "ok": reply.ok, "message": reply.message, "path": problem.path }))?;
+    } else if reply.ok {
+        outln!("{}", reply.message);
+    }
+    if !reply.ok {
+        bail!(
+            "{}: {}\nThe change is still kept on this device; `nimbus status` shows it.",
+            local_path(&mp, &problem.path).display(),
+            reply.message
+        );
+    }
+    Ok(())
+}
+
+/// The mount `file` is on, and its path in the space. A path on the drive names its mount; a
+/// path like `/docs/a.txt` that is on no drive is taken as a path in the space of the only
+/// mount (or of the one whose refused changes name it).
+fn which_mount<'a>(mounts: &'a [Value], file: &Path) -> Result<(&'a Value, String)> {
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    for m in mounts {
+        let mp = mountpoint_of(m);
+        if let Ok(rest) = abs.strip_prefix(&mp) {
+            let parts: Vec<String> = rest.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+            return Ok((m, format!("/{}", parts.join("/"))));
+        }
+    }
+    let raw = file.to_string_lossy().replace('\\', "/");
+    if !raw.starts_with('/') {
+        bail!(
+            "{} is not on a mounted drive; give its path on the drive or in your space (`/docs/a.txt`)",
+            file.display()
+        );
+    }
+    let named: Vec<&Value> =
+        mounts.iter().filter(|m| problems_of(m).iter().any(|p| p.path.to_lowercase() == raw.to_lowercase())).collect();
+    match (named.as_slice(), mounts) {
+        ([m], _) => Ok((m, raw)),
+        ([], [m]) => Ok((m, raw)),
+        _ => bail!(
+            "several drives are mounted; give the file's path on the drive (e.g. {})",
+            local_path(&mountpoint_of(&mounts[0]), &raw).display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn space_paths_map_to_the_drive() {
+        assert_eq!(local_path(Path::new("/home/u/Nimbus"), "/docs/a b.txt"), Path::new("/home/u/Nimbus/docs/a b.txt"));
+        assert_eq!(local_path(Path::new("/m"), "/"), Path::new("/m"));
+        assert_eq!(shell_quoted(Path::new("/m/a.txt")), "/m/a.txt");
+        assert_eq!(shell_quoted(Path::new("/m/it's here.txt")), "'/m/it'\\''s here.txt'");
+    }
+
+    #[test]
+    fn a_file_names_its_mount() -> Result<()> {
+        let m = |mp: &str, problems: &[&str]| {
+            let problems: Vec<Value> = problems
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "path": p, "reason": "quota", "message": "m", "detail": "d", "since": "s", "attempts": 1,
+                        "actions": ["retry", "save_copy", "discard"]
+                    })
+                })
+                .collect();
+            serde_json::json!({ "mountpoint": mp, "problems": problems })
+        };
+        let one = [m("/home/u/Nimbus", &["/docs/a.txt"])];
+        let (_, p) = which_mount(&one, Path::new("/home/u/Nimbus/docs/a.txt"))?;
+        assert_eq!(p, "/docs/a.txt");
+        let (_, p) = which_mount(&one, Path::new("/docs/a.txt"))?;
+        assert_eq!(p, "/docs/a.txt");
+        assert!(
+            which_mount(&one, Path::new("docs/a.txt")).is_err_and(|e| e.to_string().contains("not on a mounted drive"))
+        );
+        let two = [m("/m1", &[]), m("/m2", &["/x.txt"])];
+        let (st, _) = which_mount(&two, Path::new("/x.txt"))?;
+        assert_eq!(mountpoint_of(st), Path::new("/m2"));
+        assert!(which_mount(&two, Path::new("/y.txt")).is_err_and(|e| e.to_string().contains("several drives")));
+        let (st, p) = which_mount(&two, Path::new("/m1/y.txt"))?;
+        assert_eq!((mountpoint_of(st), p.as_str()), (PathBuf::from("/m1"), "/y.txt"));
+        Ok(())
+    }
 }

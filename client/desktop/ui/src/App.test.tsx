@@ -3,6 +3,7 @@ import userEvent from '@testing-library/user-event';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { App } from './App';
 import { setBackend } from './backend';
+import type { DriveProblem } from './generated/bindings';
 import { MOCK_FINGERPRINT, MOCK_PASSWORD, MOCK_USER, MockBackend } from './mock';
 
 let mock: MockBackend;
@@ -61,6 +62,7 @@ describe('main window', () => {
         commits_in_progress: 0,
         errors: ['report.pdf: quota exceeded'],
         conflicts: [{ path: '/notes.txt', copy: '/notes (conflict 2026-11-23 1700 laptop).txt' }],
+        problems: [],
       },
     });
     expect(await screen.findByText(/2 file\(s\) waiting to upload, 1 uploading now/)).toBeInTheDocument();
@@ -83,7 +85,14 @@ describe('main window', () => {
     await user.click(await screen.findByRole('button', { name: 'Mount' }));
     await screen.findByTestId('mount-location');
     mock.simulate({
-      activity: { pending_uploads: 3, uploads_in_flight: 0, commits_in_progress: 0, errors: [], conflicts: [] },
+      activity: {
+        pending_uploads: 3,
+        uploads_in_flight: 0,
+        commits_in_progress: 0,
+        errors: [],
+        conflicts: [],
+        problems: [],
+      },
     });
     await user.click(screen.getByRole('button', { name: 'Sign out' }));
     const warn = await screen.findByRole('alertdialog', { name: 'Uploads pending' });
@@ -91,5 +100,57 @@ describe('main window', () => {
     expect((await mock.getStatus()).account).not.toBeNull();
     await user.click(within(warn).getByRole('button', { name: 'Sign out anyway' }));
     expect(await screen.findByRole('button', { name: 'Sign in' })).toBeInTheDocument();
+  });
+
+  it('names each refused change with its reason and resolves it by retry, copy or discard', async () => {
+    const user = await signIn('https://nimbus.example.com');
+    await user.click(await screen.findByRole('button', { name: 'Mount' }));
+    await screen.findByTestId('mount-location');
+    const problem = (path: string, reason: DriveProblem['reason'], message: string, detail: string): DriveProblem => ({
+      path,
+      reason,
+      message,
+      detail,
+      since: '2026-11-26T09:00:00Z',
+      attempts: 3,
+      actions: ['retry', 'save_copy', 'discard'],
+    });
+    mock.refuseRetries = true;
+    mock.simulate({
+      activity: {
+        pending_uploads: 2,
+        uploads_in_flight: 0,
+        commits_in_progress: 0,
+        errors: [],
+        conflicts: [],
+        problems: [
+          problem('/plan.docx', 'locked', 'Someone else has this file locked.', 'locked by someone else'),
+          problem('/report.pdf', 'quota', 'Your storage space is full.', 'quota exceeded'),
+        ],
+      },
+    });
+    const report = await screen.findByRole('group', { name: 'Refused change /report.pdf' });
+    expect(report).toHaveTextContent('Storage full: Your storage space is full.');
+    expect(report).toHaveTextContent('Tried 3 times since 2026-11-26T09:00:00Z. The server said: quota exceeded');
+    const plan = screen.getByRole('group', { name: 'Refused change /plan.docx' });
+    expect(plan).toHaveTextContent('Locked by someone else');
+
+    // Still full: the retry fails, says why, and the change stays listed.
+    await user.click(within(report).getByRole('button', { name: 'Retry /report.pdf' }));
+    expect(await screen.findByRole('alert', { name: 'That did not work' })).toHaveTextContent('quota exceeded');
+    expect(screen.getByRole('group', { name: 'Refused change /report.pdf' })).toBeInTheDocument();
+
+    await user.click(within(plan).getByRole('button', { name: 'Save a copy /plan.docx' }));
+    expect(await screen.findByText(/saved this device's version of \/plan.docx as \/plan \(copy /)).toBeInTheDocument();
+    await waitFor(() => expect(screen.queryByRole('group', { name: 'Refused change /plan.docx' })).not.toBeInTheDocument());
+
+    // Discard asks first; "Keep it" changes nothing.
+    await user.click(within(report).getByRole('button', { name: 'Discard /report.pdf' }));
+    await user.click(within(report).getByRole('button', { name: 'Keep it' }));
+    expect((await mock.getStatus()).activity.problems).toHaveLength(1);
+    await user.click(within(report).getByRole('button', { name: 'Discard /report.pdf' }));
+    await user.click(within(report).getByRole('button', { name: 'Discard change to /report.pdf' }));
+    await waitFor(() => expect(screen.queryByLabelText('Refused changes')).not.toBeInTheDocument());
+    expect(await screen.findByText("discarded this device's change to /report.pdf")).toBeInTheDocument();
   });
 });

@@ -19,6 +19,7 @@ import { QueryClient, QueryClientProvider, useQuery, useQueryClient } from '@tan
 import { type FormEvent, useEffect, useState } from 'react';
 import { backend } from './backend';
 import { humanBytes, percent } from './format';
+import { Problems, problemBusyKey } from './Problems';
 import type { Status } from './generated/bindings';
 
 const STATUS_KEY = ['status'];
@@ -307,6 +308,16 @@ export function Main({ status }: { status: Status }) {
                 </Button>
               </Alert>
             )}
+            <Problems
+              problems={activity.problems}
+              busy={busy}
+              onResolve={(p, a) =>
+                void run(problemBusyKey(p, a), async () => {
+                  const reply = await backend().resolveProblem({ path: p.path, action: a });
+                  setNote(reply.message);
+                })
+              }
+            />
             {activity.conflicts.length > 0 && (
               <Alert color="yellow" title="Conflicts" aria-label="Conflicts">
                 <List size="sm">

@@ -8,6 +8,8 @@ import type {
   DesktopEvent,
   MountRequest,
   MountState,
+  ResolveReply,
+  ResolveRequest,
   SignInOutcome,
   SignInRequest,
   SignOutOutcome,
@@ -25,6 +27,8 @@ export interface Backend {
   mount(req: MountRequest): Promise<MountState>;
   unmount(): Promise<MountState>;
   retryUploads(): Promise<number>;
+  /** Retry, save a copy of, or discard one change the server refused. */
+  resolveProblem(req: ResolveRequest): Promise<ResolveReply>;
   freeCache(): Promise<void>;
   openInFileManager(): Promise<void>;
   /** Calls `cb` on every event; returns the function that stops listening. */
@@ -73,6 +77,9 @@ class TauriBackend implements Backend {
   }
   retryUploads() {
     return this.call<number>('retry_uploads');
+  }
+  resolveProblem(req: ResolveRequest) {
+    return this.call<ResolveReply>('resolve_problem', { req });
   }
   freeCache() {
     return this.call<void>('free_cache');

@@ -9,6 +9,8 @@ import type {
   DesktopEvent,
   MountRequest,
   MountState,
+  ResolveReply,
+  ResolveRequest,
   SignInOutcome,
   SignInRequest,
   SignOutOutcome,
@@ -31,7 +33,14 @@ function signedOut(location: string | null): Status {
     mount: { mounted: false, location },
     connectivity: 'signed_out',
     quota: null,
-    activity: { pending_uploads: 0, uploads_in_flight: 0, commits_in_progress: 0, errors: [], conflicts: [] },
+    activity: {
+      pending_uploads: 0,
+      uploads_in_flight: 0,
+      commits_in_progress: 0,
+      errors: [],
+      conflicts: [],
+      problems: [],
+    },
     cache: null,
     last_error: null,
   };
@@ -43,6 +52,8 @@ export class MockBackend implements Backend {
   private listeners = new Set<(e: DesktopEvent) => void>();
   /** Servers whose certificate was trusted (kept, like the app keeps the certificate file). */
   private trusted = new Set<string>();
+  /** Test hook: a retry is refused again (the space is still full). */
+  refuseRetries = false;
   /** Milliseconds each command takes (lets tests see busy states). */
   delay = 150;
 
@@ -147,6 +158,29 @@ export class MockBackend implements Backend {
       activity: { ...this.status.activity, pending_uploads: 0, uploads_in_flight: 0, commits_in_progress: 0, errors: [] },
     });
     return n;
+  }
+
+  async resolveProblem(req: ResolveRequest): Promise<ResolveReply> {
+    await this.wait();
+    if (!this.status.mount.mounted) throw new BackendError({ code: 'not_mounted', message: 'the drive is not mounted' });
+    const problems = this.status.activity.problems;
+    const p = problems.find((x) => x.path.toLowerCase() === req.path.toLowerCase());
+    if (!p) {
+      throw new BackendError({ code: 'mount', message: `no refused change is waiting at ${req.path}` });
+    }
+    if (req.action === 'retry' && this.refuseRetries) {
+      throw new BackendError({ code: 'mount', message: p.detail });
+    }
+    const rest = problems.filter((x) => x !== p);
+    this.set({ activity: { ...this.status.activity, problems: rest } });
+    const dot = p.path.lastIndexOf('.');
+    const [stem, ext] = dot > p.path.lastIndexOf('/') + 1 ? [p.path.slice(0, dot), p.path.slice(dot)] : [p.path, ''];
+    const message = {
+      retry: `uploaded ${p.path}`,
+      save_copy: `saved this device's version of ${p.path} as ${stem} (copy 2026-11-26 0900 laptop)${ext}`,
+      discard: `discarded this device's change to ${p.path}`,
+    }[req.action];
+    return { ok: true, message };
   }
 
   async freeCache() {

@@ -2,12 +2,13 @@
 //! FUSE. `faults` injects the gateway's failures one at a time, `journal` round-trips the
 //! write-back journal and its recovery, `model` is the reference-model property test,
 //! `regressions` holds one focused test for each bug it found, and `posix` the POSIX behaviour
-//! programs rely on.
+//! programs rely on, `problems` the refused changes shown to the person.
 
 mod faults;
 mod journal;
 mod model;
 mod posix;
+mod problems;
 mod regressions;
 
 use std::path::Path;

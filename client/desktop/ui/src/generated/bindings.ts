@@ -47,9 +47,56 @@ pending_uploads: number, uploads_in_flight: number, commits_in_progress: number,
 /**
  * Recent upload errors, newest last; "retry" uploads again.
  */
-errors: Array<string>, conflicts: Array<Conflict>, };
+errors: Array<string>, conflicts: Array<Conflict>, 
+/**
+ * Changes the server refused (quota, someone else's lock, a name taken), kept on this
+ * computer until resolved with `resolve_problem`: retry, save a copy, discard.
+ */
+problems: Array<DriveProblem>, };
 
 export type Conflict = { path: string, copy: string, };
+
+export type DriveProblem = { 
+/**
+ * The file's path in the space (as it is now, if it was renamed since).
+ */
+path: string, reason: ProblemReason, 
+/**
+ * For people: what happened and what can be done.
+ */
+message: string, 
+/**
+ * The gateway's own words.
+ */
+detail: string, 
+/**
+ * When the change was first refused (RFC 3339).
+ */
+since: string, 
+/**
+ * How many times it was tried.
+ */
+attempts: number, 
+/**
+ * What can be done (every problem offers all three today; a front end shows these).
+ */
+actions: Array<ProblemAction>, };
+
+export type ProblemReason = "quota" | "locked" | "name_conflict" | "invalid_name" | "denied" | "failed";
+
+export type ProblemAction = "retry" | "save_copy" | "discard";
+
+export type ResolveRequest = { 
+/**
+ * The file's path in the space, as [`DriveProblem::path`] gives it.
+ */
+path: string, action: ProblemAction, };
+
+export type ResolveReply = { ok: boolean, 
+/**
+ * What was done ("uploaded", "saved as /a/b (copy ...).txt") or why not.
+ */
+message: string, };
 
 export type CacheInfo = { dir: string, used_bytes: number, capacity_bytes: number, };
 
@@ -59,6 +106,6 @@ export type CommandError = { code: ErrorCode, message: string, };
 
 export type ErrorCode = "bad_credentials" | "unreachable" | "certificate_changed" | "not_signed_in" | "already_mounted" | "not_mounted" | "invalid" | "storage" | "mount" | "server";
 
-export type CommandName = "sign_in" | "sign_out" | "get_status" | "mount" | "unmount" | "retry_uploads" | "free_cache" | "open_in_file_manager";
+export type CommandName = "sign_in" | "sign_out" | "get_status" | "mount" | "unmount" | "retry_uploads" | "resolve_problem" | "free_cache" | "open_in_file_manager";
 
 export const EVENT_NAME = "nimbus://event";
