@@ -3,7 +3,8 @@
 //! self-signed certificate refused until its fingerprint is trusted), token storage (the 0600
 //! file fallback), the mount manager (mount, a file written through the drive reaches the
 //! server, the status shows it, unmount), the status event stream, and sign-out (refused while
-//! uploads are pending; then the token is revoked on the server).
+//! uploads are pending; then the token is revoked on the server), and a change the server
+//! refuses (a full space) shown in the status and resolved from the app.
 //!
 //! Each test gets its own config, cache and mount directories; the token store is the file
 //! fallback (the test machine runs no keychain; the keychain path is the `keyring` crate's).
@@ -14,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use nimbus_desktop_core::api::{
-    Connectivity, DesktopEvent, MountRequest, SignInOutcome, SignInRequest, SignOutOutcome, SignOutRequest,
-    TokenStorage,
+    Connectivity, DesktopEvent, MountRequest, ProblemAction, ProblemReason, ResolveRequest, SignInOutcome,
+    SignInRequest, SignOutOutcome, SignOutRequest, TokenStorage,
 };
 use nimbus_desktop_core::token::TokenStore;
 use nimbus_desktop_core::{Desktop, DesktopConfig, DesktopError};
@@ -158,6 +159,52 @@ backend_test!(
         ensure!(!Path::new(path).exists(), "the token file is still there");
         ensure!(again.status().await.connectivity == Connectivity::SignedOut, "still signed in");
         ensure!(app.open().await?.status().await.account.is_none(), "a restarted app is still signed in");
+        Ok(())
+    }
+);
+
+backend_test!(
+    a_refused_change_is_shown_and_resolved_in_the_app,
+    only = sqlite_local,
+    opts = nimbus_e2e::GatewayOptions::default(),
+    |gw| async move {
+        let user_id = gw.create_user("fay", Some(64 << 10)).await?.0;
+        let app = App::new("refused")?;
+        let desktop = app.open().await?;
+        desktop.sign_in(sign_in_req(&gw.url, "fay", &user_password("fay"), None)).await?;
+        desktop.mount(MountRequest::default()).await?;
+        let mp = app.mountpoint();
+        std::fs::write(mp.join("big.bin"), vec![7u8; 200 << 10]).context("writing into the mount")?;
+        let p = eventually("the status names the refused file", SEEN_WITHIN, || async {
+            let st = desktop.status().await;
+            st.activity.problems.iter().find(|p| p.path == "/big.bin").cloned().context("not listed yet")
+        })
+        .await?;
+        ensure!(p.reason == ProblemReason::Quota && p.message.contains("full"), "{p:?}");
+        ensure!(p.actions == vec![ProblemAction::Retry, ProblemAction::SaveCopy, ProblemAction::Discard], "{p:?}");
+        // Still full: the retry is refused and says why.
+        let retry = ResolveRequest { path: "/big.bin".into(), action: ProblemAction::Retry };
+        match desktop.resolve_problem(retry.clone()).await {
+            Err(DesktopError::Mount(m)) if m.contains("quota") => {}
+            other => bail!("a retry into a full space: {other:?}"),
+        }
+        // Room made: the retry uploads it and the list empties.
+        let admin = gw.admin().await?;
+        admin
+            .patch_json(&format!("/api/v1/admin/users/{user_id}"), &serde_json::json!({"quota_bytes": null}))
+            .await?
+            .check(200)?;
+        let reply = desktop.resolve_problem(retry).await?;
+        ensure!(reply.ok && reply.message.contains("uploaded"), "{reply:?}");
+        ensure!(desktop.status().await.activity.problems.is_empty(), "the problem is still listed");
+        let token = token_of(&desktop).await?;
+        ensure!(server_file(&gw, &token, "/big.bin").await? == vec![7u8; 200 << 10], "different content on the server");
+        // Nothing is waiting: a second resolve is refused clearly.
+        match desktop.resolve_problem(ResolveRequest { path: "/big.bin".into(), action: ProblemAction::Discard }).await {
+            Err(DesktopError::Mount(m)) if m.contains("no refused change") => {}
+            other => bail!("resolving a resolved change: {other:?}"),
+        }
+        desktop.unmount().await?;
         Ok(())
     }
 );

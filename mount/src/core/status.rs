@@ -1,4 +1,4 @@
-//! What the mount is doing, for `nimbus mount status` and the desktop app: uploads pending
+//! What the mount is doing, for `nimbus status` and the desktop app: uploads pending
 //! and in flight, recent errors, conflict copies made, and (from [`crate::core::Vfs::activity_snapshot`]) the
 //! changes the gateway refused.
 
