@@ -200,7 +200,8 @@ backend_test!(
         let token = token_of(&desktop).await?;
         ensure!(server_file(&gw, &token, "/big.bin").await? == vec![7u8; 200 << 10], "different content on the server");
         // Nothing is waiting: a second resolve is refused clearly.
-        match desktop.resolve_problem(ResolveRequest { path: "/big.bin".into(), action: ProblemAction::Discard }).await {
+        match desktop.resolve_problem(ResolveRequest { path: "/big.bin".into(), action: ProblemAction::Discard }).await
+        {
             Err(DesktopError::Mount(m)) if m.contains("no refused change") => {}
             other => bail!("resolving a resolved change: {other:?}"),
         }
