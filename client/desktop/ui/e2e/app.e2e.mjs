@@ -83,7 +83,7 @@ try {
   check((await page.getByTestId('mount-location').textContent()) === '/home/alice/Nimbus', 'mount location');
   check((await page.getByTestId('quota').textContent()).includes('of 10 GiB used'), 'quota shown');
 
-  step('status from the drive: uploads, an error, a conflict');
+  step('status from the drive: uploads, an error, a conflict, a refused change');
   await page.evaluate(() =>
     window.nimbusMock.simulate({
       activity: {
@@ -92,13 +92,30 @@ try {
         commits_in_progress: 1,
         errors: ['report.pdf: quota exceeded'],
         conflicts: [{ path: '/notes.txt', copy: '/notes (conflict 2026-11-23 1700 laptop).txt' }],
+        problems: [
+          {
+            path: '/plan.docx',
+            reason: 'locked',
+            message: 'Someone else has this file locked (open for editing on another computer).',
+            detail: 'locked by someone else',
+            since: '2026-11-26T09:00:00Z',
+            attempts: 2,
+            actions: ['retry', 'save_copy', 'discard'],
+          },
+        ],
       },
     }),
   );
   await page.getByLabel('Upload errors').waitFor();
   await page.getByLabel('Conflicts').waitFor();
+  await page.getByRole('group', { name: 'Refused change /plan.docx' }).waitFor();
   check((await page.getByTestId('activity').textContent()).includes('2 file(s) waiting'), 'pending shown');
   await shot('03-main-window');
+
+  step('a refused change saved as a copy');
+  await page.getByRole('button', { name: 'Save a copy /plan.docx' }).click();
+  await page.getByText(/saved this device's version of \/plan\.docx as/).waitFor();
+  check((await page.getByLabel('Refused changes').count()) === 0, 'the refused change is gone');
 
   step('sign out is refused while uploads are pending, then retry clears them');
   await page.getByRole('button', { name: 'Sign out' }).click();
