@@ -13,6 +13,9 @@
 #     `cargo install garage@$GARAGE_VERSION --locked` into $NIMBUS_CACHE_DIR/garage/bin (≈ 12 min
 #     on 2 cores), only when the binary is missing or does not report the wanted version and
 #     features. Its build directory is $NIMBUS_CACHE_DIR/garage-target.
+#   * openapi-spec-validator (tests/tests/docs.rs checks the served OpenAPI document with it):
+#     pip-installed at $OPENAPI_VALIDATOR_VERSION into the virtualenv $NIMBUS_CACHE_DIR/openapi-venv,
+#     linked as $NIMBUS_CACHE_DIR/bin/openapi-spec-validator; only when missing or another version.
 #   * The deployment validator (infra/deploy/validate/, run by infra/validate-deploy.sh): built
 #     with `go build` (module versions pinned in its go.mod/go.sum) into
 #     $NIMBUS_CACHE_DIR/bin/nimbus-deploy-validate, only when the binary is missing or the hash of
@@ -55,6 +58,7 @@ APT_PACKAGES=(
     chromium fonts-liberation  # tests/tests/admin_ui.rs and bench.rs: the console and the bench report in a real browser
     litmus davfs2  # tests/tests/webdav.rs: the WebDAV compliance suite and a real WebDAV mount
     python3-boto3  # tests/tests/bench.rs: creates the direct-store target's bucket
+    python3-venv   # the OpenAPI validator's virtualenv (below)
     libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev xvfb xauth webkit2gtk-driver  # client/desktop (Tauri): `cargo build -p nimbus-desktop`; tests/tests/desktop_app.rs: the app under Xvfb via WebKitWebDriver
 )
 
@@ -165,6 +169,24 @@ else
     mv "$VALIDATOR_BIN.tmp" "$VALIDATOR_BIN"
     printf '%s\n' "$want" >"$VALIDATOR_MARKER"
     log "deploy validator: built in $(( $(date +%s) - start ))s -> $VALIDATOR_BIN"
+fi
+
+# --- OpenAPI validator -----------------------------------------------------------------------
+OPENAPI_VALIDATOR_VERSION=0.9.0
+OPENAPI_VENV=$CACHE_DIR/openapi-venv
+OPENAPI_VALIDATOR_BIN=$BIN_DIR/openapi-spec-validator
+openapi_validator_version() {
+    "$OPENAPI_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("openapi-spec-validator"))' 2>/dev/null || true
+}
+if [ -x "$OPENAPI_VALIDATOR_BIN" ] && [ "$(openapi_validator_version)" = "$OPENAPI_VALIDATOR_VERSION" ]; then
+    log "openapi-spec-validator: $OPENAPI_VALIDATOR_BIN is already $OPENAPI_VALIDATOR_VERSION"
+else
+    log "openapi-spec-validator: installing $OPENAPI_VALIDATOR_VERSION into $OPENAPI_VENV..."
+    [ -x "$OPENAPI_VENV/bin/pip" ] || python3 -m venv "$OPENAPI_VENV"
+    "$OPENAPI_VENV/bin/pip" install --quiet "openapi-spec-validator==$OPENAPI_VALIDATOR_VERSION" </dev/null
+    ln -sfn "$OPENAPI_VENV/bin/openapi-spec-validator" "$OPENAPI_VALIDATOR_BIN"
+    [ "$(openapi_validator_version)" = "$OPENAPI_VALIDATOR_VERSION" ] \
+        || die "openapi-spec-validator $OPENAPI_VALIDATOR_VERSION did not install into $OPENAPI_VENV"
 fi
 
 # --- Garage ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use nimbus_proto::NameError;
-use nimbus_proto::wire::{ErrorBody, ErrorDetail};
+use nimbus_proto::wire::{ErrorBody, ErrorCode, ErrorDetail};
 
 use crate::blocks::StoreError;
 use crate::meta::MetaError;
@@ -80,30 +80,30 @@ impl ApiError {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::BadRequest(_) => "bad_request",
+            ApiError::BadRequest(_) => ErrorCode::BadRequest,
             ApiError::InvalidName(
                 NameError::PathTooLong | NameError::EmptyComponent | NameError::InvalidUtf8 | NameError::BadEncoding,
-            ) => "invalid_path",
-            ApiError::InvalidName(_) => "invalid_name",
-            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => "unauthorized",
-            ApiError::Forbidden(_) => "forbidden",
-            ApiError::NotFound(_) => "not_found",
-            ApiError::Conflict(_) => "conflict",
-            ApiError::AlreadyExists(_) => "already_exists",
-            ApiError::NotADirectory(_) => "not_a_directory",
-            ApiError::IsADirectory(_) => "is_a_directory",
-            ApiError::QuotaExceeded(_) => "quota_exceeded",
-            ApiError::PayloadTooLarge(_) => "payload_too_large",
-            ApiError::PreconditionFailed(_) => "precondition_failed",
-            ApiError::Locked(_) => "locked",
-            ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
-            ApiError::HashMismatch(_) => "hash_mismatch",
-            ApiError::MissingBlocks(_) => "missing_blocks",
-            ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => "too_many_requests",
-            ApiError::StoreUnavailable(_) => "store_unavailable",
-            ApiError::Internal(_) => "internal",
+            ) => ErrorCode::InvalidPath,
+            ApiError::InvalidName(_) => ErrorCode::InvalidName,
+            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => ErrorCode::Unauthorized,
+            ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::Conflict(_) => ErrorCode::Conflict,
+            ApiError::AlreadyExists(_) => ErrorCode::AlreadyExists,
+            ApiError::NotADirectory(_) => ErrorCode::NotADirectory,
+            ApiError::IsADirectory(_) => ErrorCode::IsADirectory,
+            ApiError::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::PreconditionFailed(_) => ErrorCode::PreconditionFailed,
+            ApiError::Locked(_) => ErrorCode::Locked,
+            ApiError::RangeNotSatisfiable { .. } => ErrorCode::RangeNotSatisfiable,
+            ApiError::HashMismatch(_) => ErrorCode::HashMismatch,
+            ApiError::MissingBlocks(_) => ErrorCode::MissingBlocks,
+            ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => ErrorCode::TooManyRequests,
+            ApiError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -169,7 +169,7 @@ impl IntoResponse for ApiError {
             }
             _ => self.to_string(),
         };
-        let body = ErrorBody { error: ErrorDetail { code: self.code().to_string(), message } };
+        let body = ErrorBody { error: ErrorDetail { code: self.code(), message } };
         let mut resp = (status, axum::Json(body)).into_response();
         match self {
             ApiError::TooManyRequests { retry_after } | ApiError::Busy { retry_after } => {

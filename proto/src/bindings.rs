@@ -19,6 +19,7 @@ pub fn typescript() -> String {
     let decls = [
         ErrorBody::decl(&cfg),
         ErrorDetail::decl(&cfg),
+        ErrorCode::decl(&cfg),
         Role::decl(&cfg),
         LoginRequest::decl(&cfg),
         LoginResponse::decl(&cfg),
@@ -67,10 +68,13 @@ pub fn typescript() -> String {
         StatsSample::decl(&cfg),
         StatsHistory::decl(&cfg),
     ];
+    // The codes as a value too, so the front ends can tell a known code from anything else.
+    let codes: Vec<String> = ErrorCode::ALL.iter().map(|c| format!("{:?}", c.as_str())).collect();
+    let error_codes = format!("const ERROR_CODES: readonly ErrorCode[] = [{}];", codes.join(", "));
     render(
         "// Generated from proto/src/wire.rs by ts-rs: do not edit.\n\
          // Regenerate: NIMBUS_UPDATE_BINDINGS=1 cargo test -p nimbus-proto bindings\n\n",
-        decls,
+        decls.into_iter().chain([error_codes]),
     )
 }
 

@@ -18,10 +18,124 @@ pub struct ErrorBody {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ErrorDetail {
-    /// Stable, machine-readable: `not_found`, `conflict`, `quota_exceeded`, `invalid_name`, ...
-    pub code: String,
+    /// Stable, machine-readable; docs/API.md lists them with their statuses.
+    pub code: ErrorCode,
     /// For people: what is wrong and what to do.
     pub message: String,
+}
+
+/// Every `code` the gateway puts in an error body. The gateway maps its errors to these in one
+/// place (gateway/src/error.rs); clients and the front ends compare against them instead of
+/// spelling the strings. A code is only ever added, never renamed: clients of an older release
+/// keep the raw string of a code they do not know (`nimbus_client::Error::Api`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: a malformed request (query, body, header).
+    BadRequest,
+    /// 400: a path the name rules refuse as a whole (too long, empty component, bad encoding).
+    InvalidPath,
+    /// 400: a name the name rules refuse.
+    InvalidName,
+    /// 400: an uploaded block does not match its hash.
+    HashMismatch,
+    /// 400: a commit names blocks the space does not hold.
+    MissingBlocks,
+    /// 401: missing, invalid, expired or revoked credentials.
+    Unauthorized,
+    /// 403: authenticated, but not allowed.
+    Forbidden,
+    /// 404
+    NotFound,
+    /// 409: changed meanwhile (a stale base version), or a state that forbids the change.
+    Conflict,
+    /// 409: the target name is taken.
+    AlreadyExists,
+    /// 409: a path goes through a file.
+    NotADirectory,
+    /// 409: a file operation on a folder.
+    IsADirectory,
+    /// 413: the quota would be exceeded.
+    QuotaExceeded,
+    /// 413: a body over the limit.
+    PayloadTooLarge,
+    /// 412: `If-Match` / `If-None-Match` failed.
+    PreconditionFailed,
+    /// 423: a WebDAV lock guards the path.
+    Locked,
+    /// 416
+    RangeNotSatisfiable,
+    /// 429: throttled sign-ins or too many password checks at once (`Retry-After`).
+    TooManyRequests,
+    /// 503: the object store does not answer.
+    StoreUnavailable,
+    /// 500: details in the gateway log only.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ErrorCode; 20] = [
+        ErrorCode::BadRequest,
+        ErrorCode::InvalidPath,
+        ErrorCode::InvalidName,
+        ErrorCode::HashMismatch,
+        ErrorCode::MissingBlocks,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::Conflict,
+        ErrorCode::AlreadyExists,
+        ErrorCode::NotADirectory,
+        ErrorCode::IsADirectory,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::PreconditionFailed,
+        ErrorCode::Locked,
+        ErrorCode::RangeNotSatisfiable,
+        ErrorCode::TooManyRequests,
+        ErrorCode::StoreUnavailable,
+        ErrorCode::Internal,
+    ];
+
+    /// The wire string (what serde writes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::InvalidPath => "invalid_path",
+            ErrorCode::InvalidName => "invalid_name",
+            ErrorCode::HashMismatch => "hash_mismatch",
+            ErrorCode::MissingBlocks => "missing_blocks",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::NotADirectory => "not_a_directory",
+            ErrorCode::IsADirectory => "is_a_directory",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::PreconditionFailed => "precondition_failed",
+            ErrorCode::Locked => "locked",
+            ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::TooManyRequests => "too_many_requests",
+            ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The code a wire string names; None for a code this build does not know.
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -545,8 +659,20 @@ mod tests {
 
     #[test]
     fn error_body_shape() -> Result<(), serde_json::Error> {
-        let body = ErrorBody { error: ErrorDetail { code: "not_found".into(), message: "no such file".into() } };
+        let body = ErrorBody { error: ErrorDetail { code: ErrorCode::NotFound, message: "no such file".into() } };
         assert_eq!(serde_json::to_string(&body)?, r#"{"error":{"code":"not_found","message":"no such file"}}"#);
+        Ok(())
+    }
+
+    #[test]
+    fn error_codes_are_their_serde_strings() -> Result<(), serde_json::Error> {
+        for code in ErrorCode::ALL {
+            // as_str and parse must agree with what serde writes and reads.
+            assert_eq!(serde_json::to_string(&code)?, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<ErrorCode>(&format!("\"{code}\""))?, code);
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(ErrorCode::parse("no_such_code"), None);
         Ok(())
     }
 

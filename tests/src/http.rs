@@ -368,7 +368,7 @@ impl Resp {
     pub fn check_error(&self, status: u16, code: &str) -> anyhow::Result<ErrorDetail> {
         self.check(status)?;
         let e = self.error_detail()?;
-        ensure!(e.code == code, "expected error code `{code}`, got: {self}");
+        ensure!(e.code.as_str() == code, "expected error code `{code}`, got: {self}");
         Ok(e)
     }
 
@@ -376,7 +376,7 @@ impl Resp {
     pub fn check_error_in(&self, statuses: &[u16], code: &str) -> anyhow::Result<ErrorDetail> {
         self.check_any(statuses)?;
         let e = self.error_detail()?;
-        ensure!(e.code == code, "expected error code `{code}`, got: {self}");
+        ensure!(e.code.as_str() == code, "expected error code `{code}`, got: {self}");
         Ok(e)
     }
 

@@ -1,7 +1,8 @@
 //! The documentation matches the tree and the binary: docs/ARCHITECTURE.md names every module of
 //! the gateway, the drive, the block cache and the wire types; tests/README.md lists every test
 //! and harness file; every path a doc names exists; every `nimbus-gateway` flag, `NIMBUS_*`
-//! variable and metric a doc names exists (from `nimbus-gateway describe --json`); and no doc
+//! variable and metric a doc names exists (from `nimbus-gateway describe --json`); the served
+//! OpenAPI document lists the endpoints docs/API.md lists and is valid OpenAPI 3.1; and no doc
 //! calls something "later", a "placeholder" or "not measured" unless the allow-list below says
 //! why that sentence is true.
 //!
@@ -474,11 +475,8 @@ fn nothing_is_called_later_or_a_placeholder() {
     fail_with("docs say something is not there yet (make it true, or add an ALLOW entry saying why it is)", &problems);
 }
 
-/// Every endpoint docs/API.md tabulates (`| METHOD | `/path` |`) exists on a real gateway: asked
-/// without credentials, with its parameters filled in, it answers anything but 404 or 405 (a
-/// route that is not there answers 404 `not_found`; a method it lacks, 405).
-#[tokio::test]
-async fn documented_endpoints_exist() -> anyhow::Result<()> {
+/// The endpoints docs/API.md tabulates (`| METHOD | `/path` |`): (line, method, path as written).
+fn api_md_endpoints() -> Vec<(usize, String, String)> {
     let api = read("docs/API.md");
     let mut endpoints = Vec::new();
     for (n, (fenced, line)) in lines(&api).into_iter().enumerate() {
@@ -491,6 +489,15 @@ async fn documented_endpoints_exist() -> anyhow::Result<()> {
             endpoints.push((n + 1, (*method).to_owned(), p.trim_matches('`').to_owned()));
         }
     }
+    endpoints
+}
+
+/// Every endpoint docs/API.md tabulates exists on a real gateway: asked
+/// without credentials, with its parameters filled in, it answers anything but 404 or 405 (a
+/// route that is not there answers 404 `not_found`; a method it lacks, 405).
+#[tokio::test]
+async fn documented_endpoints_exist() -> anyhow::Result<()> {
+    let endpoints = api_md_endpoints();
     assert!(endpoints.len() > 40, "found only {} endpoints in docs/API.md", endpoints.len());
     let gw = Gateway::start(Backend::SqliteLocal, &GatewayOptions::default()).await?;
     let http = gw.api().http().clone();
@@ -525,5 +532,83 @@ async fn documented_endpoints_exist() -> anyhow::Result<()> {
         }
     }
     fail_with("docs/API.md documents endpoints the gateway does not have", &problems);
+    Ok(())
+}
+
+/// Where openapi-spec-validator is: `NIMBUS_OPENAPI_VALIDATOR`, else where infra/install-deps.sh
+/// links it, else on the PATH.
+fn openapi_validator() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NIMBUS_OPENAPI_VALIDATOR") {
+        return Some(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("NIMBUS_CACHE_DIR").map_or_else(|| PathBuf::from("/var/cache/nimbus"), PathBuf::from);
+    let installed = cache.join("bin/openapi-spec-validator");
+    if installed.exists() {
+        return Some(installed);
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join("openapi-spec-validator"))
+        .find(|p| p.exists())
+}
+
+/// The OpenAPI document a real gateway serves is valid OpenAPI 3.1 (openapi-spec-validator,
+/// installed by infra/install-deps.sh; client generators refuse an invalid one), and it
+/// describes exactly the `/api/v1` endpoints docs/API.md tabulates, method by method.
+#[tokio::test]
+async fn openapi_document_is_valid_and_matches_api_md() -> anyhow::Result<()> {
+    let gw = Gateway::start(Backend::SqliteLocal, &GatewayOptions::default()).await?;
+    let url = format!("{}/api/v1/openapi.json", gw.url);
+    let text = gw.api().http().get(url).send().await?.error_for_status()?.text().await?;
+    let doc: Value = serde_json::from_str(&text)?;
+    anyhow::ensure!(
+        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")),
+        "not OpenAPI 3.1: {}",
+        doc["openapi"]
+    );
+
+    let mut described = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for method in item.as_object().into_iter().flatten().map(|(m, _)| m.to_uppercase()) {
+            described.insert((method, path.clone()));
+        }
+    }
+    let mut documented = BTreeSet::new();
+    for (_, method, path) in api_md_endpoints() {
+        let path = path.split('?').next().unwrap_or_default().replace("{*", "{");
+        if path.starts_with("/api/v1/") {
+            documented.insert((method, path));
+        }
+    }
+    let only_md: Vec<_> = documented.difference(&described).collect();
+    let only_doc: Vec<_> = described.difference(&documented).collect();
+    let mut problems: Vec<String> =
+        only_md.iter().map(|(m, p)| format!("{m} {p}: in docs/API.md, not in the OpenAPI document")).collect();
+    problems.extend(only_doc.iter().map(|(m, p)| format!("{m} {p}: in the OpenAPI document, not in docs/API.md")));
+    fail_with("docs/API.md and /api/v1/openapi.json disagree", &problems);
+
+    let Some(validator) = openapi_validator() else {
+        // CI runs infra/install-deps.sh first: a missing validator there is a broken setup.
+        anyhow::ensure!(
+            std::env::var_os("CI").is_none(),
+            "openapi-spec-validator is not installed: run infra/install-deps.sh (or set NIMBUS_OPENAPI_VALIDATOR)"
+        );
+        eprintln!(
+            "SKIPPED the OpenAPI 3.1 validation: openapi-spec-validator is not installed (infra/install-deps.sh)"
+        );
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, &text)?;
+    let out = std::process::Command::new(&validator).arg("--schema").arg("3.1").arg(&file).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} rejects the served document:\n{}{}",
+        validator.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }

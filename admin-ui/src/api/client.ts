@@ -1,14 +1,25 @@
-// The gateway's API with the session token; errors carry the API's own message.
+// The gateway's API with the session token; errors carry the API's own code and message.
+import { ERROR_CODES, type ErrorCode } from './generated';
+
 const TOKEN_KEY = 'nimbus-admin-token';
+
+/** Codes the console gives an error itself: no answer (`network`), or an answer without a
+ * code this build knows (a proxy's page, a newer gateway's code): `error`. */
+export type ClientErrorCode = 'network' | 'error';
 
 export class ApiError extends Error {
   constructor(
     public status: number,
-    public code: string,
+    public code: ErrorCode | ClientErrorCode,
     message: string,
   ) {
     super(message);
   }
+}
+
+/** The gateway's code (proto's `ErrorCode`, via generated.ts), or `error` for anything else. */
+export function errorCode(raw: unknown): ErrorCode | 'error' {
+  return ERROR_CODES.find((c) => c === raw) ?? 'error';
 }
 
 type Listener = () => void;
@@ -44,7 +55,7 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   }
   if (!resp.ok) {
     const err = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
-    const e = new ApiError(resp.status, err?.code ?? 'error', err?.message ?? `HTTP ${resp.status}`);
+    const e = new ApiError(resp.status, errorCode(err?.code), err?.message ?? `HTTP ${resp.status}`);
     if (resp.status === 401 && token && !path.endsWith('/auth/login')) onUnauthorized();
     throw e;
   }

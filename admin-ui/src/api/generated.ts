@@ -5,13 +5,15 @@ export type ErrorBody = { error: ErrorDetail, };
 
 export type ErrorDetail = { 
 /**
- * Stable, machine-readable: `not_found`, `conflict`, `quota_exceeded`, `invalid_name`, ...
+ * Stable, machine-readable; docs/API.md lists them with their statuses.
  */
-code: string, 
+code: ErrorCode, 
 /**
  * For people: what is wrong and what to do.
  */
 message: string, };
+
+export type ErrorCode = "bad_request" | "invalid_path" | "invalid_name" | "hash_mismatch" | "missing_blocks" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "already_exists" | "not_a_directory" | "is_a_directory" | "quota_exceeded" | "payload_too_large" | "precondition_failed" | "locked" | "range_not_satisfiable" | "too_many_requests" | "store_unavailable" | "internal";
 
 export type Role = "user" | "admin";
 
@@ -291,4 +293,6 @@ cache_hit_ratio: number | null,
 cache_used_bytes: number, };
 
 export type StatsHistory = { interval_secs: number, samples: Array<StatsSample>, };
+
+export const ERROR_CODES: readonly ErrorCode[] = ["bad_request", "invalid_path", "invalid_name", "hash_mismatch", "missing_blocks", "unauthorized", "forbidden", "not_found", "conflict", "already_exists", "not_a_directory", "is_a_directory", "quota_exceeded", "payload_too_large", "precondition_failed", "locked", "range_not_satisfiable", "too_many_requests", "store_unavailable", "internal"];
 

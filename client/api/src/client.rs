@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use nimbus_proto::names::percent_encode;
 use nimbus_proto::wire::{
-    AuditList, ChangeList, CommitRequest, CreateUserRequest, CreatedUser, DirListing, Entry, ErrorBody, LoginRequest,
+    AuditList, ChangeList, CommitRequest, CreateUserRequest, CreatedUser, DirListing, Entry, LoginRequest,
     LoginResponse, Manifest, Me, MissingBlocksRequest, MissingBlocksResponse, MoveRequest, RestoreTrashRequest,
     RestoreVersionRequest, ServerInfo, TokenInfo, TokenList, TrashEntry, TrashList, UpdateUserRequest, UserInfo,
     UserList, VersionInfo, VersionList,
@@ -693,6 +693,19 @@ fn content_range_total(headers: &HeaderMap) -> Option<u64> {
     raw.rsplit('/').next()?.trim().parse().ok()
 }
 
+/// `nimbus_proto::wire::ErrorBody` with the code as text: a code this build does not know (from
+/// a newer gateway) is still the server's error, not an unreadable answer.
+#[derive(serde::Deserialize)]
+struct RawErrorBody {
+    error: RawErrorDetail,
+}
+
+#[derive(serde::Deserialize)]
+struct RawErrorDetail {
+    code: String,
+    message: String,
+}
+
 /// Turns an error answer into [`Error::Api`], reading at most [`ERROR_BODY_LIMIT`] bytes.
 async fn api_error(mut resp: Response) -> Error {
     let status = resp.status();
@@ -704,7 +717,7 @@ async fn api_error(mut resp: Response) -> Error {
             Ok(None) | Err(_) => break,
         }
     }
-    match serde_json::from_slice::<ErrorBody>(&body) {
+    match serde_json::from_slice::<RawErrorBody>(&body) {
         Ok(b) => Error::Api { status: status.as_u16(), code: b.error.code, message: b.error.message, retry_after },
         Err(_) => {
             let reason = status.canonical_reason().unwrap_or("error");

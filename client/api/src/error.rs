@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nimbus_proto::NameError;
+use nimbus_proto::wire::ErrorCode;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -15,8 +16,10 @@ pub enum Error {
     #[error("{message} ({code}, HTTP {status})")]
     Api {
         status: u16,
-        /// Stable, machine-readable code such as `not_found` or `conflict`. When the body was
-        /// not the JSON error shape (a proxy's HTML page, say), `http_<status>`.
+        /// The server's stable code as sent (`not_found`, `conflict`, ...; [`Error::error_code`]
+        /// gives it typed). Kept as a string so a code added by a newer gateway still reaches
+        /// the user; when the body was not the JSON error shape (a proxy's HTML page, say),
+        /// `http_<status>`.
         code: String,
         message: String,
         /// From `Retry-After` on 429 and 503 answers.
@@ -114,8 +117,15 @@ impl Error {
         }
     }
 
-    fn has_code(&self, c: &str) -> bool {
-        self.code() == Some(c)
+    /// The server's error code as the shared enum; None for a local error, a non-JSON answer
+    /// or a code this build does not know.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        self.code().and_then(ErrorCode::parse)
+    }
+
+    /// Whether the server answered with `code`.
+    pub fn has_code(&self, code: ErrorCode) -> bool {
+        self.error_code() == Some(code)
     }
 
     /// 404: no such file, directory, trash item, user, token or block (in this space).
@@ -131,11 +141,11 @@ impl Error {
 
     /// 409 `conflict`: the file changed on the server since the version an edit started from.
     pub fn is_stale_base(&self) -> bool {
-        self.is_conflict() && self.has_code("conflict")
+        self.is_conflict() && self.has_code(ErrorCode::Conflict)
     }
 
     pub fn is_already_exists(&self) -> bool {
-        self.has_code("already_exists")
+        self.has_code(ErrorCode::AlreadyExists)
     }
 
     /// 401: missing, invalid, expired or revoked token (or wrong credentials at login).
@@ -154,7 +164,7 @@ impl Error {
     }
 
     pub fn is_quota_exceeded(&self) -> bool {
-        self.has_code("quota_exceeded")
+        self.has_code(ErrorCode::QuotaExceeded)
     }
 
     pub fn is_too_many_requests(&self) -> bool {
@@ -162,11 +172,11 @@ impl Error {
     }
 
     pub fn is_not_a_directory(&self) -> bool {
-        self.has_code("not_a_directory")
+        self.has_code(ErrorCode::NotADirectory)
     }
 
     pub fn is_a_directory(&self) -> bool {
-        self.has_code("is_a_directory")
+        self.has_code(ErrorCode::IsADirectory)
     }
 
     /// The I/O error of a local failure (to tell a closed pipe from a full disk).
@@ -222,5 +232,10 @@ mod tests {
         assert!(api(503, "store_unavailable").is_transient());
         assert!(!api(400, "bad_request").is_transient());
         assert_eq!(api(401, "unauthorized").to_string(), "m (unauthorized, HTTP 401)");
+        assert_eq!(api(400, "missing_blocks").error_code(), Some(ErrorCode::MissingBlocks));
+        // A code from a newer gateway or a proxy's page: kept as text, not typed.
+        assert_eq!(api(409, "some_new_code").error_code(), None);
+        assert_eq!(api(502, "http_502").code(), Some("http_502"));
+        assert!(!api(409, "some_new_code").is_stale_base());
     }
 }

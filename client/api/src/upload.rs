@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use nimbus_proto::RemotePath;
 use nimbus_proto::block_hash;
-use nimbus_proto::wire::{BlockRef, CommitRequest, Entry};
+use nimbus_proto::wire::{BlockRef, CommitRequest, Entry, ErrorCode};
 
 use crate::client::{Client, with_retry};
 use crate::error::{Error, Result};
@@ -236,7 +236,7 @@ impl Client {
                 Ok(entry) => {
                     return Ok(UploadSummary { entry, size, blocks: blocks.len(), uploaded_blocks, uploaded_bytes });
                 }
-                Err(e) if e.code() == Some("missing_blocks") && round == 0 => {
+                Err(e) if e.has_code(ErrorCode::MissingBlocks) && round == 0 => {
                     tracing::debug!("commit reported missing blocks; uploading them again");
                     round += 1;
                 }

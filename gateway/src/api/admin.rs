@@ -5,9 +5,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nimbus_proto::names::{name_key, validate_username};
 use nimbus_proto::wire::{
-    AuditEntry, AuditList, CreateUserRequest, CreatedUser, Role, UpdateUserRequest, UserInfo, UserList, WarmRequest,
+    AuditEntry, AuditList, CacheStats, CreateUserRequest, CreatedUser, Role, UpdateUserRequest, UserInfo, UserList,
+    WarmRequest, WarmStatus,
 };
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::{Json, Query, id_cursor, page, page_limit, rfc3339};
 use crate::auth::{AdminUser, ClientIp, PasswordError, generate_password, hash_password};
@@ -69,6 +71,14 @@ pub(super) async fn audit(
     Ok(())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/users",
+    tag = "admin",
+    summary = "Create a user",
+    request_body = CreateUserRequest,
+    responses((status = 201, description = "success", body = CreatedUser))
+)]
 pub async fn create_user(
     State(st): State<AppState>,
     admin: AdminUser,
@@ -102,10 +112,14 @@ pub async fn create_user(
         .into_response())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Users whose name contains this.
     pub q: Option<String>,
+    /// Most users returned (1-1000, default 100).
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page (of the same sort).
     pub cursor: Option<String>,
     /// `name` (default), `usage` or `created`; a leading `-` reverses it.
     pub sort: Option<String>,
@@ -141,6 +155,14 @@ fn user_cursor(sort: UserSort, raw: Option<&str>) -> ApiResult<Option<UserCursor
     Ok(Some(UserCursor::Num(v.parse().map_err(|_| bad())?, id.parse().map_err(|_| bad())?)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/users",
+    tag = "admin",
+    summary = "List users",
+    params(ListQuery),
+    responses((status = 200, description = "success", body = UserList))
+)]
 pub async fn list_users(
     State(st): State<AppState>,
     _admin: AdminUser,
@@ -159,6 +181,14 @@ pub async fn list_users(
     Ok(Json(UserList { users: rows.iter().map(user_info).collect(), next_cursor }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/users/{id}",
+    tag = "admin",
+    summary = "Get a user",
+    params(("id" = i64, Path, description = "The user's id")),
+    responses((status = 200, description = "success", body = UserInfo))
+)]
 pub async fn get_user(
     State(st): State<AppState>,
     _admin: AdminUser,
@@ -168,6 +198,15 @@ pub async fn get_user(
     Ok(Json(user_info(&u)))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/v1/admin/users/{id}",
+    tag = "admin",
+    summary = "Change quota, role, disabled, password",
+    params(("id" = i64, Path, description = "The user's id")),
+    request_body = UpdateUserRequest,
+    responses((status = 200, description = "success", body = UserInfo))
+)]
 pub async fn update_user(
     State(st): State<AppState>,
     admin: AdminUser,
@@ -213,6 +252,14 @@ pub async fn update_user(
     Ok(Json(user_info(&user)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/users/{id}",
+    tag = "admin",
+    summary = "Delete a user with all their data",
+    params(("id" = i64, Path, description = "The user's id")),
+    responses((status = 204, description = "deleted"))
+)]
 pub async fn delete_user(
     State(st): State<AppState>,
     admin: AdminUser,
@@ -233,15 +280,22 @@ pub async fn delete_user(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
+    /// Entries by this username.
     pub user: Option<String>,
+    /// Entries of this action (`login`, `user.create`, ...).
     pub action: Option<String>,
+    /// Entries about this username.
     pub target: Option<String>,
-    /// RFC 3339 bounds, inclusive.
+    /// Entries at or after this time (RFC 3339).
     pub since: Option<String>,
+    /// Entries at or before this time (RFC 3339).
     pub until: Option<String>,
+    /// Most entries returned (1-1000, default 100).
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
@@ -253,6 +307,14 @@ fn time_param(name: &str, v: Option<&str>) -> ApiResult<Option<i64>> {
     Ok(Some((t.unix_timestamp_nanos() / 1_000_000) as i64))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/audit",
+    tag = "admin",
+    summary = "Audit log, newest first",
+    params(AuditQuery),
+    responses((status = 200, description = "success", body = AuditList))
+)]
 pub async fn audit_log(
     State(st): State<AppState>,
     _admin: AdminUser,
@@ -284,10 +346,24 @@ pub async fn audit_log(
     Ok(Json(AuditList { entries, next_cursor }))
 }
 
-pub async fn cache_stats(State(st): State<AppState>, _admin: AdminUser) -> Json<crate::cache::CacheStats> {
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/cache",
+    tag = "admin",
+    summary = "Block cache statistics",
+    responses((status = 200, description = "success", body = CacheStats))
+)]
+pub async fn cache_stats(State(st): State<AppState>, _admin: AdminUser) -> Json<CacheStats> {
     Json(st.cache.stats())
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/cache",
+    tag = "admin",
+    summary = "Empty the block cache",
+    responses((status = 204, description = "emptied"))
+)]
 pub async fn cache_purge(State(st): State<AppState>, admin: AdminUser, ip: ClientIp) -> ApiResult<StatusCode> {
     st.cache.purge().map_err(|e| ApiError::internal(anyhow::anyhow!(e)))?;
     audit(&st, &admin, ip, "cache_purge", "gateway cache".into(), None).await?;
@@ -295,6 +371,14 @@ pub async fn cache_purge(State(st): State<AppState>, admin: AdminUser, ip: Clien
 }
 
 /// Starts loading a user's folder into the cache in the background → 202 with the job.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/cache/warm",
+    tag = "admin",
+    summary = "Load a user's folder into the cache in the background",
+    request_body = WarmRequest,
+    responses((status = 202, description = "success", body = WarmStatus))
+)]
 pub async fn cache_warm(
     State(st): State<AppState>,
     admin: AdminUser,
@@ -310,11 +394,19 @@ pub async fn cache_warm(
     Ok((StatusCode::ACCEPTED, Json(status)).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/cache/warm/{id}",
+    tag = "admin",
+    summary = "Progress of a cache warm-up job",
+    params(("id" = i64, Path, description = "The job's id")),
+    responses((status = 200, description = "success", body = WarmStatus))
+)]
 pub async fn cache_warm_status(
     State(st): State<AppState>,
     _admin: AdminUser,
     Path(id): Path<String>,
-) -> ApiResult<Json<crate::cache::warm::WarmStatus>> {
+) -> ApiResult<Json<WarmStatus>> {
     let id: u64 = id.parse().map_err(|_| ApiError::NotFound("no such warm-up job".into()))?;
     st.warmer.status(id).map(Json).ok_or_else(|| ApiError::NotFound("no such warm-up job".into()))
 }

@@ -17,6 +17,14 @@ async fn target(st: &AppState, raw_id: &str) -> ApiResult<crate::meta::UserRow> 
     st.meta.user(id).await?.ok_or_else(|| ApiError::NotFound("no such user".into()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/users/{id}/devices",
+    tag = "admin",
+    summary = "A user's devices (live tokens) with last use",
+    params(("id" = i64, Path, description = "The user's id")),
+    responses((status = 200, description = "success", body = TokenList))
+)]
 pub async fn list(State(st): State<AppState>, admin: AdminUser, Path(id): Path<String>) -> ApiResult<Json<TokenList>> {
     let user = target(&st, &id).await?;
     // `current` marks the administrator's own session when they look at their own devices.
@@ -25,6 +33,14 @@ pub async fn list(State(st): State<AppState>, admin: AdminUser, Path(id): Path<S
     Ok(Json(TokenList { tokens }))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/users/{id}/devices/{token}",
+    tag = "admin",
+    summary = "Revoke one of a user's devices",
+    params(("id" = i64, Path, description = "The user's id"), ("token" = i64, Path, description = "The device token's id")),
+    responses((status = 204, description = "revoked"))
+)]
 pub async fn revoke(
     State(st): State<AppState>,
     admin: AdminUser,
@@ -43,6 +59,14 @@ pub async fn revoke(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/users/{id}/devices",
+    tag = "admin",
+    summary = "Sign a user out of every device",
+    params(("id" = i64, Path, description = "The user's id")),
+    responses((status = 204, description = "signed out"))
+)]
 pub async fn revoke_all(
     State(st): State<AppState>,
     admin: AdminUser,

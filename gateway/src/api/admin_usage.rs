@@ -12,6 +12,13 @@ use crate::state::AppState;
 /// How many of the largest users the dashboard's chart shows.
 const TOP_USERS: i64 = 10;
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/usage",
+    tag = "admin",
+    summary = "Storage totals and the largest users",
+    responses((status = 200, description = "success", body = UsageSummary))
+)]
 pub async fn usage(State(st): State<AppState>, _admin: AdminUser) -> ApiResult<Json<UsageSummary>> {
     let t = st.meta.usage_totals().await?;
     let top = st.meta.top_usage(TOP_USERS).await?;
@@ -33,6 +40,13 @@ pub async fn usage(State(st): State<AppState>, _admin: AdminUser) -> ApiResult<J
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/stats/history",
+    tag = "admin",
+    summary = "This gateway's request rate and cache hit ratio over the last hour",
+    responses((status = 200, description = "success", body = StatsHistory))
+)]
 pub async fn history(State(st): State<AppState>, _admin: AdminUser) -> Json<StatsHistory> {
     Json(st.history.snapshot())
 }

@@ -11,6 +11,15 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta::{NewAudit, TokenRow, now_ms};
 use crate::state::AppState;
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/auth/login",
+    tag = "auth",
+    summary = "Sign in; returns a bearer token",
+    request_body = LoginRequest,
+    responses((status = 200, description = "success", body = LoginResponse)),
+    security(())
+)]
 pub async fn login(
     State(st): State<AppState>,
     ClientIp(ip): ClientIp,
@@ -74,6 +83,13 @@ pub async fn login(
     }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/auth/logout",
+    tag = "auth",
+    summary = "Revoke the calling token",
+    responses((status = 204, description = "revoked"))
+)]
 pub async fn logout(State(st): State<AppState>, user: AuthUser, ClientIp(ip): ClientIp) -> ApiResult<StatusCode> {
     st.meta.revoke_token(user.id, user.token_id).await?;
     st.meta
@@ -89,6 +105,13 @@ pub async fn logout(State(st): State<AppState>, user: AuthUser, ClientIp(ip): Cl
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/auth/tokens",
+    tag = "auth",
+    summary = "List your live tokens",
+    responses((status = 200, description = "success", body = TokenList))
+)]
 pub async fn list_tokens(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<TokenList>> {
     let tokens = st.meta.list_tokens(user.id).await?.into_iter().map(|t| token_info(t, Some(user.token_id))).collect();
     Ok(Json(TokenList { tokens }))
@@ -107,6 +130,14 @@ pub(super) fn token_info(t: TokenRow, caller_token: Option<i64>) -> TokenInfo {
     }
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/auth/tokens/{id}",
+    tag = "auth",
+    summary = "Revoke one of your tokens",
+    params(("id" = i64, Path, description = "The token's id")),
+    responses((status = 204, description = "revoked"))
+)]
 pub async fn revoke_token(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
     let id: i64 = id.parse().map_err(|_| ApiError::NotFound("no such token".into()))?;
     if st.meta.revoke_token(user.id, id).await? {
@@ -116,6 +147,13 @@ pub async fn revoke_token(State(st): State<AppState>, user: AuthUser, Path(id): 
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/me",
+    tag = "auth",
+    summary = "Your account and usage",
+    responses((status = 200, description = "success", body = Me))
+)]
 pub async fn me(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<Me>> {
     let u = st.meta.user(user.id).await?.ok_or(ApiError::Unauthorized)?;
     let usage = super::usage_breakdown(&u);

@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use nimbus_proto::is_block_hash;
-use nimbus_proto::wire::{CommitRequest, Manifest, MissingBlocksRequest, MissingBlocksResponse};
+use nimbus_proto::wire::{CommitRequest, Entry, Manifest, MissingBlocksRequest, MissingBlocksResponse};
 
 use super::files::VersionQuery;
 use super::{Json, Query, cache_mode, entry, rfc3339, space_path};
@@ -29,6 +29,14 @@ fn check_hash(hash: &str) -> ApiResult<()> {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/blocks/missing",
+    tag = "blocks",
+    summary = "Which of these blocks does my space lack?",
+    request_body = MissingBlocksRequest,
+    responses((status = 200, description = "success", body = MissingBlocksResponse))
+)]
 pub async fn missing(
     State(st): State<AppState>,
     user: AuthUser,
@@ -44,6 +52,15 @@ pub async fn missing(
     Ok(Json(MissingBlocksResponse { missing }))
 }
 
+#[utoipa::path(
+    put,
+    path = "/api/v1/blocks/{hash}",
+    tag = "blocks",
+    summary = "Upload one block (hash verified)",
+    params(("hash" = String, Path, description = "The block's BLAKE3 hash, 64 lowercase hex digits")),
+    request_body(content_type = "application/octet-stream"),
+    responses((status = 201, description = "stored"), (status = 200, description = "already held"))
+)]
 pub async fn put_block(
     State(st): State<AppState>,
     user: AuthUser,
@@ -55,6 +72,14 @@ pub async fn put_block(
     Ok(if created { StatusCode::CREATED } else { StatusCode::OK })
 }
 
+#[utoipa::path(
+    method(get, head),
+    path = "/api/v1/blocks/{hash}",
+    tag = "blocks",
+    summary = "Download one block (immutable)",
+    params(("hash" = String, Path, description = "The block's BLAKE3 hash, 64 lowercase hex digits")),
+    responses((status = 200, description = "the block", content_type = "application/octet-stream"), (status = 304, description = "not modified"))
+)]
 pub async fn get_block(
     State(st): State<AppState>,
     user: AuthUser,
@@ -89,6 +114,15 @@ pub async fn get_block(
     Ok((StatusCode::OK, h, data).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/manifests/{*path}",
+    tag = "blocks",
+    summary = "Commit a block list as the file's new version",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    request_body = CommitRequest,
+    responses((status = 201, description = "created", body = Entry), (status = 200, description = "a new version", body = Entry))
+)]
 pub async fn commit(
     State(st): State<AppState>,
     user: AuthUser,
@@ -119,6 +153,14 @@ pub async fn commit(
     Ok((status, Json(entry(&node, &path))).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/manifests/{*path}",
+    tag = "blocks",
+    summary = "A version's block list",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded"), VersionQuery),
+    responses((status = 200, description = "success", body = Manifest))
+)]
 pub async fn get_manifest(
     State(st): State<AppState>,
     user: AuthUser,

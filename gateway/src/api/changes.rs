@@ -8,6 +8,7 @@ use axum::extract::State;
 use nimbus_proto::wire::{Change, ChangeList, ChangeOp, EntryKind};
 use serde::Deserialize;
 use tokio::time::Instant;
+use utoipa::IntoParams;
 
 use super::{Json, MAX_PAGE, Query, page_limit, rfc3339};
 use crate::auth::AuthUser;
@@ -22,10 +23,15 @@ pub const MAX_WAIT_SECS: u64 = 60;
 /// gateway on the same database wakes no one in this process.
 const POLL: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ChangesQuery {
+    /// The `cursor` of the previous answer. Without it: no changes and the latest cursor (start
+    /// from now). Not a non-negative integer: 400. Beyond the space's latest change: `reset: true`.
     pub cursor: Option<String>,
+    /// Long poll: seconds (0-60, default 0) to hold the request while nothing follows the cursor.
     pub wait: Option<i64>,
+    /// Most changes returned (1-1000, default 1000); the rest come next call.
     pub limit: Option<i64>,
 }
 
@@ -68,6 +74,14 @@ fn change(row: ChangeRow) -> ApiResult<Change> {
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/changes",
+    tag = "changes",
+    summary = "Namespace changes of your space in commit order, long-polled",
+    params(ChangesQuery),
+    responses((status = 200, description = "success", body = ChangeList))
+)]
 pub async fn list(
     State(st): State<AppState>,
     user: AuthUser,

@@ -13,6 +13,7 @@ use headers::{ETag, HeaderMapExt, IfMatch, IfNoneMatch, IfRange, LastModified};
 use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{DirListing, Entry, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::{Json, MAX_PAGE, Query, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path};
 use crate::auth::AuthUser;
@@ -24,8 +25,10 @@ use crate::state::AppState;
 const FILES: &str = "/api/v1/files/";
 const TRASH_ID: &str = "x-nimbus-trash-id";
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct VersionQuery {
+    /// An older version's id (from the versions list); default the current one.
     pub version: Option<i64>,
 }
 
@@ -37,6 +40,14 @@ fn last_modified(ms: i64) -> LastModified {
     LastModified::from(UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64))
 }
 
+#[utoipa::path(
+    method(get, head),
+    path = "/api/v1/files/{*path}",
+    tag = "files",
+    summary = "Download a file; Range, If-None-Match, If-Match, If-Range; ?version= (HEAD: headers only)",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded"), VersionQuery),
+    responses((status = 200, description = "the content", content_type = "application/octet-stream"), (status = 206, description = "the requested range", content_type = "application/octet-stream"), (status = 304, description = "not modified"))
+)]
 pub async fn get_file(
     State(st): State<AppState>,
     user: AuthUser,
@@ -113,6 +124,15 @@ pub async fn get_file(
     Ok((status, resp_headers, Body::from_stream(stream)).into_response())
 }
 
+#[utoipa::path(
+    put,
+    path = "/api/v1/files/{*path}",
+    tag = "files",
+    summary = "Upload a whole file (streamed); If-Match / If-None-Match: *; X-Nimbus-Lock-Token when locked (else 423)",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    request_body(content_type = "application/octet-stream"),
+    responses((status = 201, description = "created", body = Entry), (status = 200, description = "replaced: a new version", body = Entry))
+)]
 pub async fn put_file(
     State(st): State<AppState>,
     user: AuthUser,
@@ -183,6 +203,14 @@ where
     .await;
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/files/{*path}",
+    tag = "files",
+    summary = "Move a file or folder to the trash; X-Nimbus-Lock-Token when locked (else 423)",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    responses((status = 204, description = "in the trash; header X-Nimbus-Trash-Id"))
+)]
 pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
     let trash_id = st.meta.trash_held(user.id, &path, &lock_tokens(&headers)).await?;
@@ -199,18 +227,37 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
     Ok((StatusCode::NO_CONTENT, [(TRASH_ID, trash_id.to_string())]).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/stat/{*path}",
+    tag = "files",
+    summary = "Entry of a file or folder",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    responses((status = 200, description = "success", body = Entry))
+)]
 pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<Entry>> {
     let path = space_path(&uri, "/api/v1/stat/")?;
     let (node, path) = st.meta.stat(user.id, &path).await?;
     Ok(Json(entry(&node, &path)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Most entries returned (1-1000, default 1000).
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/dirs/{*path}",
+    tag = "files",
+    summary = "List a folder",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded"), ListQuery),
+    responses((status = 200, description = "success", body = DirListing))
+)]
 pub async fn list_dir(
     State(st): State<AppState>,
     user: AuthUser,
@@ -236,6 +283,14 @@ pub async fn list_dir(
     Ok(Json(DirListing { entries, next_cursor }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/dirs/{*path}",
+    tag = "files",
+    summary = "Create a folder and its parents",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    responses((status = 201, description = "created", body = Entry), (status = 200, description = "already there", body = Entry))
+)]
 pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, "/api/v1/dirs/")?;
     let (node, created, path) = st.meta.mkdir_held(user.id, &path, &lock_tokens(&headers)).await?;
@@ -243,6 +298,14 @@ pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers
     Ok((status, Json(entry(&node, &path))).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/move",
+    tag = "files",
+    summary = "Move or rename (one transaction); X-Nimbus-Lock-Token when locked (else 423)",
+    request_body = MoveRequest,
+    responses((status = 200, description = "success", body = Entry))
+)]
 pub async fn move_entry(
     State(st): State<AppState>,
     user: AuthUser,
@@ -254,6 +317,14 @@ pub async fn move_entry(
     Ok(Json(entry(&node, &to)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/copy",
+    tag = "files",
+    summary = "Copy (blocks are shared)",
+    request_body = MoveRequest,
+    responses((status = 201, description = "success", body = Entry))
+)]
 pub async fn copy_entry(
     State(st): State<AppState>,
     user: AuthUser,
@@ -266,6 +337,14 @@ pub async fn copy_entry(
     Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/versions/{*path}",
+    tag = "versions",
+    summary = "Versions of a file, newest first",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    responses((status = 200, description = "success", body = VersionList))
+)]
 pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<VersionList>> {
     let path = space_path(&uri, "/api/v1/versions/")?;
     let (node, rows) = st.meta.versions(user.id, &path).await?;
@@ -282,6 +361,15 @@ pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri)
     Ok(Json(VersionList { versions }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/versions/{*path}",
+    tag = "versions",
+    summary = "Make an earlier version current",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded")),
+    request_body = RestoreVersionRequest,
+    responses((status = 200, description = "success", body = Entry))
+)]
 pub async fn restore_version(
     State(st): State<AppState>,
     user: AuthUser,
@@ -293,12 +381,22 @@ pub async fn restore_version(
     Ok(Json(entry(&node, &path)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct DeleteVersionQuery {
+    /// The version to delete (required; not the current one).
     pub version: Option<String>,
 }
 
 /// `DELETE /versions/{path}?version=ID`: removes one older version for good.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/versions/{*path}",
+    tag = "versions",
+    summary = "Delete one older version",
+    params(("path" = String, Path, description = "A path in your space, each component percent-encoded"), DeleteVersionQuery),
+    responses((status = 204, description = "deleted"))
+)]
 pub async fn delete_version(
     State(st): State<AppState>,
     user: AuthUser,

@@ -48,6 +48,14 @@ pub async fn metrics(
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/info",
+    tag = "service",
+    summary = "Server version, block size and retention",
+    responses((status = 200, description = "success", body = ServerInfo)),
+    security(())
+)]
 pub async fn info(State(st): State<AppState>) -> Json<ServerInfo> {
     let r = &st.settings.retention;
     let retention = RetentionInfo {

@@ -27,6 +27,14 @@ fn key_name(raw: Option<&str>) -> ApiResult<String> {
     Ok(name.to_string())
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/keys",
+    tag = "keys",
+    summary = "Create an S3 access key; the secret is returned once",
+    request_body = CreateS3KeyRequest,
+    responses((status = 201, description = "success", body = CreatedS3Key))
+)]
 pub async fn create(
     State(st): State<AppState>,
     user: AuthUser,
@@ -58,6 +66,13 @@ pub async fn create(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/keys",
+    tag = "keys",
+    summary = "List your S3 access keys (never the secrets)",
+    responses((status = 200, description = "success", body = S3KeyList))
+)]
 pub async fn list(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<S3KeyList>> {
     let keys = st
         .meta
@@ -75,6 +90,14 @@ pub async fn list(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<
     Ok(Json(S3KeyList { keys }))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/keys/{id}",
+    tag = "keys",
+    summary = "Revoke one of your S3 access keys",
+    params(("id" = i64, Path, description = "The key's id")),
+    responses((status = 204, description = "revoked"))
+)]
 pub async fn revoke(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
     // Someone else's key answers exactly like a missing one: its existence is not revealed.
     let id: i64 = id.parse().map_err(|_| ApiError::NotFound("no such S3 key".into()))?;

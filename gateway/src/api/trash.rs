@@ -4,6 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use nimbus_proto::wire::{Entry, EntryKind, RestoreTrashRequest, TrashEntry, TrashList};
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::{Json, Query, entry, id_cursor, page, page_limit, parse_path, rfc3339};
 use crate::auth::AuthUser;
@@ -11,9 +12,12 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta::NewAudit;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TrashQuery {
+    /// Most entries returned (1-1000, default 1000).
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
@@ -21,6 +25,14 @@ fn trash_id(raw: &str) -> ApiResult<i64> {
     raw.parse().map_err(|_| ApiError::NotFound("no such item in the trash".into()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/v1/trash",
+    tag = "trash",
+    summary = "List the trash",
+    params(TrashQuery),
+    responses((status = 200, description = "success", body = TrashList))
+)]
 pub async fn list(
     State(st): State<AppState>,
     user: AuthUser,
@@ -44,6 +56,15 @@ pub async fn list(
     Ok(Json(TrashList { entries, next_cursor }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/v1/trash/{id}/restore",
+    tag = "trash",
+    summary = "Restore an item",
+    params(("id" = i64, Path, description = "The trash item's id")),
+    request_body = RestoreTrashRequest,
+    responses((status = 200, description = "success", body = Entry))
+)]
 pub async fn restore(
     State(st): State<AppState>,
     user: AuthUser,
@@ -67,6 +88,14 @@ pub async fn restore(
     Ok(Json(entry(&node, &path)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/trash/{id}",
+    tag = "trash",
+    summary = "Purge an item",
+    params(("id" = i64, Path, description = "The trash item's id")),
+    responses((status = 204, description = "purged"))
+)]
 pub async fn purge(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
     let id = trash_id(&id)?;
     st.meta.purge_trash(user.id, Some(id)).await?;
@@ -74,6 +103,13 @@ pub async fn purge(State(st): State<AppState>, user: AuthUser, Path(id): Path<St
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/v1/trash",
+    tag = "trash",
+    summary = "Empty the trash",
+    responses((status = 204, description = "emptied"))
+)]
 pub async fn empty(State(st): State<AppState>, user: AuthUser) -> ApiResult<StatusCode> {
     st.meta.purge_trash(user.id, None).await?;
     audit_purge(&st, &user, None).await?;

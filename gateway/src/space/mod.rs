@@ -371,7 +371,7 @@ mod tests {
     #[test]
     fn quota_error_says_what_is_left() {
         let e = quota_error(100, 40);
-        assert_eq!(e.code(), "quota_exceeded");
+        assert_eq!(e.code(), nimbus_proto::wire::ErrorCode::QuotaExceeded);
         assert!(e.to_string().contains("40 bytes are left"));
     }
 }

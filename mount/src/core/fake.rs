@@ -22,8 +22,8 @@ use futures::future::BoxFuture;
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{
-    BlockRef, Change, ChangeList, ChangeOp, CommitRequest, DirListing, Entry, EntryKind, Manifest, Me, RetentionInfo,
-    Role, ServerInfo, UsageBreakdown,
+    BlockRef, Change, ChangeList, ChangeOp, CommitRequest, DirListing, Entry, EntryKind, ErrorCode, Manifest, Me,
+    RetentionInfo, Role, ServerInfo, UsageBreakdown,
 };
 
 use super::remote::{Remote, RemoteError, RemoteResult};
@@ -67,10 +67,10 @@ impl Fault {
     fn error(&self) -> RemoteError {
         match self {
             Fault::Unreachable | Fault::AnswerLost => RemoteError::Unreachable("connection refused (fake)".into()),
-            Fault::Conflict => RemoteError::api(409, "conflict", "changed on the server meanwhile (fake)"),
-            Fault::Locked => RemoteError::api(423, "locked", "locked by someone else (fake)"),
-            Fault::Quota => RemoteError::api(413, "quota_exceeded", "quota exceeded (fake)"),
-            Fault::Server => RemoteError::api(503, "store_unavailable", "the store is unavailable (fake)"),
+            Fault::Conflict => RemoteError::api(409, ErrorCode::Conflict, "changed on the server meanwhile (fake)"),
+            Fault::Locked => RemoteError::api(423, ErrorCode::Locked, "locked by someone else (fake)"),
+            Fault::Quota => RemoteError::api(413, ErrorCode::QuotaExceeded, "quota exceeded (fake)"),
+            Fault::Server => RemoteError::api(503, ErrorCode::StoreUnavailable, "the store is unavailable (fake)"),
         }
     }
 }
@@ -137,7 +137,7 @@ pub struct FakeGateway {
 type Res<T> = Result<T, RemoteError>;
 
 fn not_found() -> RemoteError {
-    RemoteError::api(404, "not_found", "not found")
+    RemoteError::api(404, ErrorCode::NotFound, "not found")
 }
 
 /// `2026-01-01T00:00:00Z` plus `secs`.
@@ -248,7 +248,7 @@ impl State {
         for c in path.components() {
             cur = match self.child(cur, c) {
                 Some(id) if self.nodes[&id].dir => id,
-                Some(_) => return Err(RemoteError::api(409, "not_a_directory", format!("`{c}` is a file"))),
+                Some(_) => return Err(RemoteError::api(409, ErrorCode::NotADirectory, format!("`{c}` is a file"))),
                 None => {
                     let id = self.insert(cur, c, true);
                     self.journal(ChangeOp::Mkdir, id, None);
@@ -269,13 +269,23 @@ impl State {
 
     fn commit(&mut self, path: &RemotePath, req: &CommitRequest) -> Res<Entry> {
         let (Some(parent), Some(name)) = (path.parent(), path.name()) else {
-            return Err(RemoteError::api(409, "is_a_directory", "the root is a folder"));
+            return Err(RemoteError::api(409, ErrorCode::IsADirectory, "the root is a folder"));
         };
         for b in &req.blocks {
             match self.blocks.get(&b.hash) {
-                None => return Err(RemoteError::api(400, "missing_blocks", format!("block {} not uploaded", b.hash))),
+                None => {
+                    return Err(RemoteError::api(
+                        400,
+                        ErrorCode::MissingBlocks,
+                        format!("block {} not uploaded", b.hash),
+                    ));
+                }
                 Some(d) if d.len() as u64 != b.size => {
-                    return Err(RemoteError::api(400, "bad_request", format!("block {} has another size", b.hash)));
+                    return Err(RemoteError::api(
+                        400,
+                        ErrorCode::BadRequest,
+                        format!("block {} has another size", b.hash),
+                    ));
                 }
                 Some(_) => {}
             }
@@ -286,13 +296,13 @@ impl State {
         {
             let ex = &self.nodes[&ex];
             if ex.dir {
-                return Err(RemoteError::api(409, "is_a_directory", format!("`{path}` is a folder")));
+                return Err(RemoteError::api(409, ErrorCode::IsADirectory, format!("`{path}` is a folder")));
             }
             if !req.force && req.base_version != ex.version {
-                return Err(RemoteError::api(409, "conflict", format!("`{path}` changed on the server")));
+                return Err(RemoteError::api(409, ErrorCode::Conflict, format!("`{path}` changed on the server")));
             }
         } else if !req.force && req.base_version.is_some() {
-            return Err(RemoteError::api(409, "conflict", format!("`{path}` was deleted or moved")));
+            return Err(RemoteError::api(409, ErrorCode::Conflict, format!("`{path}` was deleted or moved")));
         }
         let (pid, _) = self.ensure_dir(&parent)?;
         let (id, op) = match self.child(pid, name) {
@@ -313,10 +323,10 @@ impl State {
 
     fn move_node(&mut self, from: &RemotePath, to: &RemotePath, overwrite: bool) -> Res<Entry> {
         let (Some(to_parent), Some(to_name)) = (to.parent(), to.name()) else {
-            return Err(RemoteError::api(400, "bad_request", "cannot move onto the root"));
+            return Err(RemoteError::api(400, ErrorCode::BadRequest, "cannot move onto the root"));
         };
         if from.is_root() {
-            return Err(RemoteError::api(400, "bad_request", "the root folder cannot be moved"));
+            return Err(RemoteError::api(400, ErrorCode::BadRequest, "the root folder cannot be moved"));
         }
         let src = self.resolve(from)?;
         let from_canon = self.path_of(src).to_string();
@@ -325,19 +335,23 @@ impl State {
             let mut cur = Some(pid);
             while let Some(c) = cur {
                 if c == src {
-                    return Err(RemoteError::api(400, "bad_request", format!("cannot move `{from}` into itself")));
+                    return Err(RemoteError::api(
+                        400,
+                        ErrorCode::BadRequest,
+                        format!("cannot move `{from}` into itself"),
+                    ));
                 }
                 cur = self.nodes[&c].parent;
             }
             if let Some(ex) = self.child(pid, to_name).filter(|e| *e != src)
                 && (!overwrite || self.nodes[&ex].dir || self.nodes[&src].dir)
             {
-                return Err(RemoteError::api(409, "already_exists", format!("`{to}` already exists")));
+                return Err(RemoteError::api(409, ErrorCode::AlreadyExists, format!("`{to}` already exists")));
             }
         }
         let (pid, walked) = self.ensure_dir(&to_parent)?;
         if walked.contains(&src) {
-            return Err(RemoteError::api(400, "bad_request", format!("cannot move `{from}` into itself")));
+            return Err(RemoteError::api(400, ErrorCode::BadRequest, format!("cannot move `{from}` into itself")));
         }
         if let Some(ex) = self.child(pid, to_name).filter(|e| *e != src) {
             self.trash(ex);
@@ -597,7 +611,7 @@ impl FakeGateway {
 }
 
 fn parse(path: &str) -> RemoteResult<RemotePath> {
-    RemotePath::parse(path).map_err(|e| RemoteError::api(400, "invalid_path", e.to_string()))
+    RemotePath::parse(path).map_err(|e| RemoteError::api(400, ErrorCode::InvalidPath, e.to_string()))
 }
 
 impl Remote for FakeGateway {
@@ -640,7 +654,7 @@ impl Remote for FakeGateway {
         Box::pin(self.call(Call::List, move |s| {
             let id = s.resolve(path)?;
             if !s.nodes[&id].dir {
-                return Err(RemoteError::api(409, "not_a_directory", format!("`{path}` is a file")));
+                return Err(RemoteError::api(409, ErrorCode::NotADirectory, format!("`{path}` is a file")));
             }
             let limit = limit.unwrap_or(1000).clamp(1, 1000) as usize;
             let after: Vec<i64> = s
@@ -662,7 +676,7 @@ impl Remote for FakeGateway {
     fn delete<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<()>> {
         Box::pin(self.call(Call::Delete, move |s| {
             if path.is_root() {
-                return Err(RemoteError::api(400, "bad_request", "the root folder cannot be deleted"));
+                return Err(RemoteError::api(400, ErrorCode::BadRequest, "the root folder cannot be deleted"));
             }
             s.refuses(path)?;
             let id = s.resolve(path)?;
@@ -690,7 +704,7 @@ impl Remote for FakeGateway {
             let id = s.resolve(path)?;
             let n = &s.nodes[&id];
             if n.dir {
-                return Err(RemoteError::api(409, "is_a_directory", format!("`{path}` is a folder")));
+                return Err(RemoteError::api(409, ErrorCode::IsADirectory, format!("`{path}` is a folder")));
             }
             Ok(Manifest {
                 path: s.path_of(id).to_string(),
@@ -720,10 +734,10 @@ impl Remote for FakeGateway {
     fn put_block<'a>(&'a self, hash: &'a str, data: Bytes) -> BoxFuture<'a, RemoteResult<bool>> {
         Box::pin(self.call(Call::PutBlock, move |s| {
             if data.len() as u64 > s.block_size {
-                return Err(RemoteError::api(413, "payload_too_large", "block larger than the block size"));
+                return Err(RemoteError::api(413, ErrorCode::PayloadTooLarge, "block larger than the block size"));
             }
             if blake3::hash(&data).to_hex().as_str() != hash {
-                return Err(RemoteError::api(400, "hash_mismatch", "the body does not match the hash"));
+                return Err(RemoteError::api(400, ErrorCode::HashMismatch, "the body does not match the hash"));
             }
             if s.full && !s.blocks.contains_key(hash) {
                 return Err(Fault::Quota.error());
@@ -749,7 +763,7 @@ impl Remote for FakeGateway {
                     c.parse::<i64>()
                         .ok()
                         .filter(|c| *c >= 0)
-                        .ok_or_else(|| RemoteError::api(400, "bad_request", "bad cursor"))?,
+                        .ok_or_else(|| RemoteError::api(400, ErrorCode::BadRequest, "bad cursor"))?,
                 ),
             };
             let limit = limit.unwrap_or(1000).clamp(1, 1000) as usize;

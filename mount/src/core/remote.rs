@@ -26,8 +26,9 @@ pub enum RemoteError {
 }
 
 impl RemoteError {
-    pub fn api(status: u16, code: &str, message: impl Into<String>) -> Self {
-        RemoteError::Api { status, code: code.to_string(), message: message.into() }
+    /// An error answer with one of the gateway's codes (the fake gateway's way to fail).
+    pub fn api(status: u16, code: nimbus_proto::wire::ErrorCode, message: impl Into<String>) -> Self {
+        RemoteError::Api { status, code: code.as_str().to_string(), message: message.into() }
     }
 
     pub fn status(&self) -> Option<u16> {

@@ -1,6 +1,7 @@
 //! The core's own vocabulary: inode numbers, attributes, errors. Adapters translate these to
 //! FUSE (`fuser`) or WinFsp types; nothing here knows about either.
 
+use nimbus_proto::wire::ErrorCode;
 use std::time::SystemTime;
 
 /// Inode number. [`ROOT`] is the space's root; others are handed out by the core and stay
@@ -113,18 +114,19 @@ impl From<super::remote::RemoteError> for VfsError {
         if e.is_unreachable() {
             return VfsError::Offline;
         }
-        match e.code() {
-            Some("not_found") => VfsError::NotFound,
-            Some("already_exists") => VfsError::Exists,
-            Some("not_a_directory") => VfsError::NotDir,
-            Some("is_a_directory") => VfsError::IsDir,
-            Some("invalid_name") | Some("invalid_path") => {
+        // A code this build does not know (a newer gateway) falls through to the status.
+        match e.code().and_then(ErrorCode::parse) {
+            Some(ErrorCode::NotFound) => VfsError::NotFound,
+            Some(ErrorCode::AlreadyExists) => VfsError::Exists,
+            Some(ErrorCode::NotADirectory) => VfsError::NotDir,
+            Some(ErrorCode::IsADirectory) => VfsError::IsDir,
+            Some(ErrorCode::InvalidName | ErrorCode::InvalidPath) => {
                 VfsError::InvalidName(e.server_message().unwrap_or_default().to_string())
             }
-            Some("quota_exceeded") => VfsError::Quota,
-            Some("locked") => VfsError::Locked,
-            Some("conflict") => VfsError::Conflict,
-            Some("forbidden") | Some("unauthorized") => VfsError::Denied,
+            Some(ErrorCode::QuotaExceeded) => VfsError::Quota,
+            Some(ErrorCode::Locked) => VfsError::Locked,
+            Some(ErrorCode::Conflict) => VfsError::Conflict,
+            Some(ErrorCode::Forbidden | ErrorCode::Unauthorized) => VfsError::Denied,
             _ => match e.status() {
                 Some(s) if s >= 500 => VfsError::Offline,
                 _ => VfsError::Io(e.to_string()),
