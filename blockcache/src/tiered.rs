@@ -274,7 +274,6 @@ impl<F: Fetcher> TieredCache<F> {
     /// Bytes `range` of the block `key`, verified, through the tiers.
     pub async fn read(&self, key: Key, range: Range<usize>, mode: ReadMode) -> Result<Bytes, ReadError<F::Error>> {
         let inner = &self.inner;
-        let c = &inner.counters;
         let touch = match mode {
             ReadMode::Range => true,
             ReadMode::Sequential { first } => first,
@@ -295,7 +294,14 @@ impl<F: Fetcher> TieredCache<F> {
         {
             return inner.served(Tier::Disk, out);
         }
-        let (data, source) = self.load(key).await?;
+        let (data, source) = match self.load(key).await {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                // The tiers did not have it and the origin failed: a miss all the same.
+                inner.missed();
+                return Err(e);
+            }
+        };
         // A fetched block is the reader's to put into memory unless admission did; one a tier
         // held goes there for a sequential reader only (a random one read what it needed).
         let to_mem = match source {
@@ -310,8 +316,7 @@ impl<F: Fetcher> TieredCache<F> {
             Source::Mem => inner.served(Tier::Mem, out),
             Source::Disk => inner.served(Tier::Disk, out),
             Source::Origin => {
-                add(&c.misses, 1);
-                inner.events.miss();
+                inner.missed();
                 Ok(out)
             }
         }
@@ -486,6 +491,11 @@ impl<F: Fetcher> Inner<F> {
         let data = self.fetcher.fetch(key).await?;
         add(&self.counters.bytes_fetched, data.len() as u64);
         Ok(data)
+    }
+
+    fn missed(&self) {
+        add(&self.counters.misses, 1);
+        self.events.miss();
     }
 
     fn served<E>(&self, tier: Tier, out: Bytes) -> Result<Bytes, ReadError<E>> {

@@ -186,6 +186,7 @@ async fn errors_are_not_remembered() {
     origin.0.failures.store(1, Ordering::SeqCst);
     assert_eq!(c.read(key, 0..10, ReadMode::Range).await, Err(ReadError::Fetch("origin down".into())));
     assert_eq!(c.fetches_in_flight(), 0);
+    assert_eq!(c.stats().misses, 1, "a failed read is a miss");
     assert_eq!(c.stats().mem_entries, 0, "a failed fetch admitted something");
     assert_eq!(c.read(key, 0..10, ReadMode::Range).await.map(|b| b.len()), Ok(10));
     assert_eq!(origin.started(), 2);
