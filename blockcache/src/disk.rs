@@ -243,6 +243,13 @@ impl DiskStore {
         Ok((buf.slice(from - start..to - start), h.len))
     }
 
+    /// The whole cached block, verified.
+    pub fn read_whole(&self, key: &Key) -> Result<Bytes, DiskError> {
+        // An empty range reads only the header, which gives the block's length.
+        let (_, len) = self.read(key, 0, 0)?;
+        self.read(key, 0, len).map(|(data, _)| data)
+    }
+
     pub fn remove(&self, key: &Key) {
         let _ = fs::remove_file(self.path(key));
     }

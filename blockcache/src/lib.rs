@@ -5,7 +5,10 @@
 //!   chunks they touch, an exclusive directory lock;
 //! - [`policy`]: S3-FIFO admission and eviction, weighted by bytes, with a strict size bound;
 //! - [`coalesce`]: one fetch per block however many readers miss on it, under a bound on
-//!   fetches in flight, that outlives any one reader and leaves nothing behind.
+//!   fetches in flight, that outlives any one reader and leaves nothing behind;
+//! - [`tiered`]: the cache itself, built from the above: memory and SSD tiers, coalesced
+//!   loads, background admission, budgets, counters and purge; its user supplies only how a
+//!   block is fetched ([`tiered::Fetcher`]) and its budgets.
 //!
 //! Blocks are immutable, so nothing here ever invalidates; callers decide what to admit.
 
@@ -13,6 +16,7 @@ pub mod coalesce;
 pub mod disk;
 pub mod pio; // positional reads and writes on a shared file, on Unix and Windows
 pub mod policy;
+pub mod tiered;
 
 /// `(namespace, block hash)`: the gateway uses the space id as namespace (a hit must never
 /// reveal another user's content), the mount a constant.

@@ -96,10 +96,10 @@ impl Vfs {
             }
         };
         for b in prefetch {
-            if let Some(&(hash, len)) = content.blocks.get(b as usize) {
+            if let Some(&(hash, _)) = content.blocks.get(b as usize) {
                 let cache = self.cache.clone();
                 tokio::spawn(async move {
-                    let _ = cache.prefetch(hash, len).await;
+                    let _ = cache.prefetch(hash).await;
                 });
             }
         }
@@ -111,7 +111,7 @@ impl Vfs {
                 let start = b * bs;
                 let from = off.max(start) - start;
                 let to = end.min(start + len) - start;
-                cache.read(hash, len, from as usize, to as usize, sequential).await
+                cache.read(hash, from as usize, to as usize, sequential).await
             }
         });
         let parts = futures::future::try_join_all(parts).await?;
@@ -146,8 +146,7 @@ impl Vfs {
             } else {
                 let base = st.base_block(b).cloned().ok_or_else(|| VfsError::Io("staged block without base".into()))?;
                 let hash = parse_hash(&base.hash)?;
-                let data =
-                    self.cache.read(hash, base.size, (from - start) as usize, (to - start) as usize, false).await?;
+                let data = self.cache.read(hash, (from - start) as usize, (to - start) as usize, false).await?;
                 out.extend_from_slice(&data);
             }
         }

@@ -17,7 +17,7 @@ impl Vfs {
             return Ok(());
         };
         let hash = parse_hash(&base.hash)?;
-        let data = self.cache.read(hash, base.size, 0, base.size as usize, true).await?;
+        let data = self.cache.read(hash, 0, base.size as usize, true).await?;
         st.fill(b, &data)
     }
 
