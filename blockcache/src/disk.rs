@@ -10,14 +10,16 @@
 //! 16  u32 chunk size (CHUNK)
 //! 20  u32 chunk count
 //! 24  [32] BLAKE3 of the whole block (must equal the file's key)
-//! 56  [16] per chunk: the first 16 bytes of the chunk's BLAKE3
+//! 56  [32] per chunk: its tag, the chaining value of its subtree of the block's BLAKE3 tree
 //! ... zero padding to a multiple of 4096, then the block's bytes
 //! ```
 //!
 //! Per-chunk tags let a range read verify only the chunks it touches (a 4 KiB read checks one
 //! 16 KiB chunk, not the 4 MiB block), so a flipped byte or a torn write is never served while
-//! small random reads stay cheap. A file whose size does not match its header is truncated and
-//! dropped. Entries are written to `tmp/` and renamed, so a crash leaves no half entry under a
+//! small random reads stay cheap. The tags come from the pass that verified the block against
+//! its hash ([`crate::verify`]): admission hashes nothing again. Version 1 entries (tags were
+//! separate hashes of each chunk, a second pass) are dropped at start like any other version.
+//! A file whose size does not match its header is truncated and dropped. Entries are written to `tmp/` and renamed, so a crash leaves no half entry under a
 //! final name; what a power cut might tear is caught by the tags.
 //!
 //! A `LOCK` file held with an exclusive lock keeps a second gateway off the same directory.
@@ -30,15 +32,16 @@ use bytes::Bytes;
 
 use crate::Key;
 use crate::pio::read_exact_at;
+use crate::verify::{Verified, piece_matches};
 
 pub const MAGIC: &[u8; 4] = b"NMBC";
 /// Bump when the layout changes; entries of another version are deleted at start.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// Verification granularity: small enough that a 4 KiB read hashes little, large enough that
 /// the tag table of a 4 MiB block stays at 4 KiB.
-pub const CHUNK: usize = 16 * 1024;
+pub const CHUNK: usize = crate::verify::PIECE;
 const FIXED_HEADER: usize = 56;
-const TAG: usize = 16;
+const TAG: usize = 32;
 const ALIGN: usize = 4096;
 
 /// Why the SSD tier could not be opened.
@@ -72,13 +75,8 @@ pub fn entry_size(len: usize) -> u64 {
     (data_offset(len) + len) as u64
 }
 
-fn tag(chunk: &[u8]) -> [u8; TAG] {
-    let mut t = [0u8; TAG];
-    t.copy_from_slice(&blake3::hash(chunk).as_bytes()[..TAG]);
-    t
-}
-
-pub fn encode_header(hash: &[u8; 32], data: &[u8]) -> Vec<u8> {
+pub fn encode_header(hash: &[u8; 32], block: &Verified) -> Vec<u8> {
+    let data = block.data();
     let n = data.len().div_ceil(CHUNK);
     let mut h = Vec::with_capacity(data_offset(data.len()));
     h.extend_from_slice(MAGIC);
@@ -88,8 +86,8 @@ pub fn encode_header(hash: &[u8; 32], data: &[u8]) -> Vec<u8> {
     h.extend_from_slice(&(CHUNK as u32).to_le_bytes());
     h.extend_from_slice(&(n as u32).to_le_bytes());
     h.extend_from_slice(hash);
-    for c in data.chunks(CHUNK) {
-        h.extend_from_slice(&tag(c));
+    for t in block.tags().iter().take(n) {
+        h.extend_from_slice(t);
     }
     h.resize(data_offset(data.len()), 0);
     h
@@ -173,7 +171,8 @@ impl DiskStore {
     }
 
     /// Writes a verified block as a cache entry (temp file, then rename).
-    pub fn write(&self, key: &Key, data: &[u8]) -> io::Result<()> {
+    pub fn write(&self, key: &Key, block: &Verified) -> io::Result<()> {
+        let data = block.data();
         let dest = self.path(key);
         if let Some(dir) = dest.parent() {
             fs::create_dir_all(dir)?;
@@ -183,7 +182,7 @@ impl DiskStore {
         let tmp = tmp_dir.join(uuid::Uuid::new_v4().to_string());
         let result = (|| {
             let mut f = File::create(&tmp)?;
-            f.write_all(&encode_header(&key.1, data))?;
+            f.write_all(&encode_header(&key.1, block))?;
             f.write_all(data)?;
             drop(f);
             match fs::rename(&tmp, &dest) {
@@ -235,7 +234,9 @@ impl DiskStore {
         let mut buf = vec![0u8; end - start];
         read_exact_at(&f, &mut buf, (off + start) as u64).map_err(short)?;
         for (i, chunk) in buf.chunks(CHUNK).enumerate() {
-            if tag(chunk) != tags[i * TAG..(i + 1) * TAG] {
+            let mut tag = [0u8; TAG];
+            tag.copy_from_slice(&tags[i * TAG..(i + 1) * TAG]);
+            if !piece_matches(&tag, c0 + i, chunk, h.len) {
                 return Err(DiskError::Corrupt("chunk checksum mismatch"));
             }
         }
@@ -314,13 +315,17 @@ mod tests {
         (1, *blake3::hash(data).as_bytes())
     }
 
+    fn verified(data: &[u8]) -> Verified {
+        Verified::hash_new(Bytes::copy_from_slice(data)).1
+    }
+
     #[test]
     fn round_trip_and_ranges_across_chunks() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let d = DiskStore::open(dir.path(), "gateway")?;
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let k = key(&data);
-        d.write(&k, &data)?;
+        d.write(&k, &verified(&data))?;
         assert_eq!(&d.read(&k, 0, data.len())?.0[..], &data[..]);
         for (a, b) in [(0, 1), (16383, 16385), (50_000, 50_004), (99_999, 100_000), (7, 7)] {
             assert_eq!(&d.read(&k, a, b)?.0[..], &data[a..b], "range {a}..{b}");
@@ -335,7 +340,7 @@ mod tests {
         let d = DiskStore::open(dir.path(), "gateway")?;
         let data = vec![7u8; 40_000];
         let k = key(&data);
-        d.write(&k, &data)?;
+        d.write(&k, &verified(&data))?;
         let path = d.path(&k);
         let mut raw = fs::read(&path)?;
         let off = data_offset(data.len());
@@ -359,6 +364,45 @@ mod tests {
         let _first = DiskStore::open(dir.path(), "gateway")?;
         let second = DiskStore::open(dir.path(), "gateway");
         assert!(matches!(second, Err(OpenError::InUse(m)) if m.contains("in use by another gateway")));
+        Ok(())
+    }
+
+    #[test]
+    fn entries_of_another_format_version_are_dropped_at_start() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
+        let data = vec![3u8; 50_000];
+        let k = key(&data);
+        d.write(&k, &verified(&data))?;
+        assert_eq!(d.scan().len(), 1);
+        let path = d.path(&k);
+        let mut raw = fs::read(&path)?;
+        raw[4..6].copy_from_slice(&1u16.to_le_bytes());
+        fs::write(&path, &raw)?;
+        assert!(matches!(d.read(&k, 0, 10), Err(DiskError::Corrupt("other format version"))));
+        assert!(d.scan().is_empty());
+        assert!(!path.exists(), "a version 1 entry is deleted");
+        Ok(())
+    }
+
+    #[test]
+    fn a_tag_is_bound_to_its_block_and_place() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
+        let k = key(&data);
+        d.write(&k, &verified(&data))?;
+        let path = d.path(&k);
+        let mut raw = fs::read(&path)?;
+        // Swap the tags of chunks 0 and 1: each chunk's bytes are intact, its tag is not its own.
+        let (t0, t1) = (FIXED_HEADER, FIXED_HEADER + TAG);
+        let first: Vec<u8> = raw[t0..t0 + TAG].to_vec();
+        raw.copy_within(t1..t1 + TAG, t0);
+        raw[t1..t1 + TAG].copy_from_slice(&first);
+        fs::write(&path, &raw)?;
+        assert!(matches!(d.read(&k, 0, 10), Err(DiskError::Corrupt(_))));
+        assert!(matches!(d.read(&k, CHUNK, CHUNK + 10), Err(DiskError::Corrupt(_))));
+        assert_eq!(&d.read(&k, 3 * CHUNK, 3 * CHUNK + 10)?.0[..], &data[3 * CHUNK..3 * CHUNK + 10]);
         Ok(())
     }
 

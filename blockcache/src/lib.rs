@@ -6,6 +6,8 @@
 //! - [`policy`]: S3-FIFO admission and eviction, weighted by bytes, with a strict size bound;
 //! - [`coalesce`]: one fetch per block however many readers miss on it, under a bound on
 //!   fetches in flight, that outlives any one reader and leaves nothing behind;
+//! - [`verify`]: one BLAKE3 pass checks a block and yields its 16 KiB pieces' tags (subtree
+//!   chaining values), which the SSD entries keep;
 //! - [`tiered`]: the cache itself, built from the above: memory and SSD tiers, coalesced
 //!   loads, background admission, budgets, counters and purge; its user supplies only how a
 //!   block is fetched ([`tiered::Fetcher`]) and its budgets.
@@ -17,6 +19,7 @@ pub mod disk;
 pub mod pio; // positional reads and writes on a shared file, on Unix and Windows
 pub mod policy;
 pub mod tiered;
+pub mod verify;
 
 /// `(namespace, block hash)`: the gateway uses the space id as namespace (a hit must never
 /// reveal another user's content), the mount a constant.

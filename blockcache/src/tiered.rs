@@ -27,14 +27,16 @@ use crate::Key;
 use crate::coalesce::{Coalescer, Failure, Linger};
 use crate::disk::{DiskError, DiskStore, entry_size};
 use crate::policy::{Admission, S3Fifo};
+use crate::verify::Verified;
 
-/// How a block is fetched from the origin on a miss. The bytes returned must be verified
-/// against the key's hash: the cache serves and stores them as they are.
+/// How a block is fetched from the origin on a miss. What it returns is a [`Verified`] block
+/// (checked against the key's hash, with its pieces' tags from that one pass): the cache serves
+/// and stores it as it is.
 pub trait Fetcher: Send + Sync + 'static {
     /// Handed to every reader waiting for the fetch, hence `Clone` (wrap it in an `Arc`).
     type Error: Clone + Send + Sync + 'static;
 
-    fn fetch(&self, key: Key) -> impl Future<Output = Result<Bytes, Self::Error>> + Send;
+    fn fetch(&self, key: Key) -> impl Future<Output = Result<Verified, Self::Error>> + Send;
 }
 
 /// A cache tier, for [`Events`].
@@ -195,6 +197,15 @@ struct Disk {
     warned: AtomicBool,
 }
 
+/// What a load ended with: the block, where it was found, and (fetched from the origin) the
+/// verified block whose tags its SSD entry keeps.
+#[derive(Clone)]
+struct Loaded {
+    data: Bytes,
+    source: Source,
+    fetched: Option<Verified>,
+}
+
 /// Where a load found its block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -219,7 +230,7 @@ struct Inner<F: Fetcher> {
 /// The cache. Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct TieredCache<F: Fetcher> {
     inner: Arc<Inner<F>>,
-    loads: Coalescer<Key, (Bytes, Source), F::Error>,
+    loads: Coalescer<Key, Loaded, F::Error>,
 }
 
 impl<F: Fetcher> TieredCache<F> {
@@ -347,15 +358,15 @@ impl<F: Fetcher> TieredCache<F> {
         add(&inner.counters.bypassed, 1);
         inner.events.bypassed();
         let _slot = self.loads.slot().await;
-        let data = inner.fetch_origin(key).await.map_err(ReadError::Fetch)?;
-        slice(&data, range)
+        let block = inner.fetch_origin(key).await.map_err(ReadError::Fetch)?;
+        slice(block.data(), range)
     }
 
     /// Admits a block the caller verified itself (the drive, after uploading it): to the SSD
     /// (waiting for a write slot if the configuration says so) and to memory.
-    pub async fn admit(&self, key: Key, data: Bytes) {
-        self.inner.clone().disk_put(key, data.clone(), None).await;
-        self.inner.mem_put(key, data);
+    pub async fn admit(&self, key: Key, block: Verified) {
+        self.inner.clone().disk_put(key, block.clone(), None).await;
+        self.inner.mem_put(key, block.into_data());
     }
 
     /// Empties every tier. Loads in flight finish, and may admit their block afterwards.
@@ -450,16 +461,20 @@ impl<F: Fetcher> TieredCache<F> {
             let inner = self.inner.clone();
             move || async move {
                 if let Some(data) = inner.mem_get(&key, false) {
-                    return Ok((data, Source::Mem));
+                    return Ok(Loaded { data, source: Source::Mem, fetched: None });
                 }
                 if let Some(data) = inner.disk_get_whole(&key).await {
-                    return Ok((data, Source::Disk));
+                    return Ok(Loaded { data, source: Source::Disk, fetched: None });
                 }
-                inner.fetch_origin(key).await.map(|data| (data, Source::Origin))
+                inner.fetch_origin(key).await.map(|block| Loaded {
+                    data: block.data().clone(),
+                    source: Source::Origin,
+                    fetched: Some(block),
+                })
             }
         };
         let inner = self.inner.clone();
-        let admit = move |(data, source): (Bytes, Source), linger: Linger| {
+        let admit = move |Loaded { data, source, fetched }: Loaded, linger: Linger| {
             let mut linger = Some(linger);
             if source != Source::Origin {
                 linger = None;
@@ -470,15 +485,14 @@ impl<F: Fetcher> TieredCache<F> {
                     linger = None;
                 }
             }
-            let wanted = source == Source::Origin;
             async move {
-                if wanted {
-                    inner.disk_put(key, data, linger).await;
+                if let Some(block) = fetched {
+                    inner.disk_put(key, block, linger).await;
                 }
             }
         };
         match self.loads.get(key, fetch, admit).await {
-            Ok(v) => Ok(v),
+            Ok(Loaded { data, source, .. }) => Ok((data, source)),
             Err(Failure::Failed(e)) => Err(ReadError::Fetch(e)),
             Err(Failure::Interrupted) => Err(ReadError::Interrupted),
         }
@@ -486,11 +500,11 @@ impl<F: Fetcher> TieredCache<F> {
 }
 
 impl<F: Fetcher> Inner<F> {
-    async fn fetch_origin(&self, key: Key) -> Result<Bytes, F::Error> {
+    async fn fetch_origin(&self, key: Key) -> Result<Verified, F::Error> {
         add(&self.counters.fetches, 1);
-        let data = self.fetcher.fetch(key).await?;
-        add(&self.counters.bytes_fetched, data.len() as u64);
-        Ok(data)
+        let block = self.fetcher.fetch(key).await?;
+        add(&self.counters.bytes_fetched, block.data().len() as u64);
+        Ok(block)
     }
 
     fn missed(&self) {
@@ -655,7 +669,7 @@ impl<F: Fetcher> Inner<F> {
     /// Admits a verified block to the SSD tier in the background. A `linger` (the block's
     /// finished load, still registered) is held until the entry is readable, or dropped at
     /// once when the block is not admitted; dropped on every path, a panic included.
-    async fn disk_put(self: Arc<Self>, key: Key, data: Bytes, linger: Option<Linger>) {
+    async fn disk_put(self: Arc<Self>, key: Key, block: Verified, linger: Option<Linger>) {
         let Some(disk) = self.disk.clone() else { return };
         let permit = match self.cfg.when_writes_busy {
             WhenWritesBusy::Skip => disk.writes.clone().try_acquire_owned().ok(),
@@ -668,7 +682,7 @@ impl<F: Fetcher> Inner<F> {
         };
         let evicted = {
             let mut index = lock(&disk.index);
-            match index.0.insert(key, entry_size(data.len())) {
+            match index.0.insert(key, entry_size(block.data().len())) {
                 Admission::Admitted(evicted) => {
                     for k in &evicted {
                         index.1.remove(k);
@@ -692,7 +706,7 @@ impl<F: Fetcher> Inner<F> {
             for k in &evicted {
                 disk.store.remove(k);
             }
-            let result = disk.store.write(&key, &data);
+            let result = disk.store.write(&key, &block);
             let mut index = lock(&disk.index);
             match result {
                 Ok(()) => match index.1.get_mut(&key) {

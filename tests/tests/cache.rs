@@ -188,10 +188,10 @@ fn entry_path(cache: &Path, space: i64, hash: &str) -> PathBuf {
     cache.join("blocks").join(space.to_string()).join(&hash[..2]).join(hash)
 }
 
-/// Where an entry's data starts (gateway/src/cache/disk.rs): a 56-byte fixed header, 16 bytes
-/// per 16 KiB chunk, padded to a multiple of 4096.
+/// Where an entry's data starts (blockcache/src/disk.rs, format version 2): a 56-byte fixed
+/// header, a 32-byte tag per 16 KiB chunk, padded to a multiple of 4096.
 fn data_offset(len: usize) -> usize {
-    (56 + len.div_ceil(16 * KIB) * 16).div_ceil(4096) * 4096
+    (56 + len.div_ceil(16 * KIB) * 32).div_ceil(4096) * 4096
 }
 
 fn entry_size(len: usize) -> u64 {

@@ -30,7 +30,7 @@ struct Origin(Arc<FakeOrigin>);
 impl Fetcher for Origin {
     type Error = String;
 
-    async fn fetch(&self, key: Key) -> Result<Bytes, String> {
+    async fn fetch(&self, key: Key) -> Result<Verified, String> {
         let o = &self.0;
         o.started.fetch_add(1, Ordering::SeqCst);
         let _d = CountDrop(&o.dropped);
@@ -40,7 +40,8 @@ impl Fetcher for Origin {
         if o.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
             return Err("origin down".into());
         }
-        lock(&o.blocks).get(&key).cloned().ok_or_else(|| "no such block".to_string())
+        let data = lock(&o.blocks).get(&key).cloned().ok_or_else(|| "no such block".to_string())?;
+        Verified::check(&key.1, data).ok_or_else(|| "corrupt block from the origin".to_string())
     }
 }
 

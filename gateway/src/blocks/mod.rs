@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use nimbus_blockcache::verify::Verified;
 
 mod local;
 mod s3;
@@ -89,11 +90,17 @@ pub fn block_key(space: i64, hash: &str) -> String {
 /// Reads a block and checks its BLAKE3 hash, so a reader never gets bytes that differ from
 /// what was written (bitrot, a truncated object, a wrong key).
 pub async fn get_verified(store: &dyn BlockStore, space: i64, hash: &str) -> StoreResult<Bytes> {
-    let data = store.get(space, hash).await?;
-    let actual = blake3::hash(&data).to_hex();
-    if actual.as_str() != hash {
+    let key = blake3::Hash::from_hex(hash).map_err(|_| StoreError::Corrupt(hash.to_string()))?;
+    get_verified_block(store, space, key.as_bytes()).await.map(Verified::into_data)
+}
+
+/// [`get_verified`] for the cache: the same check, in the one pass that also yields the tags
+/// its SSD entry keeps (`nimbus_blockcache::verify`).
+pub async fn get_verified_block(store: &dyn BlockStore, space: i64, hash: &[u8; 32]) -> StoreResult<Verified> {
+    let hex = blake3::Hash::from_bytes(*hash).to_hex();
+    let data = store.get(space, hex.as_str()).await?;
+    Verified::check(hash, data).ok_or_else(|| {
         metrics::counter!("nimbus_store_corrupt_blocks_total").increment(1);
-        return Err(StoreError::Corrupt(hash.to_string()));
-    }
-    Ok(data)
+        StoreError::Corrupt(hex.to_string())
+    })
 }

@@ -22,11 +22,12 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::blocks::{DynStore, StoreError, get_verified};
+use crate::blocks::{DynStore, StoreError, get_verified_block};
 use nimbus_blockcache::disk::{DiskStore, OpenError};
 use nimbus_blockcache::tiered::{
     Config, DiskTierConfig, Events, Fetcher, ReadError, ReadMode, Tier, TieredCache, WhenWritesBusy,
 };
+use nimbus_blockcache::verify::Verified;
 
 /// `(space, block hash)`.
 pub use nimbus_blockcache::Key;
@@ -62,13 +63,12 @@ impl Fetcher for StoreFetcher {
     /// `StoreError` is not `Clone`; coalesced waiters each get an equivalent one.
     type Error = Arc<StoreError>;
 
-    async fn fetch(&self, (space, hash): Key) -> Result<Bytes, Arc<StoreError>> {
+    async fn fetch(&self, (space, hash): Key) -> Result<Verified, Arc<StoreError>> {
         let start = Instant::now();
-        let hex = blake3::Hash::from_bytes(hash).to_hex();
-        let data = get_verified(self.0.as_ref(), space, hex.as_str()).await.map_err(Arc::new)?;
+        let block = get_verified_block(self.0.as_ref(), space, &hash).await.map_err(Arc::new)?;
         metrics::histogram!("nimbus_store_fetch_seconds").record(start.elapsed().as_secs_f64());
-        metrics::counter!("nimbus_store_bytes_read_total").increment(data.len() as u64);
-        Ok(data)
+        metrics::counter!("nimbus_store_bytes_read_total").increment(block.data().len() as u64);
+        Ok(block)
     }
 }
 

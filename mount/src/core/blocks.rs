@@ -18,6 +18,7 @@ use nimbus_blockcache::disk::DiskStore;
 use nimbus_blockcache::tiered::{
     Config, DiskTierConfig, Fetcher, NoEvents, ReadError, ReadMode, TieredCache, WhenWritesBusy,
 };
+use nimbus_blockcache::verify::Verified;
 
 use super::remote::Remote;
 use super::types::{VfsError, VfsResult};
@@ -67,13 +68,11 @@ pub struct GatewayFetcher(Arc<dyn Remote>);
 impl Fetcher for GatewayFetcher {
     type Error = Arc<VfsError>;
 
-    async fn fetch(&self, (_, hash): Key) -> Result<Bytes, Arc<VfsError>> {
+    async fn fetch(&self, (_, hash): Key) -> Result<Verified, Arc<VfsError>> {
         let hex = blake3::Hash::from_bytes(hash).to_hex();
         let data = self.0.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
-        if *blake3::hash(&data).as_bytes() != hash {
-            return Err(Arc::new(VfsError::Io(format!("block {hex} came back corrupt from the server"))));
-        }
-        Ok(data)
+        Verified::check(&hash, data)
+            .ok_or_else(|| Arc::new(VfsError::Io(format!("block {hex} came back corrupt from the server"))))
     }
 }
 
@@ -188,9 +187,10 @@ impl BlockCache {
         self.cache.prefetch(key(hash)).await.map_err(vfs_error)
     }
 
-    /// Admits a block the mount itself just uploaded (its hash was computed locally).
-    pub async fn admit(&self, hash: Hash, data: Bytes) {
-        self.cache.admit(key(hash), data).await;
+    /// Admits a block the mount itself just uploaded (its hash, and so its tags, computed
+    /// locally: [`Verified::hash_new`]).
+    pub async fn admit(&self, hash: Hash, block: Verified) {
+        self.cache.admit(key(hash), block).await;
     }
 
     /// How `--cache-mem` was shared out.

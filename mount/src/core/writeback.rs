@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
+use nimbus_blockcache::verify::Verified;
 use nimbus_proto::names::RemotePath;
 use nimbus_proto::wire::{BlockRef, CommitRequest, Entry};
 
@@ -273,10 +274,11 @@ impl Vfs {
         let sent: VfsResult<Vec<(u64, BlockRef)>> = futures::stream::iter(changed)
             .map(|(b, len)| async move {
                 let data = Bytes::from(staged.read_at(b * bs, len as usize)?);
-                let hash = blake3::hash(&data);
-                let hex = hash.to_hex().to_string();
-                self.seen(self.remote.put_block(&hex, data.clone()).await)?;
-                self.cache.admit(*hash.as_bytes(), data).await;
+                // One pass names the block and gives the tags its cache entry keeps.
+                let (hash, block) = Verified::hash_new(data);
+                let hex = blake3::Hash::from_bytes(hash).to_hex().to_string();
+                self.seen(self.remote.put_block(&hex, block.data().clone()).await)?;
+                self.cache.admit(hash, block).await;
                 Ok((b, BlockRef { hash: hex, size: len }))
             })
             .buffer_unordered(UPLOADS_IN_FLIGHT)
