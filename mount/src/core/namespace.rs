@@ -232,12 +232,15 @@ impl Vfs {
         }
         drop(quiet);
         // A file that never went up (an owner file given a real name) goes up now; offline it
-        // waits in the journal like any closed file (the rename itself is done).
-        if !remote && !is_local_only(&newname) {
-            match self.commit(src, false).await {
-                Ok(()) | Err(VfsError::Offline) => {}
-                Err(e) => return Err(e),
-            }
+        // waits in the journal like any closed file. The rename itself is done, so a refused
+        // upload is not its error: it is the file's problem (see `problems`), shown to the
+        // person and retried, like any refused change.
+        if !remote
+            && !is_local_only(&newname)
+            && let Err(e) = self.commit(src, false).await
+            && !matches!(e, VfsError::Offline)
+        {
+            tracing::warn!(error = %e, path = %to, "a renamed file's first upload was refused; kept as a problem");
         }
         Ok(())
     }

@@ -74,11 +74,13 @@ impl FileInfo {
             file_attributes: attributes(a),
             file_size: size,
             allocation_size: allocation_size(size),
-            // The core keeps one time; Windows asks for four.
+            // The core keeps a modification time and a status change time; Windows asks for
+            // four. ChangeTime is NTFS's "data or metadata changed" (a rename, the read-only
+            // bit), which is POSIX's ctime.
             creation_time: t,
             last_access_time: t,
             last_write_time: t,
-            change_time: t,
+            change_time: filetime(a.ctime),
             index_number: a.ino,
         }
     }
@@ -236,6 +238,11 @@ mod tests {
         );
         // A directory's size (the core may report one) is not shown.
         let d = FileInfo::of(&attr(Kind::Dir, 5000, false));
+        // A rename or an attribute change moves ChangeTime, not the write time.
+        let mut renamed = attr(Kind::File, 5000, false);
+        renamed.ctime = renamed.mtime + Duration::from_secs(60);
+        let r = FileInfo::of(&renamed);
+        assert_eq!((r.last_write_time, r.change_time), (t, t + 60 * 10_000_000));
         assert_eq!((d.file_attributes, d.file_size, d.allocation_size), (FILE_ATTRIBUTE_DIRECTORY, 0, 0));
     }
 

@@ -227,3 +227,19 @@ async fn an_earlier_runs_refused_write_is_a_problem_too() -> anyhow::Result<()> 
     assert!(!rig.fake.tree().contains_key("/dropped.txt"));
     Ok(())
 }
+
+#[tokio::test]
+async fn an_owner_file_renamed_into_a_full_space_is_renamed_and_its_upload_a_problem() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    // Never uploaded (an Office owner file), then given a real name while the space is full.
+    write_file(&rig.vfs, ROOT, "~$draft.docx", b"saved by the editor").await?;
+    rig.fake.set_full(true);
+    rig.vfs.rename(ROOT, "~$draft.docx", ROOT, "draft.docx", false).await.context("the rename itself is made")?;
+    assert_eq!(names(&rig.vfs, ROOT).await?, vec!["draft.docx".to_string()]);
+    let p = only_problem(&rig.vfs)?;
+    assert_eq!((p.path.as_str(), p.reason), ("/draft.docx", ProblemReason::Quota));
+    rig.fake.set_full(false);
+    rig.vfs.resolve("/draft.docx", ProblemAction::Retry).await?;
+    assert_eq!(rig.fake.read("/draft.docx")?, b"saved by the editor");
+    Ok(())
+}
