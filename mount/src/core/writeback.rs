@@ -360,6 +360,7 @@ impl Vfs {
     }
 
     async fn upload_waiting(&self, only_due: bool) -> VfsResult<usize> {
+        use futures::StreamExt;
         let mut done = 0;
         let mut first_err = None;
         let pending: Vec<Ino> = {
@@ -370,17 +371,24 @@ impl Vfs {
                 .map(|(i, _)| *i)
                 .collect()
         };
-        for ino in pending {
-            if only_due && !self.problems.due(&Subject::File(ino)) {
-                continue;
-            }
-            match self.commit(ino, false).await {
+        // A few at a time, as the uploader does: after an outage, hundreds of files wait.
+        let due: Vec<Ino> =
+            pending.into_iter().filter(|ino| !only_due || self.problems.due(&Subject::File(*ino))).collect();
+        let mut results =
+            futures::stream::iter(due).map(|ino| self.commit(ino, false)).buffer_unordered(COMMITS_IN_FLIGHT);
+        let mut offline = false;
+        while let Some(r) = results.next().await {
+            match r {
                 Ok(()) => done += 1,
-                Err(VfsError::Offline) => return Err(VfsError::Offline),
+                Err(VfsError::Offline) => offline = true,
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
+        }
+        drop(results);
+        if offline {
+            return Err(VfsError::Offline);
         }
         let mut orphans = self.orphans.lock().await;
         let mut kept = Vec::new();
