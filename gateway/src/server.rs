@@ -19,9 +19,9 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{PasswordGate, Throttle, generate_password, hash_password};
-use crate::blocks::{DynStore, LocalStore, S3Config, S3Store};
 use crate::cache::{BlockCache, CacheConfig};
-use crate::config::{ServeArgs, StoreKind};
+use crate::backends::{open_meta, open_store};
+use crate::config::ServeArgs;
 use crate::meta::Meta;
 use crate::state::{AppState, Settings};
 
@@ -71,39 +71,10 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
     })
 }
 
-/// The metadata database `args` describe, migrated to this binary's schema.
-pub async fn open_meta(args: &ServeArgs) -> anyhow::Result<Meta> {
-    let url = args.database_url();
-    let opts = crate::meta::MetaOptions { sqlite_synchronous: args.sqlite_synchronous };
-    Meta::connect_with(&url, opts).await.with_context(|| format!("cannot open the database {}", redact(&url)))
-}
-
-/// The block store `args` describe (also what `gc` and `fsck` open).
-pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
-    Ok(match args.store {
-        StoreKind::Local => {
-            Arc::new(LocalStore::open(&args.blocks_dir()).await.context("cannot open the blocks directory")?)
-        }
-        StoreKind::S3 => {
-            let cfg = S3Config {
-                endpoint: args.s3_endpoint.clone(),
-                bucket: args.s3_bucket.clone(),
-                region: args.s3_region.clone(),
-                path_style: !args.s3_virtual_hosted,
-                access_key: args.s3_access_key.clone(),
-                secret_key: args.s3_secret_key.clone(),
-                prefix: args.s3_prefix.clone(),
-                timeout: Duration::from_secs(args.store_timeout_secs),
-            };
-            Arc::new(S3Store::connect(&cfg).await.context("cannot set up the S3 client")?)
-        }
-    })
-}
-
 /// The router with every cross-cutting layer; what tests drive with `oneshot`.
 pub fn app(state: AppState) -> Router {
     let tls = state.settings.tls;
-    layered(crate::api::router(state).layer(axum::middleware::from_fn(crate::metrics::track)), tls)
+    layered(crate::api::router(state, crate::doors::dav::router()).layer(axum::middleware::from_fn(crate::metrics::track)), tls)
 }
 
 /// The layers every listener's router gets (the REST API's and the S3 door's); `tls`: the
@@ -395,23 +366,4 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     f.write_all(data)
-}
-
-/// Database URLs may carry a password; never print it.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(redact("postgres://u:secret@h:5432/db"), "postgres://***@h:5432/db");
-        assert_eq!(redact("sqlite:///x/y.db"), "sqlite:///x/y.db");
-    }
 }

@@ -95,7 +95,7 @@ pub fn parse_trash_retention(s: &str) -> Result<Option<Duration>, String> {
 }
 
 fn positive(s: &str) -> Result<Duration, String> {
-    let d = crate::ops::parse_duration(s)?;
+    let d = crate::timefmt::parse_duration(s)?;
     if d.is_zero() {
         return Err(format!("`{s}` must be longer than 0"));
     }

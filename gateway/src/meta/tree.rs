@@ -577,6 +577,33 @@ impl Meta {
             Ok(purged)
         })
     }
+
+    /// Sets the creation and/or modification time (Unix ms) of the node at `path`: what a
+    /// WebDAV client sends as `Win32CreationTime` / `Win32LastModifiedTime` after copying a
+    /// file in, so the file keeps its own dates. Refused while locked by a lock not in `held`.
+    pub async fn set_times(
+        &self,
+        space: i64,
+        path: &RemotePath,
+        created: Option<i64>,
+        modified: Option<i64>,
+        held: &[String],
+    ) -> MetaResult<()> {
+        if created.is_none() && modified.is_none() {
+            return Ok(());
+        }
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let (node, canon) = resolve!(&mut *tx, space, path)?;
+            check_locks!(&mut *tx, space, &canon, false, held)?;
+            sqlx::query("UPDATE nodes SET created_at = COALESCE($2, created_at), modified_at = COALESCE($3, modified_at) WHERE id = $1")
+                .bind(node.id).bind(created).bind(modified)
+                .execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok(())
+    }
 }
 
 /// Splits a target path into its parent and its (validated) last name.

@@ -96,7 +96,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         return Ok(finite_depth_only());
     }
     let mut held = lock_tokens_in_if(req.headers());
-    held.extend(crate::api::lock_tokens(req.headers()));
+    held.extend(crate::headers::lock_tokens(req.headers()));
     let held: fs::Held = Arc::new(Mutex::new(held));
     let (delete_root, source) = match method.as_str() {
         "DELETE" => (Some(path.clone()), None),
