@@ -11,7 +11,7 @@ use nimbus_proto::wire::Role;
 use super::AuthState;
 use super::token::token_hash;
 use crate::error::ApiError;
-use crate::meta::now_ms;
+use crate::meta::{SpaceId, now_ms};
 
 /// Refresh `last_used_at` at most this often per token (it costs a write).
 const TOUCH_INTERVAL_MS: i64 = 60_000;
@@ -19,6 +19,8 @@ const TOUCH_INTERVAL_MS: i64 = 60_000;
 #[derive(Debug, Clone)]
 pub struct AuthUser {
     pub id: i64,
+    /// The user's space: what this authentication lets the request reach.
+    pub space: SpaceId,
     pub username: String,
     pub role: Role,
     pub token_id: i64,
@@ -75,6 +77,7 @@ impl AuthUser {
         }
         Ok(AuthUser {
             id: row.user_id,
+            space: SpaceId::authenticated(row.user_id),
             username: row.username,
             role: Role::parse(&row.role).unwrap_or(Role::User),
             token_id: row.token_id,
