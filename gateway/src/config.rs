@@ -210,19 +210,19 @@ pub struct ServeArgs {
 
     /// How often the gateway applies retention and collects garbage blocks (as `gc` does), e.g.
     /// `1h`; `0` turns the worker off (then run `nimbus-gateway gc` on a schedule).
-    #[arg(long, env = "NIMBUS_MAINTENANCE_INTERVAL", default_value = "1h", value_parser = crate::ops::parse_duration)]
+    #[arg(long, env = "NIMBUS_MAINTENANCE_INTERVAL", default_value = "1h", value_parser = crate::timefmt::parse_duration)]
     pub maintenance_interval: std::time::Duration,
 
     /// Garbage collection removes only blocks nobody reported present or uploaded for this long
     /// (e.g. `24h`, `30m`, `0`): longer than any client takes from upload to commit.
     #[arg(long = "gc-grace", alias = "grace", env = "NIMBUS_GC_GRACE", default_value = "24h",
-          value_parser = crate::ops::parse_duration)]
+          value_parser = crate::timefmt::parse_duration)]
     pub gc_grace: std::time::Duration,
 
     /// S3 multipart uploads started longer ago than this and never completed are aborted by
     /// garbage collection (their parts then become garbage like any other unreferenced block).
     #[arg(long = "gc-upload-expiry", alias = "upload-expiry", env = "NIMBUS_GC_UPLOAD_EXPIRY", default_value = "7d",
-          value_parser = crate::ops::parse_duration)]
+          value_parser = crate::timefmt::parse_duration)]
     pub gc_upload_expiry: std::time::Duration,
 }
 
@@ -236,7 +236,7 @@ fn parse_trash_retention(s: &str) -> Result<TrashRetention, String> {
 
 /// A duration above zero (a zero timeout would close every connection at once).
 fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
-    match crate::ops::parse_duration(s)? {
+    match crate::timefmt::parse_duration(s)? {
         d if d.is_zero() => Err(format!("`{s}` must be longer than 0")),
         d => Ok(d),
     }

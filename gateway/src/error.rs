@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use nimbus_proto::NameError;
 use nimbus_proto::wire::{ErrorBody, ErrorCode, ErrorDetail};
+use s3s::S3ErrorCode;
 
 use crate::blocks::StoreError;
 use crate::meta::MetaError;
@@ -107,6 +108,41 @@ impl ApiError {
         }
     }
 
+    /// The S3 error code this error is answered with by the S3 door, and the HTTP status
+    /// where S3 has no code of its own (then the code is a custom one and the status is
+    /// this error's own, e.g. 423 for a WebDAV lock, as REST answers).
+    pub fn s3_code(&self) -> (S3ErrorCode, Option<StatusCode>) {
+        let custom = |name: &'static str| (S3ErrorCode::Custom(name.into()), Some(self.status()));
+        let code = match self {
+            ApiError::NotFound(_) | ApiError::IsADirectory(_) => S3ErrorCode::NoSuchKey,
+            ApiError::InvalidName(NameError::PathTooLong) => S3ErrorCode::KeyTooLongError,
+            ApiError::InvalidName(_) | ApiError::BadRequest(_) | ApiError::HashMismatch(_) => {
+                S3ErrorCode::InvalidArgument
+            }
+            ApiError::MissingBlocks(_) => S3ErrorCode::InvalidArgument,
+            ApiError::Unauthorized | ApiError::BasicAuthRequired(_) | ApiError::Forbidden(_) => {
+                S3ErrorCode::AccessDenied
+            }
+            ApiError::Locked(_) => return custom("Locked"),
+            ApiError::PreconditionFailed(_) => S3ErrorCode::PreconditionFailed,
+            // A name taken by a folder (or a file where a folder is needed): S3 has no
+            // folders, so the closest is a refused write.
+            ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotADirectory(_) => {
+                return custom("Conflict");
+            }
+            // S3 has no quota: a refusal (403) with a code of its own.
+            ApiError::QuotaExceeded(_) => {
+                return (S3ErrorCode::Custom("QuotaExceeded".into()), Some(StatusCode::FORBIDDEN));
+            }
+            ApiError::PayloadTooLarge(_) => S3ErrorCode::EntityTooLarge,
+            ApiError::RangeNotSatisfiable { .. } => S3ErrorCode::InvalidRange,
+            ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => S3ErrorCode::SlowDown,
+            ApiError::StoreUnavailable(_) => S3ErrorCode::ServiceUnavailable,
+            ApiError::Internal(_) => S3ErrorCode::InternalError,
+        };
+        (code, None)
+    }
+
     pub fn not_found() -> Self {
         ApiError::NotFound("no such file or directory".into())
     }
@@ -130,15 +166,6 @@ impl From<MetaError> for ApiError {
             MetaError::Locked(m) => ApiError::Locked(m),
             MetaError::Db(e) => ApiError::Internal(e.into()),
             MetaError::Migrate(e) => ApiError::Internal(e.into()),
-        }
-    }
-}
-
-impl From<crate::auth::GateError> for ApiError {
-    fn from(e: crate::auth::GateError) -> Self {
-        match e {
-            crate::auth::GateError::Busy => ApiError::Busy { retry_after: 1 },
-            other => ApiError::internal(other),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod backends;
 pub mod blocks;
 pub mod browser;
 pub mod cache;
@@ -11,9 +12,11 @@ pub mod conn_limits;
 pub mod describe;
 pub mod doors;
 pub mod error;
+pub mod headers;
 pub mod meta;
 pub mod metrics;
 pub mod ops;
 pub mod server;
 pub mod space;
 pub mod state;
+pub mod timefmt;

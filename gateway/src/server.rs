@@ -19,9 +19,9 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{PasswordGate, Throttle, generate_password, hash_password};
-use crate::blocks::{DynStore, LocalStore, S3Config, S3Store};
+use crate::backends::{open_meta, open_store};
 use crate::cache::{BlockCache, CacheConfig};
-use crate::config::{ServeArgs, StoreKind};
+use crate::config::ServeArgs;
 use crate::meta::Meta;
 use crate::state::{AppState, Settings};
 
@@ -71,39 +71,47 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
     })
 }
 
-/// The metadata database `args` describe, migrated to this binary's schema.
-pub async fn open_meta(args: &ServeArgs) -> anyhow::Result<Meta> {
-    let url = args.database_url();
-    let opts = crate::meta::MetaOptions { sqlite_synchronous: args.sqlite_synchronous };
-    Meta::connect_with(&url, opts).await.with_context(|| format!("cannot open the database {}", redact(&url)))
-}
-
-/// The block store `args` describe (also what `gc` and `fsck` open).
-pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
-    Ok(match args.store {
-        StoreKind::Local => {
-            Arc::new(LocalStore::open(&args.blocks_dir()).await.context("cannot open the blocks directory")?)
-        }
-        StoreKind::S3 => {
-            let cfg = S3Config {
-                endpoint: args.s3_endpoint.clone(),
-                bucket: args.s3_bucket.clone(),
-                region: args.s3_region.clone(),
-                path_style: !args.s3_virtual_hosted,
-                access_key: args.s3_access_key.clone(),
-                secret_key: args.s3_secret_key.clone(),
-                prefix: args.s3_prefix.clone(),
-                timeout: Duration::from_secs(args.store_timeout_secs),
-            };
-            Arc::new(S3Store::connect(&cfg).await.context("cannot set up the S3 client")?)
-        }
-    })
-}
-
-/// The router with every cross-cutting layer; what tests drive with `oneshot`.
+/// The REST API and the WebDAV door with every cross-cutting layer: what the main listener
+/// serves, and what tests drive in-process with `oneshot`.
 pub fn app(state: AppState) -> Router {
     let tls = state.settings.tls;
-    layered(crate::api::router(state).layer(axum::middleware::from_fn(crate::metrics::track)), tls)
+    let router = crate::api::router(state, crate::doors::dav::router());
+    layered(router.layer(axum::middleware::from_fn(crate::metrics::track)), tls)
+}
+
+/// The S3 door with the same layers: what `--s3-listen` serves.
+pub fn s3_app(state: AppState) -> Router {
+    let tls = state.settings.tls;
+    layered(crate::doors::s3::router(state), tls)
+}
+
+/// How every listener serves: TLS or plain, the connection limits, the shared shutdown.
+#[derive(Clone)]
+struct Listening {
+    tls: Option<RustlsConfig>,
+    limits: HttpLimits,
+    handle: axum_server::Handle<SocketAddr>,
+}
+
+/// Serves `router` on `listener` until the shared shutdown: the one place a listener is set
+/// up, so the API and the S3 door get the same TLS, limits and HTTP tuning.
+async fn serve(listener: std::net::TcpListener, router: Router, how: &Listening) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    let limits = how.limits.clone();
+    match how.tls.clone() {
+        Some(cfg) => {
+            let mut server =
+                axum_server::from_tcp_rustls(listener, cfg)?.handle(how.handle.clone()).map(|a| limits.acceptor(a));
+            tune(server.http_builder(), &how.limits);
+            server.serve(service).await
+        }
+        None => {
+            let mut server = axum_server::from_tcp(listener)?.handle(how.handle.clone()).map(|a| limits.acceptor(a));
+            tune(server.http_builder(), &how.limits);
+            server.serve(service).await
+        }
+    }
 }
 
 /// The layers every listener's router gets (the REST API's and the S3 door's); `tls`: the
@@ -207,14 +215,12 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
 
     let listener =
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
-    listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), "gateway starting");
 
-    let limits = HttpLimits::of(&args);
-    let handle = axum_server::Handle::new();
-    let h = handle.clone();
+    let how = Listening { tls, limits: HttpLimits::of(&args), handle: axum_server::Handle::new() };
+    let h = how.handle.clone();
     tokio::spawn(async move {
         shutdown.await;
         // Let running transfers finish for a while, then stop.
@@ -223,51 +229,18 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     if let Some(s3_addr) = args.s3_listen {
         let s3_listener = std::net::TcpListener::bind(s3_addr)
             .with_context(|| format!("cannot listen on {s3_addr} (--s3-listen)"))?;
-        s3_listener.set_nonblocking(true)?;
         let s3_addr = s3_listener.local_addr()?;
         println!("S3-compatible API on {scheme}://{s3_addr} (path-style; create a key with `nimbus keys create`)");
-        let s3_service = layered(crate::doors::s3::router(state.clone()), tls.is_some())
-            .into_make_service_with_connect_info::<SocketAddr>();
-        let (tls, handle, limits) = (tls.clone(), handle.clone(), limits.clone());
+        let (s3, how) = (s3_app(state.clone()), how.clone());
         tokio::spawn(async move {
-            let served = match tls {
-                Some(cfg) => match axum_server::from_tcp_rustls(s3_listener, cfg) {
-                    Ok(s) => {
-                        let mut s = s.handle(handle).map(|a| limits.acceptor(a));
-                        tune(s.http_builder(), &limits);
-                        s.serve(s3_service).await
-                    }
-                    Err(e) => Err(e),
-                },
-                None => match axum_server::from_tcp(s3_listener) {
-                    Ok(s) => {
-                        let mut s = s.handle(handle).map(|a| limits.acceptor(a));
-                        tune(s.http_builder(), &limits);
-                        s.serve(s3_service).await
-                    }
-                    Err(e) => Err(e),
-                },
-            };
-            if let Err(e) = served {
+            if let Err(e) = serve(s3_listener, s3, &how).await {
                 tracing::error!(error = %e, "the S3 listener stopped");
             }
         });
     }
-    let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
     println!("Nimbus gateway listening on {scheme}://{addr}");
     println!("Sign in with: nimbus login {scheme}://{addr} --username admin");
-    match tls {
-        Some(cfg) => {
-            let mut server = axum_server::from_tcp_rustls(listener, cfg)?.handle(handle).map(|a| limits.acceptor(a));
-            tune(server.http_builder(), &limits);
-            server.serve(service).await?;
-        }
-        None => {
-            let mut server = axum_server::from_tcp(listener)?.handle(handle).map(|a| limits.acceptor(a));
-            tune(server.http_builder(), &limits);
-            server.serve(service).await?;
-        }
-    }
+    serve(listener, app(state), &how).await?;
     meta.close().await;
     tracing::info!("gateway stopped");
     Ok(())
@@ -395,23 +368,4 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     f.write_all(data)
-}
-
-/// Database URLs may carry a password; never print it.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(redact("postgres://u:secret@h:5432/db"), "postgres://***@h:5432/db");
-        assert_eq!(redact("sqlite:///x/y.db"), "sqlite:///x/y.db");
-    }
 }

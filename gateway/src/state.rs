@@ -27,6 +27,16 @@ pub struct AppState {
     pub s3_sealer: Arc<crate::auth::s3key::SecretSealer>,
 }
 
+impl crate::auth::AuthState for AppState {
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    fn trusted_proxies(&self) -> &TrustedProxies {
+        &self.settings.trusted_proxies
+    }
+}
+
 /// Runtime settings derived from the configuration.
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -6,9 +6,11 @@
 //! - [`nt`]: what the WinFsp adapter decides (NTSTATUS, attributes, FILETIME, create
 //!   options, write offsets, listings), platform-independent and tested everywhere;
 //! - `winfsp`: the WinFsp adapter (Windows only), FFI on top of [`nt`];
+//! - [`config`]: what a mount is told and how it fails (shared by `session` and the adapters);
 //! - [`session`]: starting a mount: cache directory, change feed, uploader, status file;
 //! - [`requests`]: `nimbus resolve`'s requests to a running mount, as files.
 
+pub mod config;
 pub mod core;
 #[cfg(unix)]
 pub mod fuse;

@@ -2,7 +2,7 @@
 //! the status file, serve until unmounted or signalled, and on a clean stop upload every
 //! pending write before letting go of the mount point.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use nimbus_client::Client;
 use nimbus_proto::drive::ProblemAction;
 use serde::Serialize;
 
+pub use crate::config::{DEFAULT_UPLOAD_DELAY, MountConfig, MountError};
 use crate::core::blocks::{BlockCache, CacheCounters};
 use crate::core::remote::Remote;
 use crate::core::status::ActivitySnapshot;
@@ -17,40 +18,6 @@ use crate::core::{Connectivity, Vfs, VfsConfig};
 
 /// How often the uploader retries pending writes and an offline mount probes the gateway.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
-
-/// The write-back delay the CLI and the desktop app use unless told otherwise.
-pub const DEFAULT_UPLOAD_DELAY: Duration = Duration::from_secs(1);
-
-#[derive(Debug, Clone)]
-pub struct MountConfig {
-    pub mountpoint: PathBuf,
-    /// Local cache and write-back journal (one mount per directory: it is locked).
-    pub cache_dir: PathBuf,
-    pub cache_size: u64,
-    pub cache_mem: u64,
-    /// How long a closed file waits before its upload starts (see [`VfsConfig::upload_delay`]).
-    pub upload_delay: std::time::Duration,
-    /// Where the status JSON is kept up to date (`nimbus mount status`, the desktop app).
-    pub status_file: PathBuf,
-    /// This device's name, used in conflict copy names.
-    pub host: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum MountError {
-    #[error("cannot reach the gateway: {0}")]
-    Gateway(String),
-    #[error("{0}")]
-    Cache(String),
-    #[error("cannot mount at {path}: {err}")]
-    Mount { path: String, err: std::io::Error },
-    #[error("{0}")]
-    Runtime(String),
-    /// A resolve request could not be carried out (the gateway refused again, no such
-    /// problem, the file is open).
-    #[error("{0}")]
-    Refused(String),
-}
 
 /// The status file's content (schema documented in docs/MOUNT.md).
 #[derive(Debug, Serialize)]
@@ -380,5 +347,41 @@ pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
     let _ = serve.join();
     let _ = std::fs::remove_file(&cfg.status_file);
     tracing::info!(mountpoint = %cfg.mountpoint.display(), "unmounted");
+    Ok(())
+}
+
+/// Mounts and serves in this process until Ctrl-C (or Ctrl-Break): then uploads every
+/// pending write and unmounts. The Windows counterpart of the Unix `run`.
+#[cfg(windows)]
+pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
+    let (rt, vfs) = start(client, &cfg)?;
+    let host = Serving::start(&rt, vfs.clone(), &cfg)?;
+    start_background(&rt, vfs.clone(), cfg.clone());
+    let target = crate::nt::request::mount_target(&cfg.mountpoint);
+    tracing::info!(mountpoint = %target, "mounted");
+
+    rt.block_on(async {
+        let mut ctrl_break = tokio::signal::windows::ctrl_break().ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match ctrl_break.as_mut() {
+                    Some(b) => { b.recv().await; }
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+        tracing::info!("unmounting: uploading pending writes first");
+        match tokio::time::timeout(Duration::from_secs(600), vfs.flush_all()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "some writes could not be uploaded; they stay in the journal for the next mount")
+            }
+            Err(_) => tracing::warn!("uploads took too long; the rest stay in the journal for the next mount"),
+        }
+    });
+    host.unmount_and_join();
+    let _ = std::fs::remove_file(&cfg.status_file);
+    tracing::info!(mountpoint = %target, "unmounted");
     Ok(())
 }

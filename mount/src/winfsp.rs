@@ -17,9 +17,8 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use nimbus_client::Client;
 use winfsp::constants::FspCleanupFlags;
 use winfsp::filesystem::{
     DirBuffer, DirBufferLock, DirInfo, DirMarker, FileInfo, FileSecurity, FileSystemContext, OpenFileInfo, VolumeInfo,
@@ -28,13 +27,13 @@ use winfsp::filesystem::{
 use winfsp::host::{FileSystemHost, VolumeParams};
 use winfsp::{FspError, U16CStr};
 
+use crate::config::{MountConfig, MountError};
 use crate::core::{Vfs, VfsError, VfsResult};
 use crate::nt::info::{self as ntinfo, SECTOR_SIZE};
 use crate::nt::ops::{self, Node, Read};
 use crate::nt::request::{MAX_NAME_UNITS, mount_target};
 use crate::nt::status::ntstatus::{STATUS_END_OF_FILE, STATUS_SUCCESS};
 use crate::nt::{log_failure, ntstatus};
-use crate::session::{MountConfig, MountError};
 
 /// How long WinFsp may reuse file, directory and volume information before asking again.
 /// Short, because other devices change the space; the core's cache answers the repeats.
@@ -396,39 +395,4 @@ fn mount_host(
     host.mount(target).map_err(|e| mount_err("cannot mount", e.to_string()))?;
     host.start_with_threads(DISPATCHER_THREADS).map_err(|e| mount_err("cannot start", e.to_string()))?;
     Ok(host)
-}
-
-/// Mounts and serves in this process until Ctrl-C (or Ctrl-Break): then uploads every
-/// pending write and unmounts. The Windows counterpart of `session::run`.
-pub fn run(client: Client, cfg: MountConfig) -> Result<(), MountError> {
-    let (rt, vfs) = crate::session::start(client, &cfg)?;
-    let host = HostThread::start(&rt, vfs.clone(), &cfg)?;
-    crate::session::start_background(&rt, vfs.clone(), cfg.clone());
-    let target = mount_target(&cfg.mountpoint);
-    tracing::info!(mountpoint = %target, "mounted");
-
-    rt.block_on(async {
-        let mut ctrl_break = tokio::signal::windows::ctrl_break().ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async {
-                match ctrl_break.as_mut() {
-                    Some(b) => { b.recv().await; }
-                    None => std::future::pending().await,
-                }
-            } => {}
-        }
-        tracing::info!("unmounting: uploading pending writes first");
-        match tokio::time::timeout(Duration::from_secs(600), vfs.flush_all()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "some writes could not be uploaded; they stay in the journal for the next mount")
-            }
-            Err(_) => tracing::warn!("uploads took too long; the rest stay in the journal for the next mount"),
-        }
-    });
-    host.unmount_and_join();
-    let _ = std::fs::remove_file(&cfg.status_file);
-    tracing::info!(mountpoint = %target, "unmounted");
-    Ok(())
 }

@@ -40,6 +40,7 @@ pub mod dav;
 pub mod garage;
 pub mod gateway;
 pub mod http;
+pub mod inproc;
 pub mod minio;
 pub mod mount;
 pub mod netproxy;

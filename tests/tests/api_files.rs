@@ -1,5 +1,6 @@
-//! Files, directories, ranges, conditional requests, move/copy, trash, versions, names, the
-//! block protocol and quotas, against every backend (docs/API.md).
+//! Files, directories, ranges, move/copy, trash, versions, case-insensitive names, the block
+//! protocol and quotas, against every backend (docs/API.md). Conditional requests and name
+//! rules, which are HTTP contract alone, are in api_contract.rs (in process).
 
 use std::collections::HashSet;
 
@@ -7,7 +8,7 @@ use anyhow::{Context, ensure};
 use futures::StreamExt;
 use nimbus_e2e::backend_test;
 use nimbus_e2e::data;
-use nimbus_e2e::http::{Api, encode_path, files_url, raw_request};
+use nimbus_e2e::http::{Api, encode_path, files_url};
 use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{BlockRef, EntryKind, Manifest, Me, MissingBlocksResponse, TrashList, VersionList};
 use reqwest::Method;
@@ -86,46 +87,6 @@ backend_test!(put_get_head, |gw| async move {
     api.get_file("/docs").await?.check_error_in(&[400, 409], "is_a_directory")?;
     // No token: 401.
     api.anonymous().get_file("/docs/sub/a.txt").await?.check_error(401, "unauthorized")?;
-    Ok(())
-});
-
-backend_test!(conditional_requests, |gw| async move {
-    let (_, api) = gw.user("alice", None).await?;
-    let e = api.put_file("/c.txt", "version one").await?.entry(201)?;
-    let v1 = e.version.context("version")?;
-    let etag = format!("\"{v1}\"");
-    let stale = format!("\"{}\"", v1 + 1000);
-
-    let r = get_with(&api, "/c.txt", "if-none-match", &etag).await?;
-    r.check(304)?;
-    ensure!(r.body.is_empty(), "304 with a body: {r}");
-    ensure!(r.header("etag").as_deref() == Some(etag.as_str()), "304 without the ETag: {:?}", r.headers);
-    let r = get_with(&api, "/c.txt", "if-none-match", &stale).await?;
-    r.check(200)?;
-    ensure!(r.body.as_ref() == b"version one");
-    get_with(&api, "/c.txt", "if-none-match", "*").await?.check(304)?;
-
-    get_with(&api, "/c.txt", "if-match", &stale).await?.check_error(412, "precondition_failed")?;
-    get_with(&api, "/c.txt", "if-match", &etag).await?.check(200)?;
-
-    // Conditional PUT.
-    let put = |cond: &'static str, value: String, body: &'static str| {
-        let api = api.clone();
-        async move { api.req(Method::PUT, &files_url("/c.txt")).header(cond, &value).body(body).send().await }
-    };
-    put("if-match", stale.clone(), "lost update").await?.check_error(412, "precondition_failed")?;
-    ensure!(content(&api, "/c.txt").await? == b"version one", "a refused PUT changed the file");
-    put("if-none-match", "*".into(), "create only").await?.check_error(412, "precondition_failed")?;
-    ensure!(content(&api, "/c.txt").await? == b"version one", "a refused PUT changed the file");
-    let e2 = put("if-match", etag.clone(), "version two").await?.entry(200)?;
-    ensure!(e2.version != Some(v1), "{e2:?}");
-    ensure!(content(&api, "/c.txt").await? == b"version two");
-    // The old ETag is now stale.
-    put("if-match", etag.clone(), "version three").await?.check_error(412, "precondition_failed")?;
-    get_with(&api, "/c.txt", "if-none-match", &etag).await?.check(200)?;
-
-    let r = api.req(Method::PUT, &files_url("/new.txt")).header("if-none-match", "*").body("fresh").send().await?;
-    r.entry(201)?;
     Ok(())
 });
 
@@ -565,48 +526,6 @@ backend_test!(versions, |gw| async move {
         .await?
         .check_error(404, "not_found")?;
     api.get(&format!("/api/v1/versions/{}", encode_path("/none.txt"))).await?.check_error(404, "not_found")?;
-    Ok(())
-});
-
-backend_test!(invalid_names, |gw| async move {
-    let (_, api) = gw.user("alice", None).await?;
-    let bad = ["a:b", "CON", "con.txt", "x.", "trail ", "a|b", "a\0b", "a<b", "a*b", "a?b", "LPT1", "a\u{1}b"];
-    for name in bad {
-        let path = format!("/ok/{name}");
-        let what = format!("{name:?}");
-        api.put_file(&path, "x")
-            .await?
-            .check_error_any(400, &["invalid_name", "invalid_path"])
-            .context(what.clone())?;
-        api.mkdir(&path).await?.check_error_any(400, &["invalid_name", "invalid_path"]).context(what.clone())?;
-        let r = api.post_json("/api/v1/move", &serde_json::json!({"from": "/ok", "to": path})).await?;
-        // `/ok` does not exist: either error is fine, but a bad name must not be accepted.
-        ensure!(r.status == 400 || r.status == 404, "move to {what}: {r}");
-    }
-    // Nothing was created, not even the parent.
-    ensure!(api.list_all("/", None).await?.is_empty(), "invalid names created something");
-    api.put_file("/ok/fine.txt", "x").await?.entry(201)?;
-    for name in bad {
-        let r = api
-            .post_json("/api/v1/move", &serde_json::json!({"from": "/ok/fine.txt", "to": format!("/ok/{name}")}))
-            .await?;
-        r.check_error_any(400, &["invalid_name", "invalid_path"]).with_context(|| format!("move to {name:?}"))?;
-        let r = api
-            .post_json("/api/v1/copy", &serde_json::json!({"from": "/ok/fine.txt", "to": format!("/{name}")}))
-            .await?;
-        r.check_error_any(400, &["invalid_name", "invalid_path"]).with_context(|| format!("copy to {name:?}"))?;
-    }
-    // Dot segments and empty components, sent raw so no URL parser resolves them first.
-    let token = api.token().context("token")?.to_string();
-    let auth = format!("Bearer {token}");
-    for target in ["/api/v1/files/ok/../ok/fine.txt", "/api/v1/files/ok/./fine.txt", "/api/v1/files/ok//fine.txt"] {
-        let r = raw_request(api.base(), "GET", target, &[("Authorization", &auth)], b"").await?;
-        r.check_error_any(400, &["invalid_name", "invalid_path"])?;
-    }
-    // A name too long (256 characters).
-    let long = "a".repeat(256);
-    api.put_file(&format!("/{long}"), "x").await?.check_error_any(400, &["invalid_name", "invalid_path"])?;
-    api.put_file(&format!("/{}", "b".repeat(255)), "x").await?.entry(201)?;
     Ok(())
 });
 

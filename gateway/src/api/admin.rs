@@ -14,7 +14,7 @@ use utoipa::IntoParams;
 use super::{Json, Query, id_cursor, page, page_limit, rfc3339};
 use crate::auth::{AdminUser, ClientIp, PasswordError, generate_password, hash_password};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{AuditFilter, NewAudit, UserCursor, UserOrder, UserRow, UserSort, UserUpdate};
+use crate::meta::{AuditFilter, NewAudit, SpaceId, UserCursor, UserOrder, UserRow, UserSort, UserUpdate};
 use crate::state::AppState;
 
 fn user_info(u: &UserRow) -> UserInfo {
@@ -388,8 +388,10 @@ pub async fn cache_warm(
     let path = super::parse_path(req.path.as_deref().unwrap_or("/"))?;
     let user = st.meta.user(req.user_id).await?.ok_or_else(|| ApiError::NotFound("no such user".into()))?;
     // Fail now, not in the background, if the folder does not exist.
-    st.meta.stat(user.id, &path).await?;
-    let status = st.warmer.start(st.meta.clone(), st.cache.clone(), user.id, path.clone());
+    // An administrator acting on the user's space.
+    let space = SpaceId::authenticated(user.id);
+    st.meta.stat(space, &path).await?;
+    let status = st.warmer.start(st.meta.clone(), st.cache.clone(), space, path.clone());
     audit(&st, &admin, ip, "cache_warm", format!("{}:{path}", user.username), None).await?;
     Ok((StatusCode::ACCEPTED, Json(status)).into_response())
 }

@@ -48,7 +48,7 @@ pub async fn missing(
     for h in &req.hashes {
         check_hash(h)?;
     }
-    let missing = st.meta.missing_blocks(user.id, &req.hashes).await?;
+    let missing = st.meta.missing_blocks(user.space, &req.hashes).await?;
     Ok(Json(MissingBlocksResponse { missing }))
 }
 
@@ -68,7 +68,7 @@ pub async fn put_block(
     body: Bytes,
 ) -> ApiResult<StatusCode> {
     check_hash(&hash)?;
-    let created = space::put_block(&st, user.id, &hash, body).await?;
+    let created = space::put_block(&st, user.space, &hash, body).await?;
     Ok(if created { StatusCode::CREATED } else { StatusCode::OK })
 }
 
@@ -90,7 +90,7 @@ pub async fn get_block(
     check_hash(&hash)?;
     let mode = cache_mode(&headers, &user)?;
     // Only blocks registered to the caller's space exist for them.
-    let Some(size) = st.meta.block_size_of(user.id, &hash).await? else {
+    let Some(size) = st.meta.block_size_of(user.space, &hash).await? else {
         return Err(ApiError::NotFound("no such block".into()));
     };
     let etag = format!("\"{hash}\"");
@@ -148,7 +148,7 @@ pub async fn commit(
     let base = if req.force { Base::Any } else { Base::Expect(req.base_version) };
     let spec = CommitSpec { base, blocks: &blocks, block_size: bs as i64, device: Some(&user.device) };
     let held = super::lock_tokens(&headers);
-    let (node, created, path) = st.meta.commit_held(user.id, &path, &spec, &held).await?;
+    let (node, created, path) = st.meta.commit_held(user.space, &path, &spec, &held).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }
@@ -168,7 +168,7 @@ pub async fn get_manifest(
     Query(q): Query<VersionQuery>,
 ) -> ApiResult<Json<Manifest>> {
     let path = space_path(&uri, "/api/v1/manifests/")?;
-    let m = st.meta.manifest(user.id, &path, q.version).await?;
+    let m = st.meta.manifest(user.space, &path, q.version).await?;
     Ok(Json(Manifest {
         path: m.path.to_string(),
         version: m.version.id,

@@ -91,17 +91,17 @@ pub async fn list(
     let wait = wait_secs(q.wait)?;
     let Some(raw) = q.cursor else {
         // No cursor: start from now (the client has just listed what it needs).
-        let latest = st.meta.latest_change(user.id).await?;
+        let latest = st.meta.latest_change(user.space).await?;
         return Ok(Json(ChangeList { changes: Vec::new(), cursor: latest.to_string(), reset: false }));
     };
     let cursor = parse_cursor(&raw)?;
     let deadline = Instant::now() + Duration::from_secs(wait);
     // Registered before the first query, so a change committed between a query and the wait
     // below still wakes it.
-    let mut watch = st.meta.watch_changes(user.id);
+    let mut watch = st.meta.watch_changes(user.space);
     loop {
         // Each query takes a pooled connection and gives it back: none is held while waiting.
-        let (rows, latest) = st.meta.changes_after(user.id, cursor, limit).await?;
+        let (rows, latest) = st.meta.changes_after(user.space, cursor, limit).await?;
         if cursor > latest {
             return Ok(Json(ChangeList { changes: Vec::new(), cursor: latest.to_string(), reset: true }));
         }

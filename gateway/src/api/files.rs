@@ -58,7 +58,7 @@ pub async fn get_file(
 ) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
     let mode = cache_mode(&headers, &user)?;
-    let m = st.meta.manifest(user.id, &path, q.version).await?;
+    let m = st.meta.manifest(user.space, &path, q.version).await?;
     let size = m.version.size.max(0) as u64;
     let etag = etag_of(m.version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
     // Seconds precision: HTTP dates cannot carry more.
@@ -120,7 +120,7 @@ pub async fn get_file(
     if method == Method::HEAD || len == 0 {
         return Ok((status, resp_headers, Body::empty()).into_response());
     }
-    let stream = space::open_range(&st, user.id, m.blocks, (start, end), mode).await?;
+    let stream = space::open_range(&st, user.space, m.blocks, (start, end), mode).await?;
     Ok((status, resp_headers, Body::from_stream(stream)).into_response())
 }
 
@@ -164,7 +164,7 @@ pub async fn put_file(
     let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0 };
     let held = lock_tokens(&headers);
     let mut stream = body.into_data_stream();
-    let result = space::put_stream_held(&st, user.id, &path, &mut stream, opts, &held).await;
+    let result = space::put_stream_held(&st, user.space, &path, &mut stream, opts, &held).await;
     if result.is_err() {
         drain_rejected(&mut stream).await;
     }
@@ -213,7 +213,7 @@ where
 )]
 pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
-    let trash_id = st.meta.trash_held(user.id, &path, &lock_tokens(&headers)).await?;
+    let trash_id = st.meta.trash_held(user.space, &path, &lock_tokens(&headers)).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -237,7 +237,7 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
 )]
 pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<Entry>> {
     let path = space_path(&uri, "/api/v1/stat/")?;
-    let (node, path) = st.meta.stat(user.id, &path).await?;
+    let (node, path) = st.meta.stat(user.space, &path).await?;
     Ok(Json(entry(&node, &path)))
 }
 
@@ -277,7 +277,7 @@ pub async fn list_dir(
         ),
         None => None,
     };
-    let (rows, path) = st.meta.list_dir(user.id, &path, after.as_deref(), limit + 1).await?;
+    let (rows, path) = st.meta.list_dir(user.space, &path, after.as_deref(), limit + 1).await?;
     let (rows, next_cursor) = page(rows, limit, |n| URL_SAFE_NO_PAD.encode(name_key(&n.name)));
     let entries = rows.iter().map(|n| path.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
     Ok(Json(DirListing { entries, next_cursor }))
@@ -293,7 +293,7 @@ pub async fn list_dir(
 )]
 pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, "/api/v1/dirs/")?;
-    let (node, created, path) = st.meta.mkdir_held(user.id, &path, &lock_tokens(&headers)).await?;
+    let (node, created, path) = st.meta.mkdir_held(user.space, &path, &lock_tokens(&headers)).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }
@@ -313,7 +313,7 @@ pub async fn move_entry(
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let (node, to) = st.meta.move_node_held(user.id, &from, &to, req.overwrite, &lock_tokens(&headers)).await?;
+    let (node, to) = st.meta.move_node_held(user.space, &from, &to, req.overwrite, &lock_tokens(&headers)).await?;
     Ok(Json(entry(&node, &to)))
 }
 
@@ -333,7 +333,7 @@ pub async fn copy_entry(
 ) -> ApiResult<Response> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
     let held = lock_tokens(&headers);
-    let (node, to) = st.meta.copy_node_held(user.id, &from, &to, req.overwrite, Some(&user.device), &held).await?;
+    let (node, to) = st.meta.copy_node_held(user.space, &from, &to, req.overwrite, Some(&user.device), &held).await?;
     Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
 }
 
@@ -347,7 +347,7 @@ pub async fn copy_entry(
 )]
 pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<VersionList>> {
     let path = space_path(&uri, "/api/v1/versions/")?;
-    let (node, rows) = st.meta.versions(user.id, &path).await?;
+    let (node, rows) = st.meta.versions(user.space, &path).await?;
     let versions = rows
         .into_iter()
         .map(|v| VersionInfo {
@@ -377,7 +377,7 @@ pub async fn restore_version(
     Json(req): Json<RestoreVersionRequest>,
 ) -> ApiResult<Json<Entry>> {
     let path = space_path(&uri, "/api/v1/versions/")?;
-    let (node, path) = st.meta.restore_version(user.id, &path, req.version, Some(&user.device)).await?;
+    let (node, path) = st.meta.restore_version(user.space, &path, req.version, Some(&user.device)).await?;
     Ok(Json(entry(&node, &path)))
 }
 
@@ -407,7 +407,7 @@ pub async fn delete_version(
     let raw = q.version.ok_or_else(|| ApiError::BadRequest("say which version to delete with ?version=ID".into()))?;
     // Not a version id of this file (whatever it looks like) is the same as a missing one.
     let version: i64 = raw.parse().map_err(|_| ApiError::NotFound("no such version".into()))?;
-    let freed = st.meta.delete_version(user.id, &path, version).await?;
+    let freed = st.meta.delete_version(user.space, &path, version).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),

@@ -18,6 +18,8 @@ use crate::error::ApiError;
 use crate::meta::NodeRow;
 use crate::state::AppState;
 
+pub use crate::headers::{LOCK_TOKEN_HEADER, lock_tokens};
+pub use crate::timefmt::rfc3339;
 pub use health::{LIVENESS_PATH, READINESS_PATH};
 
 mod admin;
@@ -36,7 +38,9 @@ mod trash;
 /// Largest JSON body accepted (a commit of a 40 GiB file lists 10,240 blocks: ~1 MiB).
 const JSON_LIMIT: usize = 4 * 1024 * 1024;
 
-pub fn router(state: AppState) -> Router {
+/// The REST API with `doors` (the routes other doors serve on the same listener: WebDAV)
+/// merged in, so that they share its fallback.
+pub fn router(state: AppState, doors: Router<AppState>) -> Router {
     let block_limit = state.settings.block_size as usize + 1024;
     let (api, _) = api_routes(block_limit).split_for_parts();
     Router::new()
@@ -47,7 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/", get(console::serve))
         .route("/admin/{*path}", get(console::serve))
         .merge(api)
-        .merge(crate::doors::dav::router())
+        .merge(doors)
         .fallback(not_found)
         .with_state(state)
 }
@@ -161,12 +165,6 @@ pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
     Ok(RemotePath::parse_url_encoded(rest)?)
 }
 
-pub fn rfc3339(ms: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
-}
-
 pub fn entry(node: &NodeRow, path: &RemotePath) -> Entry {
     Entry {
         id: node.id,
@@ -232,23 +230,6 @@ pub fn cache_mode(
         Some(v) if v == "normal" || v.is_empty() => Ok(crate::cache::CacheMode::Normal),
         Some(_) => Err(ApiError::BadRequest(format!("{CACHE_HEADER} accepts `bypass` or `normal`"))),
     }
-}
-
-/// The header with which a REST client that holds a WebDAV lock sends its token(s).
-pub const LOCK_TOKEN_HEADER: &str = "x-nimbus-lock-token";
-
-/// The lock tokens a request holds: every `X-Nimbus-Lock-Token` value, comma-separated lists
-/// allowed, with or without the `<...>` of WebDAV's Coded-URL form.
-pub fn lock_tokens(headers: &axum::http::HeaderMap) -> Vec<String> {
-    headers
-        .get_all(LOCK_TOKEN_HEADER)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().trim_start_matches('<').trim_end_matches('>').trim().to_string())
-        .filter(|t| !t.is_empty() && t.len() <= 256)
-        .take(16)
-        .collect()
 }
 
 /// Parses a client-supplied JSON path field with the shared rules.

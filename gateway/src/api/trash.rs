@@ -39,7 +39,7 @@ pub async fn list(
     Query(q): Query<TrashQuery>,
 ) -> ApiResult<Json<TrashList>> {
     let limit = page_limit(q.limit, 1000)?;
-    let rows = st.meta.list_trash(user.id, id_cursor(q.cursor.as_deref())?, limit + 1).await?;
+    let rows = st.meta.list_trash(user.space, id_cursor(q.cursor.as_deref())?, limit + 1).await?;
     let (rows, next_cursor) = page(rows, limit, |r| r.id.to_string());
     let entries = rows
         .into_iter()
@@ -84,7 +84,7 @@ pub async fn restore(
         None => None,
     };
     let held = super::lock_tokens(&headers);
-    let (node, path) = st.meta.restore_trash_held(user.id, id, to.as_ref(), &held).await?;
+    let (node, path) = st.meta.restore_trash_held(user.space, id, to.as_ref(), &held).await?;
     Ok(Json(entry(&node, &path)))
 }
 
@@ -98,7 +98,7 @@ pub async fn restore(
 )]
 pub async fn purge(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
     let id = trash_id(&id)?;
-    st.meta.purge_trash(user.id, Some(id)).await?;
+    st.meta.purge_trash(user.space, Some(id)).await?;
     audit_purge(&st, &user, Some(id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -111,7 +111,7 @@ pub async fn purge(State(st): State<AppState>, user: AuthUser, Path(id): Path<St
     responses((status = 204, description = "emptied"))
 )]
 pub async fn empty(State(st): State<AppState>, user: AuthUser) -> ApiResult<StatusCode> {
-    st.meta.purge_trash(user.id, None).await?;
+    st.meta.purge_trash(user.space, None).await?;
     audit_purge(&st, &user, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }

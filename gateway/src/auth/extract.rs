@@ -8,10 +8,10 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use nimbus_proto::wire::Role;
 
+use super::AuthState;
 use super::token::token_hash;
 use crate::error::ApiError;
-use crate::meta::now_ms;
-use crate::state::AppState;
+use crate::meta::{SpaceId, now_ms};
 
 /// Refresh `last_used_at` at most this often per token (it costs a write).
 const TOUCH_INTERVAL_MS: i64 = 60_000;
@@ -19,6 +19,8 @@ const TOUCH_INTERVAL_MS: i64 = 60_000;
 #[derive(Debug, Clone)]
 pub struct AuthUser {
     pub id: i64,
+    /// The user's space: what this authentication lets the request reach.
+    pub space: SpaceId,
     pub username: String,
     pub role: Role,
     pub token_id: i64,
@@ -31,10 +33,10 @@ impl AuthUser {
     }
 }
 
-impl FromRequestParts<AppState> for AuthUser {
+impl<S: AuthState> FromRequestParts<S> for AuthUser {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
         let token = header
             .strip_prefix("Bearer ")
@@ -52,20 +54,20 @@ impl AuthUser {
     /// user is disabled. Shared by every door that takes tokens (REST, WebDAV). `ip` (the
     /// client's address) is recorded with the token's last use for the device list. Never
     /// throttled: a token is 256 random bits, there is nothing to guess.
-    pub async fn from_token(state: &AppState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
+    pub async fn from_token(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
         if token.is_empty() || token.len() > 256 {
             return Err(ApiError::Unauthorized);
         }
         // Found by the hash of the secret; the secret itself is never compared or logged.
-        let row = state.meta.token_auth(&token_hash(token)).await?.ok_or(ApiError::Unauthorized)?;
+        let row = state.meta().token_auth(&token_hash(token)).await?.ok_or(ApiError::Unauthorized)?;
         let now = now_ms();
         if row.revoked_at.is_some() || row.expires_at <= now || row.disabled {
             return Err(ApiError::Unauthorized);
         }
         if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
             let ip = ip.map(|i| i.to_string());
-            state.meta.mark_token_used(row.token_id, now, ip.as_deref());
-            let meta = state.meta.clone();
+            state.meta().mark_token_used(row.token_id, now, ip.as_deref());
+            let meta = state.meta().clone();
             let id = row.token_id;
             tokio::spawn(async move {
                 if let Err(e) = meta.touch_token(id, ip.as_deref()).await {
@@ -75,6 +77,7 @@ impl AuthUser {
         }
         Ok(AuthUser {
             id: row.user_id,
+            space: SpaceId::authenticated(row.user_id),
             username: row.username,
             role: Role::parse(&row.role).unwrap_or(Role::User),
             token_id: row.token_id,
@@ -87,10 +90,10 @@ impl AuthUser {
 #[derive(Debug, Clone)]
 pub struct AdminUser(pub AuthUser);
 
-impl FromRequestParts<AppState> for AdminUser {
+impl<S: AuthState> FromRequestParts<S> for AdminUser {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let user = AuthUser::from_request_parts(parts, state).await?;
         if !user.is_admin() {
             return Err(ApiError::Forbidden("this needs an administrator account".into()));
@@ -106,16 +109,16 @@ impl FromRequestParts<AppState> for AdminUser {
 pub struct ClientIp(pub Option<IpAddr>);
 
 impl ClientIp {
-    pub fn of(parts: &Parts, state: &AppState) -> ClientIp {
+    pub fn of(parts: &Parts, state: &impl AuthState) -> ClientIp {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        ClientIp(peer.map(|p| state.settings.trusted_proxies.client_address(p, &parts.headers)))
+        ClientIp(peer.map(|p| state.trusted_proxies().client_address(p, &parts.headers)))
     }
 }
 
-impl FromRequestParts<AppState> for ClientIp {
+impl<S: AuthState> FromRequestParts<S> for ClientIp {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(ClientIp::of(parts, state))
     }
 }

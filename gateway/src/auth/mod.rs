@@ -11,6 +11,13 @@ pub mod throttle;
 mod token;
 
 pub use extract::{AdminUser, AuthUser, ClientIp};
+
+/// What the extractors need from the application's state. A trait so that `auth` does not
+/// depend on `state`, which holds auth's parts (`state` implements it for `AppState`).
+pub trait AuthState: Send + Sync {
+    fn meta(&self) -> &crate::meta::Meta;
+    fn trusted_proxies(&self) -> &TrustedProxies;
+}
 pub use forwarded::{TrustedProxies, client_key};
 pub use password::{
     GateError, MIN_PASSWORD_LEN, PasswordError, PasswordGate, generate_password, hash_password, verify_password,

@@ -81,6 +81,16 @@ pub enum GateError {
     Task(String),
 }
 
+// Here rather than in `error`: the error type stays a leaf that knows no auth types.
+impl From<GateError> for crate::error::ApiError {
+    fn from(e: GateError) -> Self {
+        match e {
+            GateError::Busy => crate::error::ApiError::Busy { retry_after: 1 },
+            other => crate::error::ApiError::internal(other),
+        }
+    }
+}
+
 impl PasswordGate {
     pub fn new(concurrency: usize) -> Self {
         Self::with_limits(concurrency, WAITERS_PER_PERMIT, MAX_WAIT)

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use nimbus_proto::RemotePath;
 
 use super::{BlockCache, CacheMode};
-use crate::meta::{Meta, MetaError};
+use crate::meta::{Meta, MetaError, SpaceId};
 
 /// Blocks read at once by one job: enough to keep the store busy, little enough to leave
 /// room for users.
@@ -41,8 +41,9 @@ impl Warmer {
         }
     }
 
-    /// Starts warming `path` of `user_id`'s space; returns the job's first status.
-    pub fn start(self: &Arc<Self>, meta: Meta, cache: Arc<BlockCache>, user_id: i64, path: RemotePath) -> WarmStatus {
+    /// Starts warming `path` of `space`; returns the job's first status.
+    pub fn start(self: &Arc<Self>, meta: Meta, cache: Arc<BlockCache>, space: SpaceId, path: RemotePath) -> WarmStatus {
+        let user_id = space.get();
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let status = WarmStatus {
             id,
@@ -68,7 +69,7 @@ impl Warmer {
         }
         let me = self.clone();
         tokio::spawn(async move {
-            let result = me.run(id, &meta, &cache, user_id, &path).await;
+            let result = me.run(id, &meta, &cache, space, &path).await;
             me.update(id, |s| match result {
                 Ok(()) => s.state = WarmState::Done,
                 Err(e) => {
@@ -80,7 +81,14 @@ impl Warmer {
         status
     }
 
-    async fn run(&self, id: u64, meta: &Meta, cache: &BlockCache, user: i64, root: &RemotePath) -> Result<(), String> {
+    async fn run(
+        &self,
+        id: u64,
+        meta: &Meta,
+        cache: &BlockCache,
+        user: SpaceId,
+        root: &RemotePath,
+    ) -> Result<(), String> {
         let files = list_files(meta, user, root).await.map_err(|e| e.to_string())?;
         let bytes: u64 = files.iter().map(|(_, size)| size).sum();
         self.update(id, |s| {
@@ -93,7 +101,7 @@ impl Warmer {
             let Ok(m) = meta.manifest(user, &path, None).await else { continue };
             let reads = m.blocks.into_iter().map(|b| async move {
                 let size = b.size.max(0) as usize;
-                cache.read(user, &b.hash, 0..size, CacheMode::Normal).await.map(|_| size as u64)
+                cache.read(user.get(), &b.hash, 0..size, CacheMode::Normal).await.map(|_| size as u64)
             });
             let mut reads = futures::stream::iter(reads).buffer_unordered(PARALLEL);
             while let Some(r) = reads.next().await {
@@ -107,7 +115,7 @@ impl Warmer {
 }
 
 /// Every file under `root` (or `root` itself if it is a file), with sizes.
-async fn list_files(meta: &Meta, space: i64, root: &RemotePath) -> Result<Vec<(RemotePath, u64)>, MetaError> {
+async fn list_files(meta: &Meta, space: SpaceId, root: &RemotePath) -> Result<Vec<(RemotePath, u64)>, MetaError> {
     let (node, canon) = meta.stat(space, root).await?;
     if !node.is_dir() {
         return Ok(vec![(canon, node.size.max(0) as u64)]);

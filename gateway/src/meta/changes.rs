@@ -5,6 +5,7 @@
 //! order of `seq` is the order of commits: a reader that has seen seq N will never see a
 //! smaller one of the same space appear later.
 
+use super::SpaceId;
 use super::hot::ChangeWatch;
 use super::{Meta, MetaResult, on_pool};
 
@@ -24,7 +25,8 @@ pub struct ChangeRow {
 
 impl Meta {
     /// The seq of the space's newest change, 0 if it has none.
-    pub async fn latest_change(&self, space: i64) -> MetaResult<i64> {
+    pub async fn latest_change(&self, space: SpaceId) -> MetaResult<i64> {
+        let space = space.get();
         let latest: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT MAX(seq) FROM changes WHERE space_id = $1")
             .bind(space)
             .fetch_one(p)
@@ -35,8 +37,9 @@ impl Meta {
     /// Up to `limit` changes of the space with seq > `after`, oldest first, and the space's
     /// latest seq, read before them (so a cursor beyond it is one the database never issued
     /// for this space, e.g. after a restore from backup).
-    pub async fn changes_after(&self, space: i64, after: i64, limit: i64) -> MetaResult<(Vec<ChangeRow>, i64)> {
-        let latest = self.latest_change(space).await?;
+    pub async fn changes_after(&self, space: SpaceId, after: i64, limit: i64) -> MetaResult<(Vec<ChangeRow>, i64)> {
+        let space = space.get();
+        let latest = self.latest_change(SpaceId::stored(space)).await?;
         if after > latest {
             return Ok((Vec::new(), latest));
         }
@@ -55,7 +58,8 @@ impl Meta {
 
     /// Registers for wake-ups when this process commits a change of `space`. Register before
     /// querying: a change committed between the query and the wait then still wakes.
-    pub fn watch_changes(&self, space: i64) -> ChangeWatch {
+    pub fn watch_changes(&self, space: SpaceId) -> ChangeWatch {
+        let space = space.get();
         self.hot.watch_space(space)
     }
 }
@@ -71,12 +75,12 @@ mod tests {
         RemotePath::parse(s).expect("valid path")
     }
 
-    async fn sqlite() -> (tempfile::TempDir, Meta, i64) {
+    async fn sqlite() -> (tempfile::TempDir, Meta, SpaceId) {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!("sqlite://{}", dir.path().join("meta.db").display());
         let meta = Meta::connect(&url).await.expect("connect");
         let user = meta.create_user("alice", "x", "user", None).await.expect("user");
-        (dir, meta, user.id)
+        (dir, meta, SpaceId::stored(user.id))
     }
 
     fn ops(rows: &[ChangeRow]) -> Vec<(String, String, String, Option<String>)> {
@@ -155,8 +159,8 @@ mod tests {
             .await
             .expect("create db");
         let meta = Meta::connect(&with_database(&admin, &name)).await.expect("connect");
-        let space = meta.create_user("alice", "x", "user", None).await.expect("user").id;
-        let other = meta.create_user("bob", "x", "user", None).await.expect("user").id;
+        let space = SpaceId::stored(meta.create_user("alice", "x", "user", None).await.expect("user").id);
+        let other = SpaceId::stored(meta.create_user("bob", "x", "user", None).await.expect("user").id);
 
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = {

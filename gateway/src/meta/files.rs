@@ -4,6 +4,7 @@
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
+use super::SpaceId;
 use super::locks::check_locks;
 use super::tree::{CHILD_SQL, NODE_SQL, ensure_dir, journal, resolve};
 use super::usage::{REFERENCED, UsageTx};
@@ -58,8 +59,10 @@ impl Meta {
     /// A held block nothing references (garbage awaiting collection) is charged again as
     /// pending, so announcing blocks cannot keep data alive outside the quota; one that no
     /// longer fits is reported missing (its upload then meets the quota).
-    pub async fn missing_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<String>> {
-        let mut held: std::collections::HashSet<String> = self.touch_blocks(space, hashes).await?.into_iter().collect();
+    pub async fn missing_blocks(&self, space: SpaceId, hashes: &[String]) -> MetaResult<Vec<String>> {
+        let space = space.get();
+        let mut held: std::collections::HashSet<String> =
+            self.touch_blocks(SpaceId::stored(space), hashes).await?.into_iter().collect();
         let touched: Vec<String> = held.iter().cloned().collect();
         for chunk in touched.chunks(CHUNK) {
             let sql = format!(
@@ -75,7 +78,7 @@ impl Meta {
                 q.fetch_all(p).await?
             });
             for b in garbage {
-                match self.claim_block(space, &b.hash, b.size, 0).await {
+                match self.claim_block(SpaceId::stored(space), &b.hash, b.size, 0).await {
                     Ok(Claim::Held) => {}
                     Ok(Claim::Write) | Err(MetaError::QuotaExceeded(_)) => {
                         held.remove(&b.hash);
@@ -93,7 +96,8 @@ impl Meta {
     /// is charged as pending against the quota (with `allowance`, see [`Limit::Quota`]; room is
     /// made first) and its row inserted unstored: [`Claim::Write`]. A row another upload left
     /// unstored is reused without a second charge. Fails with [`MetaError::QuotaExceeded`].
-    pub async fn claim_block(&self, space: i64, hash: &str, size: i64, allowance: i64) -> MetaResult<Claim> {
+    pub async fn claim_block(&self, space: SpaceId, hash: &str, size: i64, allowance: i64) -> MetaResult<Claim> {
+        let space = space.get();
         let now = now_ms();
         let referenced = format!("SELECT {REFERENCED} FROM blocks b WHERE b.space_id = $1 AND b.hash = $2");
         let limit = Limit::Quota { allowance };
@@ -138,7 +142,8 @@ impl Meta {
     /// Ends the pending charge of those of `hashes` nothing references (no version, no S3
     /// multipart upload): the blocks of an upload that failed. They stay in the store until
     /// garbage collection; if a commit uses them meanwhile, it charges them then.
-    pub async fn release_pending(&self, space: i64, hashes: &[String]) -> MetaResult<()> {
+    pub async fn release_pending(&self, space: SpaceId, hashes: &[String]) -> MetaResult<()> {
+        let space = space.get();
         let mut distinct = hashes.to_vec();
         distinct.sort();
         distinct.dedup();
@@ -169,14 +174,16 @@ impl Meta {
     /// and commits. False if the claim is gone (garbage collection took the unstored row, and
     /// with it maybe the object just written): the caller writes the object again and then
     /// [`Meta::register_block`]s it, as an upload that finds no row does.
-    pub async fn block_stored(&self, space: i64, hash: &str) -> MetaResult<bool> {
+    pub async fn block_stored(&self, space: SpaceId, hash: &str) -> MetaResult<bool> {
+        let space = space.get();
         let n = on_pool!(self, p => sqlx::query("UPDATE blocks SET stored = TRUE, touched_at = $3 WHERE space_id = $1 AND hash = $2")
             .bind(space).bind(hash).bind(now_ms()).execute(p).await?.rows_affected());
         Ok(n > 0)
     }
 
     /// The blocks among `hashes` that the space holds, with their sizes.
-    pub async fn held_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<BlockEntry>> {
+    pub async fn held_blocks(&self, space: SpaceId, hashes: &[String]) -> MetaResult<Vec<BlockEntry>> {
+        let space = space.get();
         let mut held = Vec::new();
         for chunk in hashes.chunks(CHUNK) {
             let sql = format!(
@@ -196,7 +203,8 @@ impl Meta {
     }
 
     /// The size of a block the space holds, or None.
-    pub async fn block_size_of(&self, space: i64, hash: &str) -> MetaResult<Option<i64>> {
+    pub async fn block_size_of(&self, space: SpaceId, hash: &str) -> MetaResult<Option<i64>> {
+        let space = space.get();
         let n: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2 AND stored")
             .bind(space).bind(hash).fetch_optional(p).await?);
         Ok(n)
@@ -204,7 +212,8 @@ impl Meta {
 
     /// Records that the store holds this block for the space (found there, not uploaded
     /// through a claim), charged as pending: bytes in the store count whatever brought them.
-    pub async fn register_block(&self, space: i64, hash: &str, size: i64) -> MetaResult<()> {
+    pub async fn register_block(&self, space: SpaceId, hash: &str, size: i64) -> MetaResult<()> {
+        let space = space.get();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let n = sqlx::query(
@@ -225,22 +234,24 @@ impl Meta {
     /// together. Returns the node and whether the file was created.
     pub async fn commit(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         spec: &CommitSpec<'_>,
     ) -> MetaResult<(NodeRow, bool, RemotePath)> {
-        self.commit_held(space, path, spec, &[]).await
+        let space = space.get();
+        self.commit_held(SpaceId::stored(space), path, spec, &[]).await
     }
 
     /// [`Meta::commit`] for a caller holding the lock tokens `lock_tokens`: refused with
     /// [`MetaError::Locked`] while the path is locked by a lock not held.
     pub async fn commit_held(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         spec: &CommitSpec<'_>,
         lock_tokens: &[String],
     ) -> MetaResult<(NodeRow, bool, RemotePath)> {
+        let space = space.get();
         let (parent_path, name) = match (path.parent(), path.name()) {
             (Some(pp), Some(n)) => (pp, n),
             _ => return Err(MetaError::IsADirectory("the root is a folder".into())),
@@ -255,7 +266,7 @@ impl Meta {
         let mut distinct: Vec<String> = spec.blocks.iter().map(|b| b.hash.clone()).collect();
         distinct.sort();
         distinct.dedup();
-        let held = self.held_blocks(space, &distinct).await?;
+        let held = self.held_blocks(SpaceId::stored(space), &distinct).await?;
         let missing: Vec<&String> = distinct.iter().filter(|h| !held.iter().any(|b| &b.hash == *h)).collect();
         if !missing.is_empty() {
             return Err(MetaError::MissingBlocks(format!(
@@ -380,7 +391,8 @@ impl Meta {
 
     /// The block list of the file's current version, or of `version` if given (it must be a
     /// version of this very file).
-    pub async fn manifest(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
+    pub async fn manifest(&self, space: SpaceId, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
+        let space = space.get();
         // Stamp first: a change committed while we read makes this entry stale at once.
         let stamp = self.hot.manifest_stamp(space);
         let key = (space, name_key(&path.to_string()), version);
@@ -413,7 +425,8 @@ impl Meta {
     }
 
     /// Versions of a file, newest first.
-    pub async fn versions(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, Vec<VersionRow>)> {
+    pub async fn versions(&self, space: SpaceId, path: &RemotePath) -> MetaResult<(NodeRow, Vec<VersionRow>)> {
+        let space = space.get();
         on_pool!(self, p => {
             let (node, _) = resolve!(p, space, path)?;
             if node.is_dir() {
@@ -431,11 +444,12 @@ impl Meta {
     /// Makes an earlier version's content current again, as a new version.
     pub async fn restore_version(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         version: i64,
         device: Option<&str>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        let space = space.get();
         let now = now_ms();
         let shown = path.to_string();
         on_pool!(self, p => {

@@ -9,6 +9,7 @@
 //!   with a retryable conflict) or has already referenced the blocks (and GC keeps them);
 //! - an uploader that finds the row gone writes the object again before registering it.
 
+use super::SpaceId;
 use super::usage::UsageTx;
 use super::{Limit, Meta, MetaResult, Usage, begin_space, now_ms, on_pool};
 
@@ -18,6 +19,13 @@ pub struct BlockRow {
     pub space_id: i64,
     pub hash: String,
     pub size: i64,
+}
+
+impl BlockRow {
+    /// The space that holds the block (from the metadata's own row).
+    pub fn space(&self) -> SpaceId {
+        SpaceId::stored(self.space_id)
+    }
 }
 
 /// A registered block nothing references (no version, no unfinished S3 multipart upload)
@@ -35,7 +43,8 @@ fn in_list(first_param: usize, n: usize) -> String {
 impl Meta {
     /// Marks the blocks among `hashes` that the space holds as just used and returns them:
     /// a client told "present" must find them still there when it commits.
-    pub async fn touch_blocks(&self, space: i64, hashes: &[String]) -> MetaResult<Vec<String>> {
+    pub async fn touch_blocks(&self, space: SpaceId, hashes: &[String]) -> MetaResult<Vec<String>> {
+        let space = space.get();
         let now = now_ms();
         let mut held = Vec::new();
         for chunk in hashes.chunks(500) {
@@ -71,7 +80,7 @@ impl Meta {
     /// its object is not.
     pub async fn gc_remove<F, Fut>(
         &self,
-        space: i64,
+        space: SpaceId,
         hashes: &[String],
         cutoff_ms: i64,
         delete_objects: F,
@@ -80,6 +89,7 @@ impl Meta {
         F: FnOnce(Vec<String>) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
+        let space = space.get();
         let sql = format!(
             "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} \
              RETURNING space_id, hash, size, pending",
@@ -135,11 +145,12 @@ impl Meta {
     /// missing-check reports it missing, and the next upload of its bytes (which a client with
     /// the data then sends) writes the object again and heals every file using it. True if
     /// marked.
-    pub async fn mark_block_damaged<F, Fut>(&self, space: i64, hash: &str, still_bad: F) -> MetaResult<bool>
+    pub async fn mark_block_damaged<F, Fut>(&self, space: SpaceId, hash: &str, still_bad: F) -> MetaResult<bool>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = bool>,
     {
+        let space = space.get();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let stored: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
@@ -159,11 +170,12 @@ impl Meta {
     /// or a new row is inserted untouched and charged as pending (bytes in the store count
     /// whatever brought them; GC reclaims the block after its grace period unless a commit uses
     /// it first). True if registered.
-    pub async fn register_found<F, Fut>(&self, space: i64, hash: &str, size: i64, intact: F) -> MetaResult<bool>
+    pub async fn register_found<F, Fut>(&self, space: SpaceId, hash: &str, size: i64, intact: F) -> MetaResult<bool>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = bool>,
     {
+        let space = space.get();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let stored: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
@@ -198,11 +210,12 @@ impl Meta {
     /// only if the space still has no row for it (an upload claims its row under this lock
     /// before it writes, so an object it is about to write or register is never removed),
     /// runs `remove` (which re-checks the object and deletes it). True if `remove` did.
-    pub async fn remove_unregistered_object<F, Fut>(&self, space: i64, hash: &str, remove: F) -> MetaResult<bool>
+    pub async fn remove_unregistered_object<F, Fut>(&self, space: SpaceId, hash: &str, remove: F) -> MetaResult<bool>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = bool>,
     {
+        let space = space.get();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let row: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
@@ -222,7 +235,8 @@ impl Meta {
     }
 
     /// The paths of the files with a version (current or older) that uses the block.
-    pub async fn files_using(&self, space: i64, hash: &str) -> MetaResult<Vec<String>> {
+    pub async fn files_using(&self, space: SpaceId, hash: &str) -> MetaResult<Vec<String>> {
+        let space = space.get();
         let ids: Vec<i64> = on_pool!(self, p => sqlx::query_scalar(
             "SELECT DISTINCT v.node_id FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
              WHERE v.space_id = $1 AND vb.hash = $2 ORDER BY v.node_id",

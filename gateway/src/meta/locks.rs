@@ -9,6 +9,7 @@
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
+use super::SpaceId;
 use super::{Meta, MetaError, MetaResult, begin_space, now_ms, on_pool};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -197,7 +198,8 @@ pub enum PropPatch {
 
 impl Meta {
     /// The live locks of a space.
-    pub async fn live_locks(&self, space: i64) -> MetaResult<Vec<LockRow>> {
+    pub async fn live_locks(&self, space: SpaceId) -> MetaResult<Vec<LockRow>> {
+        let space = space.get();
         on_pool!(self, p => Ok(sqlx::query_as(LIVE_LOCKS_SQL).bind(space).bind(now_ms()).fetch_all(p).await?))
     }
 
@@ -206,12 +208,13 @@ impl Meta {
     /// upload before its body is read, metadata-only writes); those check again inside.
     pub async fn check_unlocked(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         subtree: bool,
         held: &[String],
     ) -> MetaResult<()> {
-        let locks = self.live_locks(space).await?;
+        let space = space.get();
+        let locks = self.live_locks(SpaceId::stored(space)).await?;
         match conflict(&locks, &lock_key(path), subtree, held) {
             Some(l) => Err(locked_error(&path.to_string(), l)),
             None => Ok(()),
@@ -243,7 +246,8 @@ impl Meta {
     }
 
     /// Extends a live lock of the space; None if there is no such lock.
-    pub async fn refresh_lock(&self, space: i64, token: &str, timeout_ms: i64) -> MetaResult<Option<LockRow>> {
+    pub async fn refresh_lock(&self, space: SpaceId, token: &str, timeout_ms: i64) -> MetaResult<Option<LockRow>> {
+        let space = space.get();
         let now = now_ms();
         on_pool!(self, p => {
             let n = sqlx::query("UPDATE dav_locks SET timeout_ms = $3, expires_at = $4 WHERE space_id = $1 AND token = $2 AND expires_at > $5")
@@ -258,7 +262,8 @@ impl Meta {
     }
 
     /// Releases a lock of the space; false if the space has no such live lock.
-    pub async fn delete_lock(&self, space: i64, token: &str) -> MetaResult<bool> {
+    pub async fn delete_lock(&self, space: SpaceId, token: &str) -> MetaResult<bool> {
+        let space = space.get();
         on_pool!(self, p => {
             let n = sqlx::query("DELETE FROM dav_locks WHERE space_id = $1 AND token = $2 AND expires_at > $3")
                 .bind(space).bind(token).bind(now_ms())
@@ -268,49 +273,25 @@ impl Meta {
     }
 
     /// Releases every lock on `path` and below.
-    pub async fn delete_locks_under(&self, space: i64, path: &RemotePath) -> MetaResult<()> {
+    pub async fn delete_locks_under(&self, space: SpaceId, path: &RemotePath) -> MetaResult<()> {
+        let space = space.get();
         on_pool!(self, p => {
             drop_locks_under!(p, space, path)?;
         });
         Ok(())
     }
 
-    /// Sets the creation and/or modification time (Unix ms) of the node at `path`: what a
-    /// WebDAV client sends as `Win32CreationTime` / `Win32LastModifiedTime` after copying a
-    /// file in, so the file keeps its own dates. Refused while locked by a lock not in `held`.
-    pub async fn set_times(
-        &self,
-        space: i64,
-        path: &RemotePath,
-        created: Option<i64>,
-        modified: Option<i64>,
-        held: &[String],
-    ) -> MetaResult<()> {
-        if created.is_none() && modified.is_none() {
-            return Ok(());
-        }
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (node, canon) = super::tree::resolve!(&mut *tx, space, path)?;
-            check_locks!(&mut *tx, space, &canon, false, held)?;
-            sqlx::query("UPDATE nodes SET created_at = COALESCE($2, created_at), modified_at = COALESCE($3, modified_at) WHERE id = $1")
-                .bind(node.id).bind(created).bind(modified)
-                .execute(&mut *tx).await?;
-            tx.commit().await?;
-        });
-        self.invalidate(super::notify::Invalidate::Space(space)).await;
-        Ok(())
-    }
-
     /// The dead properties of the node at `path`.
-    pub async fn dav_props(&self, space: i64, path: &RemotePath) -> MetaResult<Vec<PropRow>> {
-        let (node, _) = self.stat(space, path).await?;
+    pub async fn dav_props(&self, space: SpaceId, path: &RemotePath) -> MetaResult<Vec<PropRow>> {
+        let space = space.get();
+        let (node, _) = self.stat(SpaceId::stored(space), path).await?;
         on_pool!(self, p => Ok(sqlx::query_as("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1 ORDER BY ns, name")
             .bind(node.id).fetch_all(p).await?))
     }
 
     /// The dead properties of the node with id `node` of `space` (a listing knows the id).
-    pub async fn dav_props_of(&self, space: i64, node: i64) -> MetaResult<Vec<PropRow>> {
+    pub async fn dav_props_of(&self, space: SpaceId, node: i64) -> MetaResult<Vec<PropRow>> {
+        let space = space.get();
         on_pool!(self, p => Ok(sqlx::query_as(
             "SELECT d.ns, d.name, d.prefix, d.xml FROM dav_props d JOIN nodes n ON n.id = d.node_id \
              WHERE d.node_id = $1 AND n.space_id = $2 ORDER BY d.ns, d.name")
@@ -323,11 +304,12 @@ impl Meta {
     /// set operations that did not fit (`Ok(Err(..))`).
     pub async fn patch_dav_props(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         ops: &[PropPatch],
     ) -> MetaResult<Result<(), Vec<usize>>> {
-        let (node, _) = self.stat(space, path).await?;
+        let space = space.get();
+        let (node, _) = self.stat(SpaceId::stored(space), path).await?;
         on_pool!(self, p => {
             // The space lock serialises PROPPATCHes, so two cannot pass the limits together.
             let mut tx = begin_space!(p, space)?;
@@ -359,9 +341,10 @@ impl Meta {
     }
 
     /// Copies the dead properties of the node at `from` to the node at `to` (after a copy).
-    pub async fn copy_dav_props(&self, space: i64, from: &RemotePath, to: &RemotePath) -> MetaResult<()> {
-        let (src, _) = self.stat(space, from).await?;
-        let (dst, _) = self.stat(space, to).await?;
+    pub async fn copy_dav_props(&self, space: SpaceId, from: &RemotePath, to: &RemotePath) -> MetaResult<()> {
+        let space = space.get();
+        let (src, _) = self.stat(SpaceId::stored(space), from).await?;
+        let (dst, _) = self.stat(SpaceId::stored(space), to).await?;
         on_pool!(self, p => {
             sqlx::query(
                 "INSERT INTO dav_props (node_id, ns, name, prefix, xml) SELECT $2, ns, name, prefix, xml FROM dav_props WHERE node_id = $1 \

@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
 
+use super::SpaceId;
 use super::tree::journal;
 use super::usage::{Usage, apply_usage};
 use super::{Meta, MetaError, MetaResult, begin_space, now_ms, on_pool};
@@ -95,7 +96,7 @@ pub fn parse_trash_retention(s: &str) -> Result<Option<Duration>, String> {
 }
 
 fn positive(s: &str) -> Result<Duration, String> {
-    let d = crate::ops::parse_duration(s)?;
+    let d = crate::timefmt::parse_duration(s)?;
     if d.is_zero() {
         return Err(format!("`{s}` must be longer than 0"));
     }
@@ -320,7 +321,8 @@ retention_tx!(sqlx::PgConnection);
 impl Meta {
     /// Applies `retention` to one space: purges trash items past the trash retention and thins
     /// the older versions of its live files by the version policy.
-    pub async fn apply_retention(&self, space: i64, retention: &Retention) -> MetaResult<Expired> {
+    pub async fn apply_retention(&self, space: SpaceId, retention: &Retention) -> MetaResult<Expired> {
+        let space = space.get();
         let now = now_ms();
         let mut out = Expired::default();
         if let Some(keep) = retention.trash {
@@ -375,7 +377,13 @@ impl Meta {
 
     /// Deletes one older version of the file at `path`. The current version cannot be deleted
     /// (delete the file instead). Returns the bytes freed.
-    pub async fn delete_version(&self, space: i64, path: &nimbus_proto::RemotePath, version: i64) -> MetaResult<i64> {
+    pub async fn delete_version(
+        &self,
+        space: SpaceId,
+        path: &nimbus_proto::RemotePath,
+        version: i64,
+    ) -> MetaResult<i64> {
+        let space = space.get();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
             let (node, _) = super::tree::resolve!(&mut *tx, space, path)?;

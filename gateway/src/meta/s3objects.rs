@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use super::SpaceId;
 use super::usage::{REFERENCED, UsageTx};
 use super::{BlockEntry, Limit, Meta, MetaResult, NodeRow, Usage, begin_space, node_cols, now_ms, on_pool};
 
@@ -60,12 +61,13 @@ impl Meta {
     /// that piece: the order S3 listings walk a folder in (`doors/s3/listing.rs`).
     pub async fn s3_children(
         &self,
-        space: i64,
+        space: SpaceId,
         dir: i64,
         from: &str,
         inclusive: bool,
         limit: i64,
     ) -> MetaResult<Vec<NodeRow>> {
+        let space = space.get();
         let sql = if inclusive { S3_CHILDREN_SQL } else { S3_CHILDREN_AFTER_SQL };
         Ok(on_pool!(self, p => sqlx::query_as::<_, NodeRow>(sql)
             .bind(dir).bind(space).bind(from).bind(limit)

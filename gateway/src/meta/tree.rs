@@ -7,6 +7,7 @@
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
+use super::SpaceId;
 use super::locks::{check_locks, drop_locks_under};
 use super::retention::RetentionTx;
 use super::usage::UsageTx;
@@ -204,18 +205,20 @@ pub struct TrashItem {
 
 impl Meta {
     /// The node at `path` and its canonical path.
-    pub async fn stat(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, RemotePath)> {
+    pub async fn stat(&self, space: SpaceId, path: &RemotePath) -> MetaResult<(NodeRow, RemotePath)> {
+        let space = space.get();
         on_pool!(self, p => resolve!(p, space, path))
     }
 
     /// Up to `limit` children of a directory, ordered by name key, after the key `after`.
     pub async fn list_dir(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         after: Option<&str>,
         limit: i64,
     ) -> MetaResult<(Vec<NodeRow>, RemotePath)> {
+        let space = space.get();
         const SQL: &str = concat!(
             "SELECT ",
             node_cols!(),
@@ -236,11 +239,12 @@ impl Meta {
     /// a WebDAV listing, read page by page as the answer streams out.
     pub async fn list_children(
         &self,
-        space: i64,
+        space: SpaceId,
         dir: i64,
         after: Option<&str>,
         limit: i64,
     ) -> MetaResult<Vec<ChildRow>> {
+        let space = space.get();
         // Two statements rather than `($3 IS NULL OR name_key > $3)`, which the planners cannot
         // turn into an index range: every page would scan the folder from its start.
         const FIRST: &str = concat!(
@@ -267,18 +271,20 @@ impl Meta {
 
     /// Creates a directory and its missing parents. Returns it, whether it was created, and
     /// its canonical path.
-    pub async fn mkdir(&self, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, bool, RemotePath)> {
-        self.mkdir_held(space, path, &[]).await
+    pub async fn mkdir(&self, space: SpaceId, path: &RemotePath) -> MetaResult<(NodeRow, bool, RemotePath)> {
+        let space = space.get();
+        self.mkdir_held(SpaceId::stored(space), path, &[]).await
     }
 
     /// [`Meta::mkdir`] for a caller holding the lock tokens `held`: a folder is not created at a
     /// path a lock not held guards (inside a depth-infinity locked folder, or a locked path).
     pub async fn mkdir_held(
         &self,
-        space: i64,
+        space: SpaceId,
         path: &RemotePath,
         held: &[String],
     ) -> MetaResult<(NodeRow, bool, RemotePath)> {
+        let space = space.get();
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
@@ -294,13 +300,15 @@ impl Meta {
     }
 
     /// Moves a file or directory to the trash; returns the trash item's id.
-    pub async fn trash(&self, space: i64, path: &RemotePath) -> MetaResult<i64> {
-        self.trash_held(space, path, &[]).await
+    pub async fn trash(&self, space: SpaceId, path: &RemotePath) -> MetaResult<i64> {
+        let space = space.get();
+        self.trash_held(SpaceId::stored(space), path, &[]).await
     }
 
     /// [`Meta::trash`] for a caller holding the lock tokens `held`: refused with
     /// [`MetaError::Locked`] while a lock on the path or below is not held. The path's locks go.
-    pub async fn trash_held(&self, space: i64, path: &RemotePath, held: &[String]) -> MetaResult<i64> {
+    pub async fn trash_held(&self, space: SpaceId, path: &RemotePath, held: &[String]) -> MetaResult<i64> {
+        let space = space.get();
         if path.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be deleted".into()));
         }
@@ -322,12 +330,13 @@ impl Meta {
     /// goes to the trash (never lost); a directory at `to` is never replaced.
     pub async fn move_node(
         &self,
-        space: i64,
+        space: SpaceId,
         from: &RemotePath,
         to: &RemotePath,
         overwrite: bool,
     ) -> MetaResult<(NodeRow, RemotePath)> {
-        self.move_node_held(space, from, to, overwrite, &[]).await
+        let space = space.get();
+        self.move_node_held(SpaceId::stored(space), from, to, overwrite, &[]).await
     }
 
     /// [`Meta::move_node`] for a caller holding the lock tokens `held`: the source (and what
@@ -335,12 +344,13 @@ impl Meta {
     /// are released (a lock guards a path, it does not follow the node).
     pub async fn move_node_held(
         &self,
-        space: i64,
+        space: SpaceId,
         from: &RemotePath,
         to: &RemotePath,
         overwrite: bool,
         held: &[String],
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        let space = space.get();
         let (to_parent, to_name) = split(to)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be moved".into()));
@@ -384,26 +394,28 @@ impl Meta {
     /// Copies a file or a whole tree. Copies share blocks: only metadata is written.
     pub async fn copy_node(
         &self,
-        space: i64,
+        space: SpaceId,
         from: &RemotePath,
         to: &RemotePath,
         overwrite: bool,
         device: Option<&str>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
-        self.copy_node_held(space, from, to, overwrite, device, &[]).await
+        let space = space.get();
+        self.copy_node_held(SpaceId::stored(space), from, to, overwrite, device, &[]).await
     }
 
     /// [`Meta::copy_node`] for a caller holding the lock tokens `held`: the target must not be
     /// locked by a lock not held (the source is only read).
     pub async fn copy_node_held(
         &self,
-        space: i64,
+        space: SpaceId,
         from: &RemotePath,
         to: &RemotePath,
         overwrite: bool,
         device: Option<&str>,
         held: &[String],
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        let space = space.get();
         let (to_parent, to_name) = split(to)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be copied".into()));
@@ -481,7 +493,8 @@ impl Meta {
     }
 
     /// Up to `limit` trash items, newest first, older than the id `before`.
-    pub async fn list_trash(&self, space: i64, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
+    pub async fn list_trash(&self, space: SpaceId, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
+        let space = space.get();
         on_pool!(self, p => {
             // An item's size is what its files hold now (a folder's: recorded when it was trashed).
             let items: Vec<TrashItem> = sqlx::query_as(
@@ -498,22 +511,24 @@ impl Meta {
     /// Puts a trashed item back at its original path or at `to`. Returns the node and its path.
     pub async fn restore_trash(
         &self,
-        space: i64,
+        space: SpaceId,
         trash_id: i64,
         to: Option<&RemotePath>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
-        self.restore_trash_held(space, trash_id, to, &[]).await
+        let space = space.get();
+        self.restore_trash_held(SpaceId::stored(space), trash_id, to, &[]).await
     }
 
     /// [`Meta::restore_trash`] for a caller holding the lock tokens `held`: nothing is restored
     /// into a path a lock not held guards.
     pub async fn restore_trash_held(
         &self,
-        space: i64,
+        space: SpaceId,
         trash_id: i64,
         to: Option<&RemotePath>,
         held: &[String],
     ) -> MetaResult<(NodeRow, RemotePath)> {
+        let space = space.get();
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
@@ -553,7 +568,8 @@ impl Meta {
 
     /// Deletes trashed items for good (one, or all of the space's) and frees their quota.
     /// Blocks stay in the store until garbage collection finds them unreferenced.
-    pub async fn purge_trash(&self, space: i64, trash_id: Option<i64>) -> MetaResult<u64> {
+    pub async fn purge_trash(&self, space: SpaceId, trash_id: Option<i64>) -> MetaResult<u64> {
+        let space = space.get();
         let now = now_ms();
         on_pool!(self, p => {
             let mut tx = begin_space!(p, space)?;
@@ -576,6 +592,34 @@ impl Meta {
             self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok(purged)
         })
+    }
+
+    /// Sets the creation and/or modification time (Unix ms) of the node at `path`: what a
+    /// WebDAV client sends as `Win32CreationTime` / `Win32LastModifiedTime` after copying a
+    /// file in, so the file keeps its own dates. Refused while locked by a lock not in `held`.
+    pub async fn set_times(
+        &self,
+        space: SpaceId,
+        path: &RemotePath,
+        created: Option<i64>,
+        modified: Option<i64>,
+        held: &[String],
+    ) -> MetaResult<()> {
+        let space = space.get();
+        if created.is_none() && modified.is_none() {
+            return Ok(());
+        }
+        on_pool!(self, p => {
+            let mut tx = begin_space!(p, space)?;
+            let (node, canon) = resolve!(&mut *tx, space, path)?;
+            check_locks!(&mut *tx, space, &canon, false, held)?;
+            sqlx::query("UPDATE nodes SET created_at = COALESCE($2, created_at), modified_at = COALESCE($3, modified_at) WHERE id = $1")
+                .bind(node.id).bind(created).bind(modified)
+                .execute(&mut *tx).await?;
+            tx.commit().await?;
+        });
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok(())
     }
 }
 

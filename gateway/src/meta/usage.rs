@@ -17,6 +17,7 @@
 //! [`Meta::recount_usage`] recomputes the parts from the tables: at start for spaces whose parts
 //! were never counted (rows from before this accounting), and from `gc` to repair any drift.
 
+use super::SpaceId;
 use super::{Meta, MetaError, MetaResult, begin_space, on_pool};
 
 /// Bytes a space holds, by kind (or a change of them).
@@ -196,7 +197,8 @@ usage_tx!(sqlx::PgConnection);
 
 impl Meta {
     /// The space's usage by kind, as counted.
-    pub async fn usage(&self, space: i64) -> MetaResult<Usage> {
+    pub async fn usage(&self, space: SpaceId) -> MetaResult<Usage> {
+        let space = space.get();
         let row: Option<(i64, i64, i64, i64)> = on_pool!(self, p => sqlx::query_as(
             "SELECT current_bytes, versions_bytes, trash_bytes, pending_bytes FROM users WHERE id = $1")
             .bind(space).fetch_optional(p).await?);
@@ -208,7 +210,8 @@ impl Meta {
     /// lock, and stores it. Also clears the pending mark of blocks a version references (a
     /// commit does that as it goes; this repairs what a crash between two steps could leave).
     /// Returns (what was counted before, what is true).
-    pub async fn recount_usage(&self, space: i64) -> MetaResult<(Usage, Usage)> {
+    pub async fn recount_usage(&self, space: SpaceId) -> MetaResult<(Usage, Usage)> {
+        let space = space.get();
         let live = format!("{LIVE_NODES}{VERSION_BYTES_OF_LIVE}");
         let subtree = format!("{TRASH_SUBTREE}{VERSION_BYTES_OF_LIVE}");
         let unpend =
@@ -251,14 +254,17 @@ impl Meta {
     }
 
     /// Spaces whose usage parts were never counted (users from before usage by kind existed).
-    pub async fn uncounted_spaces(&self) -> MetaResult<Vec<i64>> {
-        Ok(on_pool!(self, p => sqlx::query_scalar("SELECT id FROM users WHERE usage_counted = FALSE ORDER BY id")
-            .fetch_all(p).await?))
+    pub async fn uncounted_spaces(&self) -> MetaResult<Vec<SpaceId>> {
+        let ids: Vec<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT id FROM users WHERE usage_counted = FALSE ORDER BY id")
+            .fetch_all(p).await?);
+        Ok(ids.into_iter().map(SpaceId::stored).collect())
     }
 
     /// Every space's id.
-    pub async fn space_ids(&self) -> MetaResult<Vec<i64>> {
-        Ok(on_pool!(self, p => sqlx::query_scalar("SELECT id FROM users ORDER BY id").fetch_all(p).await?))
+    pub async fn space_ids(&self) -> MetaResult<Vec<SpaceId>> {
+        let ids: Vec<i64> =
+            on_pool!(self, p => sqlx::query_scalar("SELECT id FROM users ORDER BY id").fetch_all(p).await?);
+        Ok(ids.into_iter().map(SpaceId::stored).collect())
     }
 
     pub async fn usage_totals(&self) -> MetaResult<UsageTotals> {

@@ -10,7 +10,7 @@ use nimbus_proto::RemotePath;
 use proptest::prelude::*;
 
 use super::retention::{Retention, VersionPolicy};
-use super::{Base, BlockEntry, Claim, CommitSpec, Meta, MetaError, Usage};
+use super::{Base, BlockEntry, Claim, CommitSpec, Meta, MetaError, SpaceId, Usage};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -86,7 +86,7 @@ fn file(f: usize) -> RemotePath {
 struct World {
     _dir: tempfile::TempDir,
     meta: Meta,
-    space: i64,
+    space: SpaceId,
     quota: Option<i64>,
     /// Every block hash this space was given, with its size.
     blocks: Vec<BlockEntry>,
@@ -97,7 +97,7 @@ impl World {
     async fn new(quota: Option<i64>) -> World {
         let dir = tempfile::tempdir().expect("tempdir");
         let meta = Meta::connect(&format!("sqlite://{}", dir.path().join("m.db").display())).await.expect("connect");
-        let space = meta.create_user("u", "x", "user", quota).await.expect("user").id;
+        let space = SpaceId::stored(meta.create_user("u", "x", "user", quota).await.expect("user").id);
         World { _dir: dir, meta, space, quota, blocks: Vec::new(), next: 0 }
     }
 
@@ -211,7 +211,7 @@ fn run(quota: Option<i64>, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             let (counted, truth) = w.meta.recount_usage(w.space).await.expect("recount");
             prop_assert_eq!(counted, truth, "step {} {:?}: the counts drifted", i, op);
-            let user = w.meta.user(w.space).await.expect("user").expect("exists");
+            let user = w.meta.user(w.space.get()).await.expect("user").expect("exists");
             prop_assert_eq!(user.used_bytes, truth.total(), "step {}: used_bytes is not the sum", i);
             if let Some(q) = w.quota {
                 prop_assert!(user.used_bytes <= q, "step {i} {op:?}: {} over the quota {q}", user.used_bytes);

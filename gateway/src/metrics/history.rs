@@ -74,7 +74,7 @@ impl History {
             let lookups = now.cache_lookups.saturating_sub(prev.cache_lookups);
             let hits = now.cache_hits.saturating_sub(prev.cache_hits);
             let sample = StatsSample {
-                at: crate::api::rfc3339(at_ms),
+                at: crate::timefmt::rfc3339(at_ms),
                 requests_per_sec: now.requests.saturating_sub(prev.requests) as f64 / secs,
                 server_errors_per_sec: now.server_errors.saturating_sub(prev.server_errors) as f64 / secs,
                 cache_hit_ratio: (lookups > 0).then(|| hits as f64 / lookups as f64),

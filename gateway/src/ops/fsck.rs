@@ -25,7 +25,7 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use crate::blocks::{DynStore, StoreError};
-use crate::meta::{BlockRow, Meta, MetaResult, now_ms};
+use crate::meta::{BlockRow, Meta, MetaResult, SpaceId, now_ms};
 
 /// Blocks read and hashed at a time.
 const PARALLEL: usize = 8;
@@ -79,12 +79,12 @@ pub async fn run(
         report.blocks_checked += 1;
         report.bytes_checked += b.size.max(0) as u64;
         let Some(Verdict { kind, detail }) = verdict else { continue };
-        let files = meta.files_using(b.space_id, &b.hash).await?;
+        let files = meta.files_using(b.space(), &b.hash).await?;
         let mut repaired = false;
         if repair && kind != "unreadable" {
             // Only if the store still says so, now, under the space lock.
             let still_bad = || async { check_block(store, &b).await.is_some_and(|v| v.kind != "unreadable") };
-            if meta.mark_block_damaged(b.space_id, &b.hash, still_bad).await? {
+            if meta.mark_block_damaged(b.space(), &b.hash, still_bad).await? {
                 marked.insert((b.space_id, b.hash.clone()));
                 // Unreferenced, the block is simply gone; referenced, its files stay damaged
                 // until a client uploads the block again.
@@ -98,12 +98,12 @@ pub async fn run(
         if marked.contains(&(b.space_id, b.hash.clone())) {
             continue;
         }
-        let files = meta.files_using(b.space_id, &b.hash).await?;
+        let files = meta.files_using(b.space(), &b.hash).await?;
         let verdict = check_block(store, &b).await;
         let mut repaired = false;
         if repair && verdict.is_none() {
             let intact = || async { check_block(store, &b).await.is_none() };
-            repaired = meta.register_found(b.space_id, &b.hash, b.size, intact).await?;
+            repaired = meta.register_found(b.space(), &b.hash, b.size, intact).await?;
         }
         let detail = match &verdict {
             None => "referenced by a version but not registered; the store has it intact".to_string(),
@@ -181,7 +181,7 @@ async fn orphans(
             Err(v) if v.kind == "missing" => continue,
             Ok(len) if repair => {
                 let intact = || async { check_object(store, o.space, &o.hash).await.is_ok() };
-                repaired = meta.register_found(o.space, &o.hash, *len as i64, intact).await?;
+                repaired = meta.register_found(SpaceId::authenticated(o.space), &o.hash, *len as i64, intact).await?;
             }
             Err(v) if repair && v.kind == "corrupt" && young => {
                 detail.push_str("; younger than the GC grace period (an upload may still register it): left alone");
@@ -199,7 +199,7 @@ async fn orphans(
                         }
                     }
                 };
-                repaired = meta.remove_unregistered_object(o.space, &o.hash, remove).await?;
+                repaired = meta.remove_unregistered_object(SpaceId::authenticated(o.space), &o.hash, remove).await?;
             }
             _ => {}
         }

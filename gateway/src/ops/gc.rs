@@ -76,12 +76,12 @@ pub async fn run(meta: &Meta, store: &DynStore, opts: &GcOptions) -> MetaResult<
         let mut freed_this_batch = 0u64;
         let mut i = 0;
         while i < candidates.len() {
-            let space = candidates[i].space_id;
-            let j = candidates[i..].iter().position(|b| b.space_id != space).map_or(candidates.len(), |n| i + n);
+            let space = candidates[i].space();
+            let j = candidates[i..].iter().position(|b| b.space() != space).map_or(candidates.len(), |n| i + n);
             let hashes: Vec<String> = candidates[i..j].iter().map(|b| b.hash.clone()).collect();
             let (gone, failed) = meta
                 .gc_remove(space, &hashes, cutoff, |hs| async move {
-                    store.delete_blocks(space, &hs).await.map_err(|e| e.to_string())
+                    store.delete_blocks(space.get(), &hs).await.map_err(|e| e.to_string())
                 })
                 .await?;
             if let Some(e) = failed {

@@ -6,11 +6,9 @@ pub mod fsck;
 pub mod gc;
 pub mod maintenance;
 
-use std::process::ExitCode;
-use std::time::Duration;
-
+use crate::backends::{open_meta, open_store};
 use crate::config::{FsckArgs, GcArgs, MigrateArgs, ServeArgs};
-use crate::server::{open_meta, open_store};
+use std::process::ExitCode;
 
 fn init_logs(args: &ServeArgs) {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
@@ -52,22 +50,6 @@ pub async fn migrate_command(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `90s`, `30m`, `24h`, `7d`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 30m, 24h, 7d)"))?;
-    let mult = match unit.trim() {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        other => return Err(format!("unknown unit `{other}` in `{s}`: use s, m, h or d")),
-    };
-    n.checked_mul(mult).map(Duration::from_secs).ok_or_else(|| format!("`{s}` is too long"))
-}
-
 /// Prints a report as JSON or as the lines a person reads.
 pub(crate) fn print_report<T: serde::Serialize>(json: bool, report: &T, human: impl FnOnce(&T) -> String) {
     if json {
@@ -77,20 +59,5 @@ pub(crate) fn print_report<T: serde::Serialize>(json: bool, report: &T, human: i
         }
     } else {
         println!("{}", human(report));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
-        assert!(parse_duration("h").is_err());
-        assert!(parse_duration("5y").is_err());
     }
 }

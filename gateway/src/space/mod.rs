@@ -12,7 +12,7 @@ use nimbus_proto::RemotePath;
 use crate::blocks::StoreError;
 use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{Base, BlockEntry, Claim, CommitSpec, NodeRow};
+use crate::meta::{Base, BlockEntry, Claim, CommitSpec, NodeRow, SpaceId};
 use crate::state::AppState;
 
 /// Blocks fetched ahead of the one being sent.
@@ -20,7 +20,7 @@ const READ_AHEAD: usize = 2;
 
 /// Stores one block for a space after checking its hash. Returns true if it was new.
 /// The block counts against the quota as pending until a commit references it.
-pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) -> ApiResult<bool> {
+pub async fn put_block(state: &AppState, space: SpaceId, hash: &str, data: Bytes) -> ApiResult<bool> {
     if data.len() as u64 > state.settings.block_size {
         return Err(ApiError::PayloadTooLarge(format!("a block holds at most {} bytes", state.settings.block_size)));
     }
@@ -47,7 +47,7 @@ pub async fn put_block(state: &AppState, space: i64, hash: &str, data: Bytes) ->
 /// `PUT /files`) re-sending content the space has pay a read instead of a write.
 async fn store_block(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     hash: String,
     data: Bytes,
     allowance: u64,
@@ -57,18 +57,18 @@ async fn store_block(
     let claim = state.meta.claim_block(space, &hash, size, allowance).await?;
     if claim == Claim::Held && !stored_intact(state, space, &hash, size).await {
         // Same bytes under the same name: readers see the damaged copy or this one, never a mix.
-        state.store.put(space, &hash, data).await?;
+        state.store.put(space.get(), &hash, data).await?;
         metrics::counter!("nimbus_store_blocks_repaired_total").increment(1);
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
-        tracing::warn!(space, hash = %hash, "a held block's object was missing or damaged; replaced it with the uploaded bytes");
+        tracing::warn!(space = %space, hash = %hash, "a held block's object was missing or damaged; replaced it with the uploaded bytes");
     } else if claim == Claim::Write {
-        state.store.put(space, &hash, data.clone()).await?;
+        state.store.put(space.get(), &hash, data.clone()).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
         // Readable only once the store has it: a stored block is always readable.
         if !state.meta.block_stored(space, &hash).await? {
             // Garbage collection took the claim (and maybe the object) meanwhile: write it
             // again, then register it; without a row, collection cannot touch it.
-            state.store.put(space, &hash, data).await?;
+            state.store.put(space.get(), &hash, data).await?;
             state.meta.register_block(space, &hash, size).await?;
         }
     }
@@ -79,11 +79,11 @@ async fn store_block(
 /// copy of a damaged object). A read that fails for another reason counts as not intact: the
 /// write that follows then either repairs the object or fails the upload, rather than letting
 /// a commit reference a block nobody could read.
-async fn stored_intact(state: &AppState, space: i64, hash: &str, size: i64) -> bool {
-    match crate::blocks::get_verified(state.store.as_ref(), space, hash).await {
+async fn stored_intact(state: &AppState, space: SpaceId, hash: &str, size: i64) -> bool {
+    match crate::blocks::get_verified(state.store.as_ref(), space.get(), hash).await {
         Ok(data) => data.len() as i64 == size,
         Err(e) => {
-            tracing::debug!(space, hash, error = %e, "a held block did not read back intact");
+            tracing::debug!(space = %space, hash, error = %e, "a held block did not read back intact");
             false
         }
     }
@@ -109,13 +109,13 @@ pub struct PutOptions<'a> {
 /// [`Meta::claim_block`]: crate::meta::Meta::claim_block
 pub struct Claims {
     state: AppState,
-    space: i64,
+    space: SpaceId,
     hashes: Vec<String>,
     kept: bool,
 }
 
 impl Claims {
-    pub fn new(state: &AppState, space: i64) -> Claims {
+    pub fn new(state: &AppState, space: SpaceId) -> Claims {
         Claims { state: state.clone(), space, hashes: Vec::new(), kept: false }
     }
 
@@ -135,7 +135,7 @@ impl Drop for Claims {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 if let Err(e) = meta.release_pending(space, &hashes).await {
-                    tracing::warn!(error = %e, space, "cannot release a failed upload's pending blocks; gc will");
+                    tracing::warn!(error = %e, space = %space, "cannot release a failed upload's pending blocks; gc will");
                 }
             });
         }
@@ -145,7 +145,7 @@ impl Drop for Claims {
 /// Streams a request body into the space as the new content of `path`.
 pub async fn put_stream<S, E>(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     path: &RemotePath,
     body: S,
     opts: PutOptions<'_>,
@@ -161,7 +161,7 @@ where
 /// A locked path is refused before the body is read, and again at the commit.
 pub async fn put_stream_held<S, E>(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     path: &RemotePath,
     body: S,
     opts: PutOptions<'_>,
@@ -191,7 +191,7 @@ where
 /// claimed against the quota with `room.allowance` (see [`Room`]) and recorded in `claims`.
 pub async fn store_stream<S, E>(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     body: S,
     room: Room,
     claims: &mut Claims,
@@ -277,7 +277,7 @@ pub struct Room {
 /// not in `held`, and a known length fits the quota.
 pub async fn check_put(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     path: &RemotePath,
     content_length: Option<u64>,
     held: &[String],
@@ -293,8 +293,8 @@ pub async fn check_put(
 }
 
 /// The room an upload replacing `path` has (see [`Room`]).
-pub async fn quota_room(state: &AppState, space: i64, path: &RemotePath) -> ApiResult<Room> {
-    let user = state.meta.user(space).await?.ok_or(ApiError::Unauthorized)?;
+pub async fn quota_room(state: &AppState, space: SpaceId, path: &RemotePath) -> ApiResult<Room> {
+    let user = state.meta.user(space.get()).await?.ok_or(ApiError::Unauthorized)?;
     let replaced = match state.meta.stat(space, path).await {
         Ok((n, _)) if !n.is_dir() => n.size.max(0) as u64,
         _ => 0,
@@ -317,7 +317,7 @@ pub fn quota_error(needed: u64, room: u64) -> ApiError {
 /// with an error, so the HTTP response is aborted rather than completed short.
 pub async fn open_range(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     blocks: Vec<BlockEntry>,
     (start, end): (u64, u64),
     mode: CacheMode,
@@ -337,7 +337,7 @@ pub async fn open_range(
 
 fn read_range(
     state: &AppState,
-    space: i64,
+    space: SpaceId,
     blocks: Vec<BlockEntry>,
     start: u64,
     end: u64,
@@ -359,7 +359,7 @@ fn read_range(
     stream::iter(wanted)
         .map(move |(hash, from, to)| {
             let cache = cache.clone();
-            async move { cache.read(space, &hash, from..to, mode).await }
+            async move { cache.read(space.get(), &hash, from..to, mode).await }
         })
         .buffered(READ_AHEAD)
 }

@@ -142,13 +142,9 @@ pub fn foreground(args: &MountArgs) -> Result<()> {
         status_file: plan.status,
         host: host_name(),
     };
-    #[cfg(unix)]
+    #[cfg(any(unix, windows))]
     {
         nimbus_mount::session::run(client, cfg).map_err(|e| anyhow!("{e}"))
-    }
-    #[cfg(windows)]
-    {
-        nimbus_mount::winfsp::run(client, cfg).map_err(|e| anyhow!("{e}"))
     }
     #[cfg(not(any(unix, windows)))]
     {

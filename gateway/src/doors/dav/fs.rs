@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 
 use crate::cache::CacheMode;
 use crate::error::ApiError;
-use crate::meta::{Base, ChildRow, CommitSpec, MetaError, NodeRow, PropPatch, PropRow, lock_key};
+use crate::meta::{Base, ChildRow, CommitSpec, MetaError, NodeRow, PropPatch, PropRow, SpaceId, lock_key};
 use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
@@ -46,7 +46,7 @@ pub fn held_tokens(held: &Held) -> Vec<String> {
 #[derive(Clone)]
 pub struct SpaceFs {
     pub st: AppState,
-    pub space: i64,
+    pub space: SpaceId,
     pub device: String,
     pub held: Held,
     /// The top of what this request deletes (DELETE: its path; COPY/MOVE: the destination it
@@ -85,7 +85,7 @@ const LIST_PAGE: i64 = 1000;
 /// The state of a [`SpaceFs::read_dir`] stream.
 struct DirPager {
     st: AppState,
-    space: i64,
+    space: SpaceId,
     dir: i64,
     dir_key: String,
     used: u64,
@@ -231,7 +231,7 @@ impl SpaceFs {
         if let Some(u) = self.space_used.get() {
             return Ok(*u);
         }
-        let user = self.st.meta.user(self.space).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
+        let user = self.st.meta.user(self.space.get()).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
         Ok(*self.space_used.get_or_init(|| user.used_bytes.max(0) as u64))
     }
 
@@ -468,7 +468,7 @@ impl DavFileSystem for SpaceFs {
 
     fn get_quota(&self) -> FsFuture<'_, (u64, Option<u64>)> {
         async move {
-            let user = self.st.meta.user(self.space).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
+            let user = self.st.meta.user(self.space.get()).await.map_err(meta_error)?.ok_or(FsError::NotFound)?;
             let used = user.used_bytes.max(0) as u64;
             let used = *self.space_used.get_or_init(|| used);
             Ok((used, user.quota_bytes.map(|q| q.max(0) as u64)))
@@ -548,7 +548,7 @@ impl SpaceFs {
 /// or when the window is used up.
 struct ReadFile {
     st: AppState,
-    space: i64,
+    space: SpaceId,
     meta: NodeMeta,
     blocks: Vec<crate::meta::BlockEntry>,
     size: u64,

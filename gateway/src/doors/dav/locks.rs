@@ -13,7 +13,7 @@ use nimbus_proto::RemotePath;
 use xmltree::Element;
 
 use super::fs::{Held, remote};
-use crate::meta::{LockRow, Meta, lock_key, now_ms};
+use crate::meta::{LockRow, Meta, SpaceId, lock_key, now_ms};
 
 /// Lock lifetime when the client asks for none or for "Infinite": a crashed client's lock
 /// must not stay forever. Clients refresh locks they keep (Office and Windows do).
@@ -22,7 +22,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 #[derive(Clone)]
 pub struct SpaceLocks {
     pub meta: Meta,
-    pub space: i64,
+    pub space: SpaceId,
     pub prefix: &'static str,
     pub held: Held,
     /// The space's live locks as first read by `discover` in this request: a PROPFIND of a
@@ -129,7 +129,7 @@ impl DavLockSystem for SpaceLocks {
             let now = now_ms();
             let row = LockRow {
                 token: format!("opaquelocktoken:{}", uuid::Uuid::new_v4()),
-                space_id: self.space,
+                space_id: self.space.get(),
                 path: path.as_url_string(),
                 path_key: lock_key(&p),
                 principal,

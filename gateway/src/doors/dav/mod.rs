@@ -24,7 +24,7 @@ use nimbus_proto::names::name_key;
 
 use crate::auth::{Attempt, AuthUser, ClientIp, TOKEN_PREFIX, verify_password_or_dummy};
 use crate::error::ApiError;
-use crate::meta::NewAudit;
+use crate::meta::{NewAudit, SpaceId};
 use crate::state::AppState;
 
 pub mod fs;
@@ -67,7 +67,7 @@ pub fn router() -> Router<AppState> {
 /// Who a WebDAV request acts for.
 #[derive(Debug, Clone)]
 struct DavUser {
-    id: i64,
+    space: SpaceId,
     username: String,
     device: String,
 }
@@ -96,7 +96,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         return Ok(finite_depth_only());
     }
     let mut held = lock_tokens_in_if(req.headers());
-    held.extend(crate::api::lock_tokens(req.headers()));
+    held.extend(crate::headers::lock_tokens(req.headers()));
     let held: fs::Held = Arc::new(Mutex::new(held));
     let (delete_root, source) = match method.as_str() {
         "DELETE" => (Some(path.clone()), None),
@@ -105,7 +105,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     };
     let fs = fs::SpaceFs {
         st: st.clone(),
-        space: user.id,
+        space: user.space,
         device: user.device.clone(),
         held: held.clone(),
         delete_root,
@@ -130,7 +130,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     let held_after = held.clone();
     let ls = locks::SpaceLocks {
         meta: st.meta.clone(),
-        space: user.id,
+        space: user.space,
         prefix: PREFIX,
         held,
         discovered: Default::default(),
@@ -138,7 +138,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
     let mut resp = HANDLER.handle_with(cfg, req).await;
     if times != (None, None) && resp.status() == StatusCode::MULTI_STATUS {
-        resp = apply_times(st, user.id, &path, times, &fs::held_tokens(&held_after), resp).await?;
+        resp = apply_times(st, user.space, &path, times, &fs::held_tokens(&held_after), resp).await?;
     }
     // A file whose type a browser would render (HTML, SVG, XML, scripts, ...) is sent as an
     // attachment: it must never run as a page of the gateway's origin (see browser.rs).
@@ -194,7 +194,7 @@ fn win32_times(body: &[u8]) -> (Option<i64>, Option<i64>) {
 /// every property succeeded; any failure makes dav-server fail them all with 424).
 async fn apply_times(
     st: &AppState,
-    space: i64,
+    space: SpaceId,
     path: &RemotePath,
     (created, modified): (Option<i64>, Option<i64>),
     held: &[String],
@@ -283,7 +283,7 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     if scheme.eq_ignore_ascii_case("bearer") {
         let u =
             AuthUser::from_token(st, value.trim(), ip).await.map_err(|_| ApiError::BasicAuthRequired(HOW.into()))?;
-        return Ok(DavUser { id: u.id, username: u.username, device: u.device });
+        return Ok(DavUser { space: u.space, username: u.username, device: u.device });
     }
     if !scheme.eq_ignore_ascii_case("basic") {
         return Err(ApiError::BasicAuthRequired(HOW.into()));
@@ -305,7 +305,7 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     if let Some(u) = &token_user
         && name_key(&u.username) == key
     {
-        return Ok(DavUser { id: u.id, username: u.username.clone(), device: u.device.clone() });
+        return Ok(DavUser { space: u.space, username: u.username.clone(), device: u.device.clone() });
     }
     let attempt = st.throttle.begin(&key, ip).await?;
     if token_user.is_some() {
@@ -339,7 +339,7 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
             if !cached {
                 remember_password(cache_key);
             }
-            Ok(DavUser { id: u.id, username: u.username, device: "WebDAV".into() })
+            Ok(DavUser { space: SpaceId::authenticated(u.id), username: u.username, device: "WebDAV".into() })
         }
         _ => Err(failed(st, &attempt, name, ip, "WebDAV").await),
     }

@@ -14,13 +14,15 @@ use s3s::path::S3Path;
 use s3s::{S3Error, S3ErrorCode, S3Result, s3_error};
 
 use super::error::internal;
-use crate::meta::now_ms;
+use crate::meta::{SpaceId, now_ms};
 use crate::state::AppState;
 
 /// The authenticated owner of the access key, put into the request's extensions.
 #[derive(Debug, Clone)]
 pub struct S3User {
     pub id: i64,
+    /// The key owner's space: what this authentication lets the request reach.
+    pub space: SpaceId,
     pub username: String,
     /// The one bucket this user has: their username, lowercased.
     pub bucket: String,
@@ -130,7 +132,12 @@ impl S3Access for SpaceAccess {
             Some(r) if r.usable() => r,
             _ => return Err(s3_error!(InvalidAccessKeyId, "the access key does not exist or was revoked")),
         };
-        let user = S3User { id: row.user_id, bucket: bucket_of(&row.username), username: row.username };
+        let user = S3User {
+            id: row.user_id,
+            space: SpaceId::authenticated(row.user_id),
+            bucket: bucket_of(&row.username),
+            username: row.username,
+        };
         // Another user's bucket and a bucket that does not exist get the same answer, so
         // bucket names cannot be probed.
         let bucket = match cx.s3_path() {

@@ -2,7 +2,6 @@
 //! logged, never sent.
 
 use axum::http::StatusCode;
-use nimbus_proto::NameError;
 use s3s::{S3Error, S3ErrorCode, s3_error};
 
 use crate::error::ApiError;
@@ -13,42 +12,22 @@ pub fn internal(e: impl std::fmt::Display) -> S3Error {
     s3_error!(InternalError, "internal error; the gateway log has details")
 }
 
-/// Maps an error of the shared content path to its S3 form.
+/// An error of the shared content path in its S3 form: the code and status are the error's
+/// own (`ApiError::s3_code`); here only what is logged and what is withheld.
 pub fn s3(e: ApiError) -> S3Error {
-    let msg = e.to_string();
-    let with = |code: S3ErrorCode| S3Error::with_message(code, msg.clone());
     match e {
-        ApiError::NotFound(_) | ApiError::IsADirectory(_) => with(S3ErrorCode::NoSuchKey),
-        ApiError::InvalidName(NameError::PathTooLong) => with(S3ErrorCode::KeyTooLongError),
-        ApiError::InvalidName(_) | ApiError::BadRequest(_) | ApiError::HashMismatch(_) => {
-            with(S3ErrorCode::InvalidArgument)
-        }
-        ApiError::MissingBlocks(_) => with(S3ErrorCode::InvalidArgument),
-        ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => with(S3ErrorCode::AccessDenied),
-        // Locked through WebDAV (an Office document being edited): the same 423 as REST.
-        ApiError::Locked(_) => {
-            let mut err = with(S3ErrorCode::Custom("Locked".into()));
-            err.set_status_code(StatusCode::LOCKED);
-            err
-        }
-        ApiError::Forbidden(_) => with(S3ErrorCode::AccessDenied),
-        ApiError::PreconditionFailed(_) => with(S3ErrorCode::PreconditionFailed),
-        // A name taken by a folder (or a file where a folder is needed): S3 has no folders,
-        // so the closest is a refused write.
-        ApiError::Conflict(_) | ApiError::AlreadyExists(_) | ApiError::NotADirectory(_) => conflict(msg),
-        ApiError::QuotaExceeded(_) => {
-            let mut err = with(S3ErrorCode::Custom("QuotaExceeded".into()));
-            err.set_status_code(StatusCode::FORBIDDEN);
-            err
-        }
-        ApiError::PayloadTooLarge(_) => with(S3ErrorCode::EntityTooLarge),
-        ApiError::RangeNotSatisfiable { .. } => with(S3ErrorCode::InvalidRange),
-        ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => with(S3ErrorCode::SlowDown),
-        ApiError::StoreUnavailable(e) => {
-            tracing::warn!(error = %e, "S3 door: object store unavailable");
-            with(S3ErrorCode::ServiceUnavailable)
-        }
         ApiError::Internal(e) => internal(format!("{e:#}")),
+        other => {
+            if let ApiError::StoreUnavailable(e) = &other {
+                tracing::warn!(error = %e, "S3 door: object store unavailable");
+            }
+            let (code, status) = other.s3_code();
+            let mut err = S3Error::with_message(code, other.to_string());
+            if let Some(status) = status {
+                err.set_status_code(status);
+            }
+            err
+        }
     }
 }
 

@@ -73,7 +73,7 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     // Parts count as pending uploads from the moment their blocks are stored: concurrent
     // parts (and other uploads) meet the quota one block after the other.
     let (path, _) = key_path(&i.key)?;
-    let room = space::quota_room(st, user.id, &path).await.map_err(s3)?;
+    let room = space::quota_room(st, user.space, &path).await.map_err(s3)?;
     if let (Some(left), Some(len)) = (room.bytes, i.content_length.and_then(|l| u64::try_from(l).ok()))
         && len > left
     {
@@ -81,8 +81,8 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     }
     let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
     let (stream, hasher) = Md5Stream::new(body);
-    let mut claims = space::Claims::new(st, user.id);
-    let (blocks, _) = space::store_stream(st, user.id, stream, room, &mut claims).await.map_err(s3)?;
+    let mut claims = space::Claims::new(st, user.space);
+    let (blocks, _) = space::store_stream(st, user.space, stream, room, &mut claims).await.map_err(s3)?;
     let md5 = finish_md5(&hasher);
     if let Some(expected) = &i.content_md5 {
         use base64::Engine;
@@ -222,7 +222,7 @@ pub async fn complete(
     let block_size = st.settings.block_size as i64;
     let node = if uniform(&blocks, block_size) {
         let spec = CommitSpec { base: Base::Any, blocks: &blocks, block_size, device: Some("S3") };
-        st.meta.commit(user.id, &path, &spec).await.map_err(|e| super::error::write(e.into()))?.0
+        st.meta.commit(user.space, &path, &spec).await.map_err(|e| super::error::write(e.into()))?.0
     } else {
         // Parts that are not multiples of the block size leave short blocks in the middle;
         // re-split the content so the version has the layout the drive and sync rely on.
@@ -237,10 +237,11 @@ pub async fn complete(
         };
         if total == 0 {
             let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
-            space::put_stream(st, user.id, &path, empty, opts).await.map_err(super::error::write)?.0
+            space::put_stream(st, user.space, &path, empty, opts).await.map_err(super::error::write)?.0
         } else {
-            let stream = space::open_range(st, user.id, blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
-            space::put_stream(st, user.id, &path, Box::pin(stream), opts).await.map_err(super::error::write)?.0
+            let stream =
+                space::open_range(st, user.space, blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
+            space::put_stream(st, user.space, &path, Box::pin(stream), opts).await.map_err(super::error::write)?.0
         }
     };
     door.save_meta(&node, etag.clone(), upload.content_type.clone(), upload.user_meta.clone()).await?;

@@ -186,7 +186,7 @@ struct Conditions<'a> {
 /// The caller's space as the listing walks it.
 struct SpaceTree<'a> {
     meta: &'a crate::meta::Meta,
-    space: i64,
+    space: crate::meta::SpaceId,
 }
 
 impl listing::Tree for SpaceTree<'_> {
@@ -235,7 +235,7 @@ impl Door {
             RemotePath::parse(dir_key).ok().filter(|_| !dir_key.starts_with('/'))
         };
         let root = match dir {
-            Some(d) => match self.state.meta.stat(user.id, &d).await {
+            Some(d) => match self.state.meta.stat(user.space, &d).await {
                 Ok((n, _)) if n.is_dir() => Some((n.id, d)),
                 Ok(_) | Err(crate::meta::MetaError::NotFound) => None,
                 Err(e) => return Err(meta(e)),
@@ -244,7 +244,7 @@ impl Door {
         };
         let Some((root, dir)) = root else { return Ok((Vec::new(), Vec::new(), None)) };
         let base = if dir.is_root() { String::new() } else { format!("{}/", path_key(&dir)) };
-        let tree = SpaceTree { meta: &self.state.meta, space: user.id };
+        let tree = SpaceTree { meta: &self.state.meta, space: user.space };
         let page = listing::page(&tree, root, &base, prefix, delimiter, after, max.min(MAX_KEYS) as usize)
             .await
             .map_err(meta)?;
@@ -290,7 +290,7 @@ impl Door {
             // Folders are not objects (they list as common prefixes).
             return Err(s3_error!(NoSuchKey, "`{key}` names a folder, not an object"));
         }
-        let m = self.state.meta.manifest(user.id, &path, None).await.map_err(meta)?;
+        let m = self.state.meta.manifest(user.space, &path, None).await.map_err(meta)?;
         let stored = self.state.meta.s3_object_meta(&[m.version.id]).await.map_err(meta)?.remove(&m.version.id);
         let etag = etag_for(m.version.id, stored.as_ref());
         Ok((m, etag, stored))
@@ -345,7 +345,7 @@ impl Door {
             verify: Some(&verify),
             allowance: 0,
         };
-        let (node, _, _) = match space::put_stream(&self.state, user.id, path, stream, opts).await {
+        let (node, _, _) = match space::put_stream(&self.state, user.space, path, stream, opts).await {
             Err(crate::error::ApiError::Conflict(m)) if base != Base::Any => {
                 return Err(s3_error!(PreconditionFailed, "{m}"));
             }
@@ -550,7 +550,7 @@ impl S3 for Door {
         let body = if len == 0 {
             StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
         } else {
-            let stream = space::open_range(&self.state, user.id, m.blocks, (start, end - 1), CacheMode::Normal)
+            let stream = space::open_range(&self.state, user.space, m.blocks, (start, end - 1), CacheMode::Normal)
                 .await
                 .map_err(s3)?;
             StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
@@ -590,7 +590,7 @@ impl S3 for Door {
             if i.content_length.unwrap_or(0) > 0 {
                 return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
             }
-            self.state.meta.mkdir(user.id, &path).await.map_err(meta)?;
+            self.state.meta.mkdir(user.space, &path).await.map_err(meta)?;
             return Ok(S3Response::new(PutObjectOutput {
                 e_tag: parse_etag("\"d41d8cd98f00b204e9800998ecf8427e\""),
                 ..Default::default()
@@ -649,13 +649,13 @@ impl S3 for Door {
                 ));
             }
             // A metadata-only write still changes a locked object.
-            self.state.meta.check_unlocked(user.id, &dst, false, &[]).await.map_err(meta)?;
+            self.state.meta.check_unlocked(user.space, &dst, false, &[]).await.map_err(meta)?;
             src_m.node.clone()
         } else {
             let (node, _) = self
                 .state
                 .meta
-                .copy_node(user.id, &src_path, &dst, true, Some("S3"))
+                .copy_node(user.space, &src_path, &dst, true, Some("S3"))
                 .await
                 .map_err(|e| super::error::write(e.into()))?;
             node
@@ -770,14 +770,14 @@ impl Door {
     /// that is not there is a success. A folder key deletes only an empty folder.
     async fn delete_key(&self, user: &S3User, key: &str) -> S3Result<()> {
         let (path, folder) = key_path(key)?;
-        match self.state.meta.stat(user.id, &path).await {
+        match self.state.meta.stat(user.space, &path).await {
             Ok((node, _)) => {
                 if node.is_dir() != folder {
                     // `a` names a folder or `a/` names a file: no such object.
                     return Ok(());
                 }
                 if folder {
-                    let (children, _) = self.state.meta.list_dir(user.id, &path, None, 1).await.map_err(meta)?;
+                    let (children, _) = self.state.meta.list_dir(user.space, &path, None, 1).await.map_err(meta)?;
                     if !children.is_empty() {
                         return Ok(());
                     }
@@ -786,7 +786,7 @@ impl Door {
             Err(crate::meta::MetaError::NotFound) => return Ok(()),
             Err(e) => return Err(meta(e)),
         }
-        match self.state.meta.trash(user.id, &path).await {
+        match self.state.meta.trash(user.space, &path).await {
             Ok(_) | Err(crate::meta::MetaError::NotFound) => {}
             Err(e) => return Err(meta(e)),
         }

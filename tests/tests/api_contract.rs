@@ -1,0 +1,96 @@
+//! The REST API's HTTP contract where neither the store nor the database is the subject:
+//! conditional requests (ETag, If-Match, If-None-Match) and the name rules with their error
+//! bodies (docs/API.md). Driven in this process through `server::app(state)` on SQLite and a
+//! local store (src/inproc.rs): the same assertions as over a socket, no gateway process.
+
+use anyhow::{Context, ensure};
+use nimbus_e2e::http::files_url;
+use nimbus_e2e::inproc::InProcess;
+
+#[tokio::test]
+async fn conditional_requests() -> anyhow::Result<()> {
+    let gw = InProcess::start().await?;
+    let api = gw.user("alice").await?;
+    let get_with = |path: &'static str, header: &'static str, value: String| {
+        let api = api.clone();
+        async move { api.get(&files_url(path), &[(header, &value)]).await }
+    };
+    let e = api.put_file("/c.txt", "version one").await?.entry(201)?;
+    let v1 = e.version.context("version")?;
+    let etag = format!("\"{v1}\"");
+    let stale = format!("\"{}\"", v1 + 1000);
+
+    let r = get_with("/c.txt", "if-none-match", etag.clone()).await?;
+    r.check(304)?;
+    ensure!(r.body.is_empty(), "304 with a body: {r}");
+    ensure!(r.header("etag").as_deref() == Some(etag.as_str()), "304 without the ETag: {:?}", r.headers);
+    let r = get_with("/c.txt", "if-none-match", stale.clone()).await?;
+    r.check(200)?;
+    ensure!(r.body.as_ref() == b"version one");
+    get_with("/c.txt", "if-none-match", "*".into()).await?.check(304)?;
+
+    get_with("/c.txt", "if-match", stale.clone()).await?.check_error(412, "precondition_failed")?;
+    get_with("/c.txt", "if-match", etag.clone()).await?.check(200)?;
+
+    // Conditional PUT.
+    let put = |cond: &'static str, value: String, body: &'static str| {
+        let api = api.clone();
+        async move { api.put_file_with("/c.txt", &[(cond, &value)], body).await }
+    };
+    put("if-match", stale.clone(), "lost update").await?.check_error(412, "precondition_failed")?;
+    ensure!(api.content("/c.txt").await? == b"version one", "a refused PUT changed the file");
+    put("if-none-match", "*".into(), "create only").await?.check_error(412, "precondition_failed")?;
+    ensure!(api.content("/c.txt").await? == b"version one", "a refused PUT changed the file");
+    let e2 = put("if-match", etag.clone(), "version two").await?.entry(200)?;
+    ensure!(e2.version != Some(v1), "{e2:?}");
+    ensure!(api.content("/c.txt").await? == b"version two");
+    // The old ETag is now stale.
+    put("if-match", etag.clone(), "version three").await?.check_error(412, "precondition_failed")?;
+    get_with("/c.txt", "if-none-match", etag.clone()).await?.check(200)?;
+
+    let r = api.put_file_with("/new.txt", &[("if-none-match", "*")], "fresh").await?;
+    r.entry(201)?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn invalid_names() -> anyhow::Result<()> {
+    let gw = InProcess::start().await?;
+    let api = gw.user("alice").await?;
+    let bad = ["a:b", "CON", "con.txt", "x.", "trail ", "a|b", "a\0b", "a<b", "a*b", "a?b", "LPT1", "a\u{1}b"];
+    for name in bad {
+        let path = format!("/ok/{name}");
+        let what = format!("{name:?}");
+        api.put_file(&path, "x")
+            .await?
+            .check_error_any(400, &["invalid_name", "invalid_path"])
+            .context(what.clone())?;
+        api.mkdir(&path).await?.check_error_any(400, &["invalid_name", "invalid_path"]).context(what.clone())?;
+        let r = api.post_json("/api/v1/move", &serde_json::json!({"from": "/ok", "to": path})).await?;
+        // `/ok` does not exist: either error is fine, but a bad name must not be accepted.
+        ensure!(r.status == 400 || r.status == 404, "move to {what}: {r}");
+    }
+    // Nothing was created, not even the parent.
+    ensure!(api.list_all("/").await?.is_empty(), "invalid names created something");
+    api.put_file("/ok/fine.txt", "x").await?.entry(201)?;
+    for name in bad {
+        let r = api
+            .post_json("/api/v1/move", &serde_json::json!({"from": "/ok/fine.txt", "to": format!("/ok/{name}")}))
+            .await?;
+        r.check_error_any(400, &["invalid_name", "invalid_path"]).with_context(|| format!("move to {name:?}"))?;
+        let r = api
+            .post_json("/api/v1/copy", &serde_json::json!({"from": "/ok/fine.txt", "to": format!("/{name}")}))
+            .await?;
+        r.check_error_any(400, &["invalid_name", "invalid_path"]).with_context(|| format!("copy to {name:?}"))?;
+    }
+    // Dot segments and empty components, sent as written (no URL parser resolves them first).
+    for target in ["/api/v1/files/ok/../ok/fine.txt", "/api/v1/files/ok/./fine.txt", "/api/v1/files/ok//fine.txt"] {
+        let r = api.get(target, &[]).await?;
+        r.check_error_any(400, &["invalid_name", "invalid_path"])?;
+    }
+    // A name too long (256 characters).
+    let long = "a".repeat(256);
+    api.put_file(&format!("/{long}"), "x").await?.check_error_any(400, &["invalid_name", "invalid_path"])?;
+    api.put_file(&format!("/{}", "b".repeat(255)), "x").await?.entry(201)?;
+    Ok(())
+}
