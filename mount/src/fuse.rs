@@ -12,7 +12,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::core::{Attr, Kind, OpenMode, SetAttr, Vfs, VfsError};
+use crate::core::{Attr, Kind, OpenMode, SetAttr, Vfs, VfsError, VfsResult};
 
 /// How long the kernel may cache entries and attributes before asking again. Short, because
 /// other devices change the space; our own cache answers the repeat questions.
@@ -112,6 +112,13 @@ fn log_err(op: &str, e: &VfsError) {
         VfsError::NameTooLong => tracing::info!(op, "refused: {e}"),
         other => tracing::warn!(op, error = %other, "file system call failed"),
     }
+}
+
+/// create(2) and mknod(2) of a regular file: a new file open for writing, read-only when the
+/// mode has no write bit.
+async fn new_file(vfs: &Vfs, parent: INodeNo, name: &str, mode: u32) -> VfsResult<(Attr, u64)> {
+    let open = OpenMode { write: true, truncate: false, delete_on_close: false };
+    vfs.create(parent.0, name, open, mode & 0o222 == 0).await
 }
 
 fn name_str(name: &OsStr) -> Result<String, Errno> {
@@ -293,12 +300,10 @@ impl Filesystem for FuseFs {
         reply: ReplyCreate,
     ) {
         let Ok(name) = name_str(name) else { return reply.error(Errno::EINVAL) };
-        let open = OpenMode { write: true, truncate: false, delete_on_close: false };
-        let readonly = mode & 0o222 == 0;
         let vfs = self.vfs.clone();
         let this = self.attr_maker();
         self.spawn(async move {
-            match vfs.create(parent.0, &name, open, readonly).await {
+            match new_file(&vfs, parent, &name, mode).await {
                 Ok((a, fh)) => reply.created(&TTL, &this(&a), Generation(0), FileHandle(fh), FopenFlags::empty()),
                 Err(e) => {
                     log_err("create", &e);
@@ -491,12 +496,10 @@ impl Filesystem for FuseFs {
             return reply.error(Errno::EPERM);
         }
         let Ok(name) = name_str(name) else { return reply.error(Errno::EINVAL) };
-        let open = OpenMode { write: true, truncate: false, delete_on_close: false };
-        let readonly = mode & 0o222 == 0;
         let vfs = self.vfs.clone();
         let this = self.attr_maker();
         self.spawn(async move {
-            match vfs.create(parent.0, &name, open, readonly).await {
+            match new_file(&vfs, parent, &name, mode).await {
                 Ok((a, fh)) => {
                     if let Err(e) = vfs.release(fh).await {
                         log_err("mknod", &e);
