@@ -1,6 +1,8 @@
 //! The gateway's and the drive's top-level modules form no cycle: every `crate::` path in a
 //! module's non-test code is an edge from that module to the one it names, and the graph must
-//! be acyclic, so that a module can be read (and changed) knowing only the ones below it.
+//! be acyclic, so that a module can be read (and changed) knowing only the ones below it. The
+//! same holds among the submodules of each directory module (`meta`'s `tree`, `locks`,
+//! `quota`, ...; the drive core's `vfs`, `writeback`, `problems`, ...), through `super::`.
 //!
 //! When this fails: the message lists each cycle with the files that make its edges. Move the
 //! shared piece into a leaf module (as `timefmt`, `headers`, `backends` in the gateway or
@@ -50,10 +52,16 @@ fn ident(s: &str) -> &str {
 /// The top-level modules a piece of code names through `crate::` (and `$crate::` in macros),
 /// including each item of a `use crate::{a, b::c}` group.
 fn named_modules(code: &str) -> BTreeSet<String> {
+    named_after(code, "crate::")
+}
+
+/// The names that follow `prefix` in a piece of code, each item of a `prefix{a, b::c}` group
+/// included.
+fn named_after(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let after = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        let after = &rest[at + prefix.len()..];
         if let Some(group) = after.strip_prefix('{') {
             // Top-level items of the group, nested groups skipped.
             let (mut depth, mut start) = (0usize, 0usize);
@@ -106,6 +114,51 @@ fn graph(src: &str) -> Graph {
         }
     }
     g
+}
+
+/// The graph among the submodules of the directory module `parent` under `src` (for example
+/// `meta`'s `tree`, `locks`, `usage`): edges are `super::x` in its files and
+/// `crate::parent::x` anywhere in it, for `x` one of its submodules.
+fn submodule_graph(src: &str, parent: &str) -> Graph {
+    let dir = root().join(src).join(parent);
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let module_of = |f: &Path| {
+        let rel = f.strip_prefix(&dir).expect("under the module").to_string_lossy().replace('\\', "/");
+        let first = rel.split('/').next().unwrap_or("").to_string();
+        (first.strip_suffix(".rs").map(str::to_string).unwrap_or(first), rel)
+    };
+    let submodules: BTreeSet<String> = files.iter().map(|f| module_of(f).0).filter(|m| m != "mod").collect();
+    let mut g = Graph::new();
+    for f in &files {
+        let (module, rel) = module_of(f);
+        if module == "mod" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let code = code(&text);
+        let mut named = named_after(&code, &format!("crate::{parent}::"));
+        // `super::` in a file directly inside the module names a sibling.
+        if !rel.contains('/') {
+            named.extend(named_after(&code, "super::"));
+        }
+        for to in named.into_iter().filter(|t| submodules.contains(t) && *t != module) {
+            g.entry(module.clone()).or_default().entry(to).or_default().insert(format!("{src}/{parent}/{rel}"));
+        }
+    }
+    g
+}
+
+/// The directory modules of `src` (those with a `mod.rs`).
+fn directory_modules(src: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root().join(src)) else { return Vec::new() };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().join("mod.rs").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
 }
 
 fn reachable(g: &Graph, from: &str) -> BTreeSet<String> {
@@ -177,4 +230,20 @@ fn gateway_and_drive_modules_form_no_cycle() {
         problems.extend(cycles(&g).into_iter().map(|c| format!("{src}: {c}")));
     }
     assert!(problems.is_empty(), "module cycles:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn submodules_form_no_cycle() {
+    let mut problems = Vec::new();
+    let mut edges = 0;
+    for src in ["gateway/src", "mount/src"] {
+        for parent in directory_modules(src) {
+            let g = submodule_graph(src, &parent);
+            edges += g.values().map(BTreeMap::len).sum::<usize>();
+            problems.extend(cycles(&g).into_iter().map(|c| format!("{src}/{parent}: {c}")));
+        }
+    }
+    // The metadata layer alone has more edges than this: an empty walk must not pass.
+    assert!(edges > 20, "too few submodule edges found ({edges})");
+    assert!(problems.is_empty(), "submodule cycles:\n{}", problems.join("\n"));
 }

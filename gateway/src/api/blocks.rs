@@ -12,7 +12,7 @@ use super::files::VersionQuery;
 use super::{Json, Query, cache_mode, entry, rfc3339, space_path};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{Base, BlockEntry, CommitSpec};
+use crate::meta::{Base, BlockEntry, CommitSpec, LockTokens};
 use crate::space;
 use crate::state::AppState;
 
@@ -148,7 +148,7 @@ pub async fn commit(
     let base = if req.force { Base::Any } else { Base::Expect(req.base_version) };
     let spec = CommitSpec { base, blocks: &blocks, block_size: bs as i64, device: Some(&user.device) };
     let held = super::lock_tokens(&headers);
-    let (node, created, path) = st.meta.commit_held(user.space, &path, &spec, &held).await?;
+    let (node, created, path) = st.meta.commit(user.space, &path, &spec, LockTokens::new(&held)).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }

@@ -18,7 +18,7 @@ use utoipa::IntoParams;
 use super::{Json, MAX_PAGE, Query, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{Base, NewAudit};
+use crate::meta::{Base, LockTokens, NewAudit};
 use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
@@ -164,7 +164,7 @@ pub async fn put_file(
     let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0 };
     let held = lock_tokens(&headers);
     let mut stream = body.into_data_stream();
-    let result = space::put_stream_held(&st, user.space, &path, &mut stream, opts, &held).await;
+    let result = space::put_stream(&st, user.space, &path, &mut stream, opts, LockTokens::new(&held)).await;
     if result.is_err() {
         drain_rejected(&mut stream).await;
     }
@@ -213,7 +213,7 @@ where
 )]
 pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, FILES)?;
-    let trash_id = st.meta.trash_held(user.space, &path, &lock_tokens(&headers)).await?;
+    let trash_id = st.meta.trash(user.space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -293,7 +293,7 @@ pub async fn list_dir(
 )]
 pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
     let path = space_path(&uri, "/api/v1/dirs/")?;
-    let (node, created, path) = st.meta.mkdir_held(user.space, &path, &lock_tokens(&headers)).await?;
+    let (node, created, path) = st.meta.mkdir(user.space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &path))).into_response())
 }
@@ -313,7 +313,8 @@ pub async fn move_entry(
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let (node, to) = st.meta.move_node_held(user.space, &from, &to, req.overwrite, &lock_tokens(&headers)).await?;
+    let (node, to) =
+        st.meta.move_node(user.space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers))).await?;
     Ok(Json(entry(&node, &to)))
 }
 
@@ -333,7 +334,8 @@ pub async fn copy_entry(
 ) -> ApiResult<Response> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
     let held = lock_tokens(&headers);
-    let (node, to) = st.meta.copy_node_held(user.space, &from, &to, req.overwrite, Some(&user.device), &held).await?;
+    let (node, to) =
+        st.meta.copy_node(user.space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held)).await?;
     Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
 }
 

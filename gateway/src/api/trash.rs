@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use super::{Json, Query, entry, id_cursor, page, page_limit, parse_path, rfc3339};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::NewAudit;
+use crate::meta::{LockTokens, NewAudit};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -84,7 +84,7 @@ pub async fn restore(
         None => None,
     };
     let held = super::lock_tokens(&headers);
-    let (node, path) = st.meta.restore_trash_held(user.space, id, to.as_ref(), &held).await?;
+    let (node, path) = st.meta.restore_trash(user.space, id, to.as_ref(), LockTokens::new(&held)).await?;
     Ok(Json(entry(&node, &path)))
 }
 

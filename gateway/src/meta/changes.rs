@@ -6,8 +6,9 @@
 //! smaller one of the same space appear later.
 
 use super::SpaceId;
+use super::engine::{scalar, sql};
 use super::hot::ChangeWatch;
-use super::{Meta, MetaResult, on_pool};
+use super::{Meta, MetaResult};
 
 /// One journal row as the feed reports it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -27,10 +28,10 @@ impl Meta {
     /// The seq of the space's newest change, 0 if it has none.
     pub async fn latest_change(&self, space: SpaceId) -> MetaResult<i64> {
         let space = space.get();
-        let latest: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT MAX(seq) FROM changes WHERE space_id = $1")
-            .bind(space)
-            .fetch_one(p)
-            .await?);
+        let latest: Option<i64> = {
+            let mut db = self.db();
+            scalar("SELECT MAX(seq) FROM changes WHERE space_id = $1").bind(space).fetch_one(&mut db).await?
+        };
         Ok(latest.unwrap_or(0))
     }
 
@@ -43,16 +44,17 @@ impl Meta {
         if after > latest {
             return Ok((Vec::new(), latest));
         }
-        let rows: Vec<ChangeRow> = on_pool!(self, p => sqlx::query_as(
-            "SELECT c.seq, c.node_id, c.op, c.path, c.from_path, COALESCE(c.kind, n.kind) AS kind, c.at \
+        let rows: Vec<ChangeRow> = {
+            let mut db = self.db();
+            sql("SELECT c.seq, c.node_id, c.op, c.path, c.from_path, COALESCE(c.kind, n.kind) AS kind, c.at \
              FROM changes c LEFT JOIN nodes n ON n.id = c.node_id AND n.space_id = c.space_id \
-             WHERE c.space_id = $1 AND c.seq > $2 ORDER BY c.seq LIMIT $3",
-        )
-        .bind(space)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(p)
-        .await?);
+             WHERE c.space_id = $1 AND c.seq > $2 ORDER BY c.seq LIMIT $3")
+            .bind(space)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&mut db)
+            .await?
+        };
         Ok((rows, latest))
     }
 
@@ -69,7 +71,7 @@ mod tests {
     use nimbus_proto::RemotePath;
 
     use super::*;
-    use crate::meta::{Base, CommitSpec};
+    use crate::meta::{Base, CommitSpec, LockTokens};
 
     fn path(s: &str) -> RemotePath {
         RemotePath::parse(s).expect("valid path")
@@ -104,12 +106,12 @@ mod tests {
     async fn the_journal_records_folders_kinds_and_canonical_paths() {
         let (_dir, meta, space) = sqlite().await;
         let spec = CommitSpec { base: Base::Any, blocks: &[], block_size: 4096, device: None };
-        meta.mkdir(space, &path("/Docs")).await.expect("mkdir");
+        meta.mkdir(space, &path("/Docs"), LockTokens::NONE).await.expect("mkdir");
         // Existing folders are not created again; names are matched case-insensitively and
         // journaled in their stored spelling.
-        meta.commit(space, &path("/docs/Sub/a.txt"), &spec).await.expect("commit");
-        meta.commit(space, &path("/DOCS/sub/A.TXT"), &spec).await.expect("commit again");
-        meta.move_node(space, &path("/docs/sub"), &path("/Moved"), false).await.expect("move");
+        meta.commit(space, &path("/docs/Sub/a.txt"), &spec, LockTokens::NONE).await.expect("commit");
+        meta.commit(space, &path("/DOCS/sub/A.TXT"), &spec, LockTokens::NONE).await.expect("commit again");
+        meta.move_node(space, &path("/docs/sub"), &path("/Moved"), false, LockTokens::NONE).await.expect("move");
         let (rows, latest) = meta.changes_after(space, 0, 100).await.expect("changes");
         assert_eq!(
             ops(&rows),
@@ -188,7 +190,9 @@ mod tests {
                     for i in 0..25 {
                         // Some writes in another space interleave their seqs with this one's.
                         let s = if i % 5 == 4 { other } else { space };
-                        meta.commit(s, &path(&format!("/w{w}/f{i}.txt")), &spec).await.expect("commit");
+                        meta.commit(s, &path(&format!("/w{w}/f{i}.txt")), &spec, LockTokens::NONE)
+                            .await
+                            .expect("commit");
                     }
                 })
             })

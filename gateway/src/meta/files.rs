@@ -5,10 +5,14 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
 use super::SpaceId;
-use super::locks::check_locks;
-use super::tree::{CHILD_SQL, NODE_SQL, ensure_dir, journal, resolve};
-use super::usage::{REFERENCED, UsageTx};
-use super::{BlockEntry, Limit, Meta, MetaError, MetaResult, NodeRow, Usage, VersionRow, begin_space, now_ms, on_pool};
+use super::engine::{scalar, sql};
+use super::journal::{Change, journal};
+use super::locks::{LockTokens, check_locks};
+use super::quota::charge;
+use super::retention::expire_version;
+use super::tree::{CHILD_SQL, EnsuredDir, NODE_SQL, ensure_dir, resolve};
+use super::usage::REFERENCED;
+use super::{BlockEntry, Limit, Meta, MetaError, MetaResult, NodeRow, Usage, VersionRow, now_ms};
 
 /// What the committer believes the file's current version is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,18 +69,19 @@ impl Meta {
             self.touch_blocks(SpaceId::stored(space), hashes).await?.into_iter().collect();
         let touched: Vec<String> = held.iter().cloned().collect();
         for chunk in touched.chunks(CHUNK) {
-            let sql = format!(
+            let text = format!(
                 "SELECT b.hash, b.size FROM blocks b WHERE b.space_id = $1 AND b.hash IN ({}) AND b.stored \
                  AND NOT b.pending AND NOT {REFERENCED}",
                 in_list(2, chunk.len())
             );
-            let garbage: Vec<BlockEntry> = on_pool!(self, p => {
-                let mut q = sqlx::query_as::<_, BlockEntry>(sqlx::AssertSqlSafe(sql)).bind(space);
+            let garbage: Vec<BlockEntry> = {
+                let mut db = self.db();
+                let mut q = sql(sqlx::AssertSqlSafe(text)).bind(space);
                 for h in chunk {
                     q = q.bind(h);
                 }
-                q.fetch_all(p).await?
-            });
+                q.fetch_all::<BlockEntry, _>(&mut db).await?
+            };
             for b in garbage {
                 match self.claim_block(SpaceId::stored(space), &b.hash, b.size, 0).await {
                     Ok(Claim::Held) => {}
@@ -101,38 +106,52 @@ impl Meta {
         let now = now_ms();
         let referenced = format!("SELECT {REFERENCED} FROM blocks b WHERE b.space_id = $1 AND b.hash = $2");
         let limit = Limit::Quota { allowance };
-        let (claim, expired) = on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let row: Option<(bool, bool)> = sqlx::query_as("SELECT stored, pending FROM blocks WHERE space_id = $1 AND hash = $2")
-                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+        let (claim, expired) = {
+            let mut tx = self.begin_space(space).await?;
+            let row: Option<(bool, bool)> = sql("SELECT stored, pending FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space)
+                .bind(hash)
+                .fetch_optional(&mut tx)
+                .await?;
             let mut expired = 0;
             let claim = match row {
                 Some((stored, pending)) => {
                     if stored && !pending {
-                        let used: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(referenced))
-                            .bind(space).bind(hash).fetch_one(&mut *tx).await?;
+                        let used: bool =
+                            scalar(sqlx::AssertSqlSafe(referenced)).bind(space).bind(hash).fetch_one(&mut tx).await?;
                         if !used {
-                            expired = (*tx).charge(space, Usage::pending(size), limit).await?;
-                            sqlx::query("UPDATE blocks SET pending = TRUE WHERE space_id = $1 AND hash = $2")
-                                .bind(space).bind(hash).execute(&mut *tx).await?;
+                            expired = charge(&mut tx, space, Usage::pending(size), limit).await?;
+                            sql("UPDATE blocks SET pending = TRUE WHERE space_id = $1 AND hash = $2")
+                                .bind(space)
+                                .bind(hash)
+                                .execute(&mut tx)
+                                .await?;
                         }
                     }
-                    sqlx::query("UPDATE blocks SET touched_at = $3 WHERE space_id = $1 AND hash = $2")
-                        .bind(space).bind(hash).bind(now).execute(&mut *tx).await?;
+                    sql("UPDATE blocks SET touched_at = $3 WHERE space_id = $1 AND hash = $2")
+                        .bind(space)
+                        .bind(hash)
+                        .bind(now)
+                        .execute(&mut tx)
+                        .await?;
                     if stored { Claim::Held } else { Claim::Write }
                 }
                 None => {
-                    expired = (*tx).charge(space, Usage::pending(size), limit).await?;
-                    sqlx::query(
-                        "INSERT INTO blocks (space_id, hash, size, created_at, touched_at, stored, pending) \
+                    expired = charge(&mut tx, space, Usage::pending(size), limit).await?;
+                    sql("INSERT INTO blocks (space_id, hash, size, created_at, touched_at, stored, pending) \
                          VALUES ($1, $2, $3, $4, $4, FALSE, TRUE)")
-                        .bind(space).bind(hash).bind(size).bind(now).execute(&mut *tx).await?;
+                    .bind(space)
+                    .bind(hash)
+                    .bind(size)
+                    .bind(now)
+                    .execute(&mut tx)
+                    .await?;
                     Claim::Write
                 }
             };
             tx.commit().await?;
             (claim, expired)
-        });
+        };
         if expired > 0 {
             self.invalidate(super::notify::Invalidate::Space(space)).await;
         }
@@ -148,24 +167,24 @@ impl Meta {
         distinct.sort();
         distinct.dedup();
         for chunk in distinct.chunks(CHUNK) {
-            let sql = format!(
+            let text = format!(
                 "UPDATE blocks AS b SET pending = FALSE WHERE b.space_id = $1 AND b.pending AND b.hash IN ({}) \
                  AND NOT {REFERENCED} AND NOT EXISTS (SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u \
                  ON u.id = ub.upload_id WHERE ub.hash = b.hash AND u.user_id = b.space_id) RETURNING size",
                 in_list(2, chunk.len())
             );
-            on_pool!(self, p => {
-                let mut tx = begin_space!(p, space)?;
-                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
+            {
+                let mut tx = self.begin_space(space).await?;
+                let mut q = scalar::<i64>(sqlx::AssertSqlSafe(text)).bind(space);
                 for h in chunk {
                     q = q.bind(h);
                 }
-                let freed: i64 = q.fetch_all(&mut *tx).await?.iter().sum();
+                let freed: i64 = q.fetch_all(&mut tx).await?.iter().sum();
                 if freed != 0 {
-                    (*tx).charge(space, Usage::pending(-freed), Limit::Free).await?;
+                    charge(&mut tx, space, Usage::pending(-freed), Limit::Free).await?;
                 }
                 tx.commit().await?;
-            });
+            };
         }
         Ok(())
     }
@@ -176,8 +195,15 @@ impl Meta {
     /// [`Meta::register_block`]s it, as an upload that finds no row does.
     pub async fn block_stored(&self, space: SpaceId, hash: &str) -> MetaResult<bool> {
         let space = space.get();
-        let n = on_pool!(self, p => sqlx::query("UPDATE blocks SET stored = TRUE, touched_at = $3 WHERE space_id = $1 AND hash = $2")
-            .bind(space).bind(hash).bind(now_ms()).execute(p).await?.rows_affected());
+        let n = {
+            let mut db = self.db();
+            sql("UPDATE blocks SET stored = TRUE, touched_at = $3 WHERE space_id = $1 AND hash = $2")
+                .bind(space)
+                .bind(hash)
+                .bind(now_ms())
+                .execute(&mut db)
+                .await?
+        };
         Ok(n > 0)
     }
 
@@ -186,17 +212,18 @@ impl Meta {
         let space = space.get();
         let mut held = Vec::new();
         for chunk in hashes.chunks(CHUNK) {
-            let sql = format!(
+            let text = format!(
                 "SELECT hash, size FROM blocks WHERE space_id = $1 AND stored AND hash IN ({})",
                 in_list(2, chunk.len())
             );
-            let rows: Vec<BlockEntry> = on_pool!(self, p => {
-                let mut q = sqlx::query_as::<_, BlockEntry>(sqlx::AssertSqlSafe(sql)).bind(space);
+            let rows: Vec<BlockEntry> = {
+                let mut db = self.db();
+                let mut q = sql(sqlx::AssertSqlSafe(text)).bind(space);
                 for h in chunk {
                     q = q.bind(h);
                 }
-                q.fetch_all(p).await?
-            });
+                q.fetch_all::<BlockEntry, _>(&mut db).await?
+            };
             held.extend(rows);
         }
         Ok(held)
@@ -205,8 +232,14 @@ impl Meta {
     /// The size of a block the space holds, or None.
     pub async fn block_size_of(&self, space: SpaceId, hash: &str) -> MetaResult<Option<i64>> {
         let space = space.get();
-        let n: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2 AND stored")
-            .bind(space).bind(hash).fetch_optional(p).await?);
+        let n: Option<i64> = {
+            let mut db = self.db();
+            scalar("SELECT size FROM blocks WHERE space_id = $1 AND hash = $2 AND stored")
+                .bind(space)
+                .bind(hash)
+                .fetch_optional(&mut db)
+                .await?
+        };
         Ok(n)
     }
 
@@ -214,42 +247,31 @@ impl Meta {
     /// through a claim), charged as pending: bytes in the store count whatever brought them.
     pub async fn register_block(&self, space: SpaceId, hash: &str, size: i64) -> MetaResult<()> {
         let space = space.get();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let n = sqlx::query(
+        {
+            let mut tx = self.begin_space(space).await?;
+            let n = sql(
                 "INSERT INTO blocks (space_id, hash, size, created_at, stored, pending) VALUES ($1, $2, $3, $4, TRUE, TRUE) \
                  ON CONFLICT (space_id, hash) DO NOTHING")
                 .bind(space).bind(hash).bind(size).bind(now_ms())
-                .execute(&mut *tx).await?.rows_affected();
+                .execute(&mut tx).await?;
             if n > 0 {
-                (*tx).charge(space, Usage::pending(size), Limit::Free).await?;
+                charge(&mut tx, space, Usage::pending(size), Limit::Free).await?;
             }
             tx.commit().await?;
-        });
+        };
         Ok(())
     }
 
     /// Makes `spec.blocks` the new current version of the file at `path`, atomically:
     /// the base check, the quota charge, the version and the node update succeed or fail
-    /// together. Returns the node and whether the file was created.
+    /// together. Returns the node and whether the file was created. Refused with
+    /// [`MetaError::Locked`] while the path is locked by a lock not in `held`.
     pub async fn commit(
         &self,
         space: SpaceId,
         path: &RemotePath,
         spec: &CommitSpec<'_>,
-    ) -> MetaResult<(NodeRow, bool, RemotePath)> {
-        let space = space.get();
-        self.commit_held(SpaceId::stored(space), path, spec, &[]).await
-    }
-
-    /// [`Meta::commit`] for a caller holding the lock tokens `lock_tokens`: refused with
-    /// [`MetaError::Locked`] while the path is locked by a lock not held.
-    pub async fn commit_held(
-        &self,
-        space: SpaceId,
-        path: &RemotePath,
-        spec: &CommitSpec<'_>,
-        lock_tokens: &[String],
+        lock_tokens: LockTokens<'_>,
     ) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let space = space.get();
         let (parent_path, name) = match (path.parent(), path.name()) {
@@ -281,29 +303,34 @@ impl Meta {
             }
         }
 
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
+        {
+            let mut tx = self.begin_space(space).await?;
             // Again under the space lock, which garbage collection takes too: a block it
             // removed since the check above fails the commit cleanly (retry re-uploads it).
             for chunk in distinct.chunks(CHUNK) {
-                let sql = format!("SELECT COUNT(*) FROM blocks WHERE space_id = $1 AND stored AND hash IN ({})", in_list(2, chunk.len()));
-                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
+                let text = format!(
+                    "SELECT COUNT(*) FROM blocks WHERE space_id = $1 AND stored AND hash IN ({})",
+                    in_list(2, chunk.len())
+                );
+                let mut q = scalar::<i64>(sqlx::AssertSqlSafe(text)).bind(space);
                 for h in chunk {
                     q = q.bind(h);
                 }
-                if q.fetch_one(&mut *tx).await? != chunk.len() as i64 {
+                if q.fetch_one(&mut tx).await? != chunk.len() as i64 {
                     return Err(MetaError::Conflict(
                         "some blocks were garbage-collected while this commit was prepared; check which are missing, upload them and commit again".into(),
                     ));
                 }
             }
-            check_locks!(&mut *tx, space, path, false, lock_tokens)?;
-            let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &parent_path, now)?;
-            let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
+            check_locks(&mut tx, space, path, false, lock_tokens).await?;
+            let EnsuredDir { dir: parent, canon: parent_canon, .. } =
+                ensure_dir(&mut tx, space, &parent_path, now).await?;
+            let existing: Option<NodeRow> = sql(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut tx).await?;
             if let Some(ex) = &existing
-                && ex.is_dir() {
-                    return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
-                }
+                && ex.is_dir()
+            {
+                return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
+            }
             match (&existing, spec.base) {
                 (_, Base::Any) => {}
                 (Some(ex), Base::Expect(Some(v))) if ex.version_id == Some(v) => {}
@@ -322,71 +349,78 @@ impl Meta {
             }
             let old_size = existing.as_ref().map_or(0, |e| e.size);
 
-            let node_id = match &existing {
-                Some(ex) => ex.id,
-                None => {
-                    let id: Option<i64> = sqlx::query_scalar(
+            let node_id =
+                match &existing {
+                    Some(ex) => ex.id,
+                    None => {
+                        let id: Option<i64> = scalar(
                         "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
                          VALUES ($1, $2, $3, $4, 'file', 0, $5, $5) \
                          ON CONFLICT (parent_id, name_key) WHERE trashed_at IS NULL DO NOTHING RETURNING id",
                     )
                     .bind(space).bind(parent.id).bind(name).bind(&key).bind(now)
-                    .fetch_optional(&mut *tx).await?;
-                    id.ok_or_else(|| MetaError::Conflict(format!("`{shown}` was created by someone else at the same time; try again")))?
-                }
-            };
-            let vid: i64 = sqlx::query_scalar(
+                    .fetch_optional(&mut tx).await?;
+                        id.ok_or_else(|| {
+                            MetaError::Conflict(format!(
+                                "`{shown}` was created by someone else at the same time; try again"
+                            ))
+                        })?
+                    }
+                };
+            let vid: i64 = scalar(
                 "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
             .bind(node_id).bind(space).bind(size).bind(spec.block_size).bind(spec.device).bind(now)
-            .fetch_one(&mut *tx).await?;
+            .fetch_one(&mut tx).await?;
             for (c, chunk) in spec.blocks.chunks(CHUNK).enumerate() {
                 let values = (0..chunk.len())
                     .map(|i| format!("($1, ${}, ${}, ${})", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i))
                     .collect::<Vec<_>>()
                     .join(", ");
-                let sql = format!("INSERT INTO version_blocks (version_id, idx, hash, size) VALUES {values}");
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(vid);
+                let text = format!("INSERT INTO version_blocks (version_id, idx, hash, size) VALUES {values}");
+                let mut q = sql(sqlx::AssertSqlSafe(text)).bind(vid);
                 for (i, b) in chunk.iter().enumerate() {
                     q = q.bind((c * CHUNK + i) as i64).bind(&b.hash).bind(b.size);
                 }
-                q.execute(&mut *tx).await?;
+                q.execute(&mut tx).await?;
             }
             // Compare-and-set on the version read above: with PostgreSQL two committers may
             // both get here; exactly one of them moves the node forward.
-            let n = sqlx::query(
+            let n = sql(
                 "UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1 AND version_id IS NOT DISTINCT FROM $5",
             )
             .bind(node_id).bind(vid).bind(size).bind(now).bind(existing.as_ref().and_then(|e| e.version_id))
-            .execute(&mut *tx).await?
-            .rows_affected();
+            .execute(&mut tx).await?;
             if n == 0 {
-                return Err(MetaError::Conflict(format!("`{shown}` changed on the server during this commit; try again")));
+                return Err(MetaError::Conflict(format!(
+                    "`{shown}` changed on the server during this commit; try again"
+                )));
             }
             // The blocks stop being pending: from now on the version counts them. Charged after
             // the node moved on, so the replaced version can be expired to make room.
             let mut unpended = 0i64;
             for chunk in distinct.chunks(CHUNK) {
-                let sql = format!(
+                let text = format!(
                     "UPDATE blocks SET pending = FALSE WHERE space_id = $1 AND pending AND hash IN ({}) RETURNING size",
                     in_list(2, chunk.len())
                 );
-                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql)).bind(space);
+                let mut q = scalar::<i64>(sqlx::AssertSqlSafe(text)).bind(space);
                 for h in chunk {
                     q = q.bind(h);
                 }
-                unpended += q.fetch_all(&mut *tx).await?.iter().sum::<i64>();
+                unpended += q.fetch_all(&mut tx).await?.iter().sum::<i64>();
             }
             let delta = Usage { current: size - old_size, versions: old_size, trash: 0, pending: -unpended };
-            (*tx).charge(space, delta, Limit::WRITE).await?;
-            let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
+            charge(&mut tx, space, delta, Limit::WRITE).await?;
+            let node: NodeRow = sql(NODE_SQL).bind(node_id).fetch_one(&mut tx).await?;
             let canon = parent_canon.join(&node.name)?;
             let op = if existing.is_some() { "update" } else { "create" };
-            journal!(&mut *tx, space, node_id, op, "file", canon.to_string(), None::<&str>, now)?;
+            let path = canon.to_string();
+            journal(&mut tx, space, now, Change { node: node_id, op, kind: "file", path: &path, from: None }).await?;
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((node, existing.is_none(), canon))
-        })
+        }
     }
 
     /// The block list of the file's current version, or of `version` if given (it must be a
@@ -405,40 +439,46 @@ impl Meta {
     }
 
     async fn manifest_uncached(&self, space: i64, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
-        on_pool!(self, p => {
-            let (node, canon) = resolve!(p, space, path)?;
+        {
+            let mut db = self.db();
+            let (node, canon) = resolve(&mut db, space, path).await?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
             }
             let vid = version.or(node.version_id).ok_or(MetaError::NotFound)?;
-            let v: VersionRow = sqlx::query_as(
+            let v: VersionRow = sql(
                 "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE id = $1 AND node_id = $2",
             )
-            .bind(vid).bind(node.id)
-            .fetch_optional(p).await?
+            .bind(vid)
+            .bind(node.id)
+            .fetch_optional(&mut db)
+            .await?
             .ok_or(MetaError::NotFound)?;
-            let blocks: Vec<BlockEntry> = sqlx::query_as("SELECT hash, size FROM version_blocks WHERE version_id = $1 ORDER BY idx")
-                .bind(vid)
-                .fetch_all(p).await?;
+            let blocks: Vec<BlockEntry> =
+                sql("SELECT hash, size FROM version_blocks WHERE version_id = $1 ORDER BY idx")
+                    .bind(vid)
+                    .fetch_all(&mut db)
+                    .await?;
             Ok(Manifest { node, path: canon, version: v, blocks })
-        })
+        }
     }
 
     /// Versions of a file, newest first.
     pub async fn versions(&self, space: SpaceId, path: &RemotePath) -> MetaResult<(NodeRow, Vec<VersionRow>)> {
         let space = space.get();
-        on_pool!(self, p => {
-            let (node, _) = resolve!(p, space, path)?;
+        {
+            let mut db = self.db();
+            let (node, _) = resolve(&mut db, space, path).await?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
             }
-            let rows: Vec<VersionRow> = sqlx::query_as(
+            let rows: Vec<VersionRow> = sql(
                 "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE node_id = $1 ORDER BY id DESC",
             )
             .bind(node.id)
-            .fetch_all(p).await?;
+            .fetch_all(&mut db).await?;
             Ok((node, rows))
-        })
+        }
     }
 
     /// Makes an earlier version's content current again, as a new version.
@@ -452,36 +492,85 @@ impl Meta {
         let space = space.get();
         let now = now_ms();
         let shown = path.to_string();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (node, canon) = resolve!(&mut *tx, space, path)?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let (node, canon) = resolve(&mut tx, space, path).await?;
             if node.is_dir() {
                 return Err(MetaError::IsADirectory(format!("`{shown}` is a folder")));
             }
-            check_locks!(&mut *tx, space, &canon, false, &[])?;
-            let old: VersionRow = sqlx::query_as(
+            check_locks(&mut tx, space, &canon, false, LockTokens::NONE).await?;
+            let old: VersionRow = sql(
                 "SELECT id, node_id, size, block_size, device, created_at FROM versions WHERE id = $1 AND node_id = $2",
             )
-            .bind(version).bind(node.id)
-            .fetch_optional(&mut *tx).await?
+            .bind(version)
+            .bind(node.id)
+            .fetch_optional(&mut tx)
+            .await?
             .ok_or(MetaError::NotFound)?;
-            let vid: i64 = sqlx::query_scalar(
+            let vid: i64 = scalar(
                 "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
             .bind(node.id).bind(space).bind(old.size).bind(old.block_size).bind(device).bind(now)
-            .fetch_one(&mut *tx).await?;
-            sqlx::query("INSERT INTO version_blocks (version_id, idx, hash, size) SELECT $1, idx, hash, size FROM version_blocks WHERE version_id = $2")
+            .fetch_one(&mut tx).await?;
+            sql("INSERT INTO version_blocks (version_id, idx, hash, size) SELECT $1, idx, hash, size FROM version_blocks WHERE version_id = $2")
                 .bind(vid).bind(old.id)
-                .execute(&mut *tx).await?;
-            sqlx::query("UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1")
-                .bind(node.id).bind(vid).bind(old.size).bind(now)
-                .execute(&mut *tx).await?;
-            (*tx).charge(space, Usage { current: old.size - node.size, versions: node.size, ..Default::default() }, Limit::WRITE).await?;
-            journal!(&mut *tx, space, node.id, "update", "file", canon.to_string(), None::<&str>, now)?;
-            let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node.id).fetch_one(&mut *tx).await?;
+                .execute(&mut tx).await?;
+            sql("UPDATE nodes SET version_id = $2, size = $3, modified_at = $4 WHERE id = $1")
+                .bind(node.id)
+                .bind(vid)
+                .bind(old.size)
+                .bind(now)
+                .execute(&mut tx)
+                .await?;
+            charge(
+                &mut tx,
+                space,
+                Usage { current: old.size - node.size, versions: node.size, ..Default::default() },
+                Limit::WRITE,
+            )
+            .await?;
+            let path = canon.to_string();
+            journal(&mut tx, space, now, Change { node: node.id, op: "update", kind: "file", path: &path, from: None })
+                .await?;
+            let node: NodeRow = sql(NODE_SQL).bind(node.id).fetch_one(&mut tx).await?;
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok((node, canon))
-        })
+        }
+    }
+
+    /// Deletes one older version of the file at `path`. The current version cannot be deleted
+    /// (delete the file instead). Returns the bytes freed.
+    pub async fn delete_version(
+        &self,
+        space: SpaceId,
+        path: &nimbus_proto::RemotePath,
+        version: i64,
+    ) -> MetaResult<i64> {
+        let space = space.get();
+        {
+            let mut tx = self.begin_space(space).await?;
+            let (node, _) = resolve(&mut tx, space, path).await?;
+            if node.is_dir() {
+                return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
+            }
+            let owned: Option<i64> = scalar("SELECT id FROM versions WHERE id = $1 AND node_id = $2")
+                .bind(version)
+                .bind(node.id)
+                .fetch_optional(&mut tx)
+                .await?;
+            if owned.is_none() {
+                return Err(MetaError::NotFound);
+            }
+            if node.version_id == Some(version) {
+                return Err(MetaError::Conflict(format!(
+                    "version {version} is the current version of `{path}`; restore another version first, or delete the file"
+                )));
+            }
+            let size = expire_version(&mut tx, space, version).await?;
+            tx.commit().await?;
+            self.invalidate(super::notify::Invalidate::Space(space)).await;
+            Ok(size)
+        }
     }
 }

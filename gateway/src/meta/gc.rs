@@ -10,8 +10,9 @@
 //! - an uploader that finds the row gone writes the object again before registering it.
 
 use super::SpaceId;
-use super::usage::UsageTx;
-use super::{Limit, Meta, MetaResult, Usage, begin_space, now_ms, on_pool};
+use super::engine::{scalar, sql};
+use super::quota::charge;
+use super::{Limit, Meta, MetaResult, Usage, now_ms};
 
 /// One registered block.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -48,17 +49,18 @@ impl Meta {
         let now = now_ms();
         let mut held = Vec::new();
         for chunk in hashes.chunks(500) {
-            let sql = format!(
+            let text = format!(
                 "UPDATE blocks SET touched_at = $2 WHERE space_id = $1 AND stored AND hash IN ({}) RETURNING hash",
                 in_list(3, chunk.len())
             );
-            let rows: Vec<String> = on_pool!(self, p => {
-                let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(space).bind(now);
+            let rows: Vec<String> = {
+                let mut db = self.db();
+                let mut q = scalar::<String>(sqlx::AssertSqlSafe(text)).bind(space).bind(now);
                 for h in chunk {
                     q = q.bind(h);
                 }
-                q.fetch_all(p).await?
-            });
+                q.fetch_all(&mut db).await?
+            };
             held.extend(rows);
         }
         Ok(held)
@@ -66,12 +68,13 @@ impl Meta {
 
     /// Up to `limit` blocks that no version references and nobody touched since `cutoff_ms`.
     pub async fn gc_candidates(&self, cutoff_ms: i64, limit: i64) -> MetaResult<Vec<BlockRow>> {
-        let sql = format!(
+        let text = format!(
             "SELECT b.space_id, b.hash, b.size FROM blocks b WHERE {UNREFERENCED} ORDER BY b.space_id, b.hash LIMIT $2"
         );
-        Ok(
-            on_pool!(self, p => sqlx::query_as::<_, BlockRow>(sqlx::AssertSqlSafe(sql)).bind(cutoff_ms).bind(limit).fetch_all(p).await?),
-        )
+        Ok({
+            let mut db = self.db();
+            sql(sqlx::AssertSqlSafe(text)).bind(cutoff_ms).bind(limit).fetch_all::<BlockRow, _>(&mut db).await?
+        })
     }
 
     /// Removes the rows of those of `hashes` that are still garbage, then calls `delete_objects`
@@ -90,22 +93,22 @@ impl Meta {
         Fut: Future<Output = Result<(), String>>,
     {
         let space = space.get();
-        let sql = format!(
+        let text = format!(
             "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} \
              RETURNING space_id, hash, size, pending",
             in_list(3, hashes.len())
         );
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let mut q = sqlx::query_as::<_, (i64, String, i64, bool)>(sqlx::AssertSqlSafe(sql)).bind(cutoff_ms).bind(space);
+        {
+            let mut tx = self.begin_space(space).await?;
+            let mut q = sql(sqlx::AssertSqlSafe(text)).bind(cutoff_ms).bind(space);
             for h in hashes {
                 q = q.bind(h);
             }
-            let rows = q.fetch_all(&mut *tx).await?;
+            let rows = q.fetch_all::<(i64, String, i64, bool), _>(&mut tx).await?;
             // Uploads never committed stop counting as pending as they go.
             let pending: i64 = rows.iter().filter(|r| r.3).map(|r| r.2).sum();
             if pending != 0 {
-                (*tx).charge(space, Usage::pending(-pending), Limit::Free).await?;
+                charge(&mut tx, space, Usage::pending(-pending), Limit::Free).await?;
             }
             let gone: Vec<BlockRow> =
                 rows.into_iter().map(|(space_id, hash, size, _)| BlockRow { space_id, hash, size }).collect();
@@ -116,26 +119,39 @@ impl Meta {
             };
             tx.commit().await?;
             Ok((gone, failed))
-        })
+        }
     }
 
     /// Every registered block, or `sample` of them picked at random.
     pub async fn registered_blocks(&self, sample: Option<i64>) -> MetaResult<Vec<BlockRow>> {
-        Ok(on_pool!(self, p => match sample {
-            Some(n) => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks WHERE stored ORDER BY RANDOM() LIMIT $1")
-                .bind(n).fetch_all(p).await?,
-            None => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks WHERE stored ORDER BY space_id, hash")
-                .fetch_all(p).await?,
-        }))
+        Ok({
+            let mut db = self.db();
+            match sample {
+                Some(n) => {
+                    sql("SELECT space_id, hash, size FROM blocks WHERE stored ORDER BY RANDOM() LIMIT $1")
+                        .bind(n)
+                        .fetch_all::<BlockRow, _>(&mut db)
+                        .await?
+                }
+                None => {
+                    sql("SELECT space_id, hash, size FROM blocks WHERE stored ORDER BY space_id, hash")
+                        .fetch_all::<BlockRow, _>(&mut db)
+                        .await?
+                }
+            }
+        })
     }
 
     /// Blocks some version references that the registry does not hold.
     pub async fn unregistered_references(&self) -> MetaResult<Vec<BlockRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, BlockRow>(
+        Ok({
+            let mut db = self.db();
+            sql(
             "SELECT DISTINCT v.space_id, vb.hash, vb.size FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
              WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.space_id = v.space_id AND b.hash = vb.hash AND b.stored) \
              ORDER BY v.space_id, vb.hash",
-        ).fetch_all(p).await?))
+        ).fetch_all::<BlockRow, _>(&mut db).await?
+        })
     }
 
     /// fsck's repair of a block the store lost or damaged: under the space lock (so no upload,
@@ -151,18 +167,24 @@ impl Meta {
         Fut: Future<Output = bool>,
     {
         let space = space.get();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let stored: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
-                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let stored: Option<bool> = scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space)
+                .bind(hash)
+                .fetch_optional(&mut tx)
+                .await?;
             let marked = stored == Some(true) && still_bad().await;
             if marked {
-                sqlx::query("UPDATE blocks SET stored = FALSE WHERE space_id = $1 AND hash = $2")
-                    .bind(space).bind(hash).execute(&mut *tx).await?;
+                sql("UPDATE blocks SET stored = FALSE WHERE space_id = $1 AND hash = $2")
+                    .bind(space)
+                    .bind(hash)
+                    .execute(&mut tx)
+                    .await?;
             }
             tx.commit().await?;
             Ok(marked)
-        })
+        }
     }
 
     /// fsck's repair of a block the store holds intact but the registry does not (as stored):
@@ -176,34 +198,40 @@ impl Meta {
         Fut: Future<Output = bool>,
     {
         let space = space.get();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let stored: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
-                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let stored: Option<bool> = scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space)
+                .bind(hash)
+                .fetch_optional(&mut tx)
+                .await?;
             let registered = match stored {
                 Some(true) => false,
                 Some(false) => {
                     let ok = intact().await;
                     if ok {
-                        sqlx::query("UPDATE blocks SET stored = TRUE WHERE space_id = $1 AND hash = $2")
-                            .bind(space).bind(hash).execute(&mut *tx).await?;
+                        sql("UPDATE blocks SET stored = TRUE WHERE space_id = $1 AND hash = $2")
+                            .bind(space)
+                            .bind(hash)
+                            .execute(&mut tx)
+                            .await?;
                     }
                     ok
                 }
                 None => {
                     let ok = intact().await;
                     if ok {
-                        sqlx::query(
+                        sql(
                             "INSERT INTO blocks (space_id, hash, size, created_at, stored, pending) VALUES ($1, $2, $3, $4, TRUE, TRUE)")
-                            .bind(space).bind(hash).bind(size).bind(now_ms()).execute(&mut *tx).await?;
-                        (*tx).charge(space, Usage::pending(size), Limit::Free).await?;
+                            .bind(space).bind(hash).bind(size).bind(now_ms()).execute(&mut tx).await?;
+                        charge(&mut tx, space, Usage::pending(size), Limit::Free).await?;
                     }
                     ok
                 }
             };
             tx.commit().await?;
             Ok(registered)
-        })
+        }
     }
 
     /// fsck's removal of a damaged store object that no row names: under the space lock, and
@@ -216,39 +244,57 @@ impl Meta {
         Fut: Future<Output = bool>,
     {
         let space = space.get();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let row: Option<bool> = sqlx::query_scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
-                .bind(space).bind(hash).fetch_optional(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let row: Option<bool> = scalar("SELECT stored FROM blocks WHERE space_id = $1 AND hash = $2")
+                .bind(space)
+                .bind(hash)
+                .fetch_optional(&mut tx)
+                .await?;
             let removed = row.is_none() && remove().await;
             tx.commit().await?;
             Ok(removed)
-        })
+        }
     }
 
     /// Every row of the block registry, stored or not (uploads in progress, damaged blocks).
     pub async fn block_rows(&self) -> MetaResult<Vec<BlockRow>> {
-        Ok(
-            on_pool!(self, p => sqlx::query_as::<_, BlockRow>("SELECT space_id, hash, size FROM blocks ORDER BY space_id, hash")
-            .fetch_all(p).await?),
-        )
+        Ok({
+            let mut db = self.db();
+            sql("SELECT space_id, hash, size FROM blocks ORDER BY space_id, hash")
+                .fetch_all::<BlockRow, _>(&mut db)
+                .await?
+        })
     }
 
     /// The paths of the files with a version (current or older) that uses the block.
     pub async fn files_using(&self, space: SpaceId, hash: &str) -> MetaResult<Vec<String>> {
         let space = space.get();
-        let ids: Vec<i64> = on_pool!(self, p => sqlx::query_scalar(
-            "SELECT DISTINCT v.node_id FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
+        let ids: Vec<i64> = {
+            let mut db = self.db();
+            scalar(
+                "SELECT DISTINCT v.node_id FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
              WHERE v.space_id = $1 AND vb.hash = $2 ORDER BY v.node_id",
-        ).bind(space).bind(hash).fetch_all(p).await?);
+            )
+            .bind(space)
+            .bind(hash)
+            .fetch_all(&mut db)
+            .await?
+        };
         let mut paths = Vec::with_capacity(ids.len());
         for id in ids {
-            let names: Vec<String> = on_pool!(self, p => sqlx::query_scalar(
-                "WITH RECURSIVE up(id, parent_id, name, depth) AS (\
+            let names: Vec<String> = {
+                let mut db = self.db();
+                scalar(
+                    "WITH RECURSIVE up(id, parent_id, name, depth) AS (\
                  SELECT id, parent_id, name, 0 FROM nodes WHERE id = $1 \
                  UNION ALL SELECT n.id, n.parent_id, n.name, up.depth + 1 FROM nodes n JOIN up ON n.id = up.parent_id) \
                  SELECT name FROM up WHERE parent_id IS NOT NULL ORDER BY depth DESC",
-            ).bind(id).fetch_all(p).await?);
+                )
+                .bind(id)
+                .fetch_all(&mut db)
+                .await?
+            };
             paths.push(format!("/{}", names.join("/")));
         }
         Ok(paths)

@@ -10,7 +10,8 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
 use super::SpaceId;
-use super::{Meta, MetaError, MetaResult, begin_space, now_ms, on_pool};
+use super::engine::{Conn, sql};
+use super::{Meta, MetaError, MetaResult, now_ms};
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LockRow {
@@ -51,12 +52,31 @@ fn covers(lock: &LockRow, key: &str, subtree: bool) -> bool {
     lock.path_key == key || (lock.deep && below(key, &lock.path_key)) || (subtree && below(&lock.path_key, key))
 }
 
+/// The lock tokens a caller presents with a change (WebDAV's `If` header, or the REST API's
+/// `X-Nimbus-Lock-Token`): a change to a path a lock guards goes through only with one of the
+/// lock's tokens. Every namespace change takes them, so no door can forget to pass them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LockTokens<'a>(&'a [String]);
+
+impl<'a> LockTokens<'a> {
+    /// No tokens: a caller that took no lock (the drive, the S3 door, the server itself).
+    pub const NONE: LockTokens<'static> = LockTokens(&[]);
+
+    pub fn new(tokens: &'a [String]) -> LockTokens<'a> {
+        LockTokens(tokens)
+    }
+
+    fn holds(&self, lock: &LockRow) -> bool {
+        self.0.iter().any(|t| t == &lock.token)
+    }
+}
+
 /// The lock that forbids changing `key` (with `subtree`: or anything below it) for a caller
 /// holding the tokens `held`, if any. An exclusive lock must be held itself; of shared locks,
 /// holding one is enough.
-pub fn conflict<'a>(locks: &'a [LockRow], key: &str, subtree: bool, held: &[String]) -> Option<&'a LockRow> {
+pub fn conflict<'a>(locks: &'a [LockRow], key: &str, subtree: bool, held: LockTokens<'_>) -> Option<&'a LockRow> {
     let covering: Vec<&LockRow> = locks.iter().filter(|l| covers(l, key, subtree)).collect();
-    let holds = |l: &LockRow| held.iter().any(|t| t == &l.token);
+    let holds = |l: &LockRow| held.holds(l);
     if let Some(l) = covering.iter().find(|l| !l.shared && !holds(l)) {
         return Some(l);
     }
@@ -78,50 +98,35 @@ pub(crate) fn locked_error(path: &str, lock: &LockRow) -> MetaError {
     ))
 }
 
-/// Fails with [`MetaError::Locked`] if a live lock of `$space` forbids changing `$path`
-/// (with `$subtree`: or anything below it) for a caller holding `$held`.
-macro_rules! check_locks {
-    ($ex:expr, $space:expr, $path:expr, $subtree:expr, $held:expr) => {
-        async {
-            let locks: Vec<$crate::meta::LockRow> = sqlx::query_as($crate::meta::locks::LIVE_LOCKS_SQL)
-                .bind($space)
-                .bind($crate::meta::now_ms())
-                .fetch_all($ex)
-                .await?;
-            let path: &nimbus_proto::RemotePath = $path;
-            let key = $crate::meta::locks::lock_key(path);
-            if let Some(l) = $crate::meta::locks::conflict(&locks, &key, $subtree, $held) {
-                return Err($crate::meta::locks::locked_error(&path.to_string(), l));
-            }
-            Ok::<(), $crate::meta::MetaError>(())
-        }
-        .await
-    };
+/// Fails with [`MetaError::Locked`] if a live lock of `space` forbids changing `path` (with
+/// `subtree`: or anything below it) for a caller presenting `held`.
+pub(crate) async fn check_locks(
+    c: &mut impl Conn,
+    space: i64,
+    path: &RemotePath,
+    subtree: bool,
+    held: LockTokens<'_>,
+) -> MetaResult<()> {
+    let locks: Vec<LockRow> = sql(LIVE_LOCKS_SQL).bind(space).bind(now_ms()).fetch_all(c).await?;
+    match conflict(&locks, &lock_key(path), subtree, held) {
+        Some(l) => Err(locked_error(&path.to_string(), l)),
+        None => Ok(()),
+    }
 }
-pub(crate) use check_locks;
 
-/// Removes the locks on `$path` and below (after it was moved away or deleted: a lock guards a
+/// Removes the locks on `path` and below (after it was moved away or deleted: a lock guards a
 /// path, and RFC 4918 does not let it follow the resource).
-macro_rules! drop_locks_under {
-    ($ex:expr, $space:expr, $path:expr) => {
-        async {
-            let key = $crate::meta::locks::lock_key($path);
-            let like =
-                if key == "/" { "/%".to_string() } else { format!("{}/%", $crate::meta::locks::like_escape(&key)) };
-            sqlx::query(
-                "DELETE FROM dav_locks WHERE space_id = $1 AND (path_key = $2 OR path_key LIKE $3 ESCAPE '\\')",
-            )
-            .bind($space)
-            .bind(&key)
-            .bind(&like)
-            .execute($ex)
-            .await?;
-            Ok::<(), sqlx::Error>(())
-        }
-        .await
-    };
+pub(crate) async fn drop_locks_under(c: &mut impl Conn, space: i64, path: &RemotePath) -> MetaResult<()> {
+    let key = lock_key(path);
+    let like = if key == "/" { "/%".to_string() } else { format!("{}/%", like_escape(&key)) };
+    sql("DELETE FROM dav_locks WHERE space_id = $1 AND (path_key = $2 OR path_key LIKE $3 ESCAPE '\\')")
+        .bind(space)
+        .bind(&key)
+        .bind(&like)
+        .execute(c)
+        .await?;
+    Ok(())
 }
-pub(crate) use drop_locks_under;
 
 pub(crate) fn like_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
@@ -200,7 +205,10 @@ impl Meta {
     /// The live locks of a space.
     pub async fn live_locks(&self, space: SpaceId) -> MetaResult<Vec<LockRow>> {
         let space = space.get();
-        on_pool!(self, p => Ok(sqlx::query_as(LIVE_LOCKS_SQL).bind(space).bind(now_ms()).fetch_all(p).await?))
+        {
+            let mut db = self.db();
+            Ok(sql(LIVE_LOCKS_SQL).bind(space).bind(now_ms()).fetch_all(&mut db).await?)
+        }
     }
 
     /// Fails with [`MetaError::Locked`] if a live lock not in `held` guards `path` (with
@@ -211,7 +219,7 @@ impl Meta {
         space: SpaceId,
         path: &RemotePath,
         subtree: bool,
-        held: &[String],
+        held: LockTokens<'_>,
     ) -> MetaResult<()> {
         let space = space.get();
         let locks = self.live_locks(SpaceId::stored(space)).await?;
@@ -225,59 +233,77 @@ impl Meta {
     /// of the space are cleared on the way.
     pub async fn insert_lock(&self, lock: &LockRow) -> MetaResult<Result<(), LockRow>> {
         let now = now_ms();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, lock.space_id)?;
-            sqlx::query("DELETE FROM dav_locks WHERE space_id = $1 AND expires_at <= $2")
-                .bind(lock.space_id).bind(now)
-                .execute(&mut *tx).await?;
-            let live: Vec<LockRow> = sqlx::query_as(LIVE_LOCKS_SQL).bind(lock.space_id).bind(now).fetch_all(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(lock.space_id).await?;
+            sql("DELETE FROM dav_locks WHERE space_id = $1 AND expires_at <= $2")
+                .bind(lock.space_id)
+                .bind(now)
+                .execute(&mut tx)
+                .await?;
+            let live: Vec<LockRow> = sql(LIVE_LOCKS_SQL).bind(lock.space_id).bind(now).fetch_all(&mut tx).await?;
             if let Some(c) = lock_conflict(&live, lock) {
                 return Ok(Err(c.clone()));
             }
-            let sql = format!("INSERT INTO dav_locks ({LOCK_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(&lock.token).bind(lock.space_id).bind(&lock.path).bind(&lock.path_key)
-                .bind(&lock.principal).bind(&lock.owner_xml).bind(lock.shared).bind(lock.deep)
-                .bind(lock.timeout_ms).bind(lock.expires_at).bind(lock.created_at)
-                .execute(&mut *tx).await?;
+            let text =
+                format!("INSERT INTO dav_locks ({LOCK_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)");
+            sql(sqlx::AssertSqlSafe(text))
+                .bind(&lock.token)
+                .bind(lock.space_id)
+                .bind(&lock.path)
+                .bind(&lock.path_key)
+                .bind(&lock.principal)
+                .bind(&lock.owner_xml)
+                .bind(lock.shared)
+                .bind(lock.deep)
+                .bind(lock.timeout_ms)
+                .bind(lock.expires_at)
+                .bind(lock.created_at)
+                .execute(&mut tx)
+                .await?;
             tx.commit().await?;
             Ok(Ok(()))
-        })
+        }
     }
 
     /// Extends a live lock of the space; None if there is no such lock.
     pub async fn refresh_lock(&self, space: SpaceId, token: &str, timeout_ms: i64) -> MetaResult<Option<LockRow>> {
         let space = space.get();
         let now = now_ms();
-        on_pool!(self, p => {
-            let n = sqlx::query("UPDATE dav_locks SET timeout_ms = $3, expires_at = $4 WHERE space_id = $1 AND token = $2 AND expires_at > $5")
+        {
+            let mut db = self.db();
+            let n = sql("UPDATE dav_locks SET timeout_ms = $3, expires_at = $4 WHERE space_id = $1 AND token = $2 AND expires_at > $5")
                 .bind(space).bind(token).bind(timeout_ms).bind(now.saturating_add(timeout_ms)).bind(now)
-                .execute(p).await?.rows_affected();
+                .execute(&mut db).await?;
             if n == 0 {
                 return Ok(None);
             }
-            let sql = format!("SELECT {LOCK_COLS} FROM dav_locks WHERE space_id = $1 AND token = $2");
-            Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(space).bind(token).fetch_optional(p).await?)
-        })
+            let text = format!("SELECT {LOCK_COLS} FROM dav_locks WHERE space_id = $1 AND token = $2");
+            Ok(sql(sqlx::AssertSqlSafe(text)).bind(space).bind(token).fetch_optional(&mut db).await?)
+        }
     }
 
     /// Releases a lock of the space; false if the space has no such live lock.
     pub async fn delete_lock(&self, space: SpaceId, token: &str) -> MetaResult<bool> {
         let space = space.get();
-        on_pool!(self, p => {
-            let n = sqlx::query("DELETE FROM dav_locks WHERE space_id = $1 AND token = $2 AND expires_at > $3")
-                .bind(space).bind(token).bind(now_ms())
-                .execute(p).await?.rows_affected();
+        {
+            let mut db = self.db();
+            let n = sql("DELETE FROM dav_locks WHERE space_id = $1 AND token = $2 AND expires_at > $3")
+                .bind(space)
+                .bind(token)
+                .bind(now_ms())
+                .execute(&mut db)
+                .await?;
             Ok(n > 0)
-        })
+        }
     }
 
     /// Releases every lock on `path` and below.
     pub async fn delete_locks_under(&self, space: SpaceId, path: &RemotePath) -> MetaResult<()> {
         let space = space.get();
-        on_pool!(self, p => {
-            drop_locks_under!(p, space, path)?;
-        });
+        {
+            let mut db = self.db();
+            drop_locks_under(&mut db, space, path).await?;
+        };
         Ok(())
     }
 
@@ -285,17 +311,27 @@ impl Meta {
     pub async fn dav_props(&self, space: SpaceId, path: &RemotePath) -> MetaResult<Vec<PropRow>> {
         let space = space.get();
         let (node, _) = self.stat(SpaceId::stored(space), path).await?;
-        on_pool!(self, p => Ok(sqlx::query_as("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1 ORDER BY ns, name")
-            .bind(node.id).fetch_all(p).await?))
+        {
+            let mut db = self.db();
+            Ok(sql("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1 ORDER BY ns, name")
+                .bind(node.id)
+                .fetch_all(&mut db)
+                .await?)
+        }
     }
 
     /// The dead properties of the node with id `node` of `space` (a listing knows the id).
     pub async fn dav_props_of(&self, space: SpaceId, node: i64) -> MetaResult<Vec<PropRow>> {
         let space = space.get();
-        on_pool!(self, p => Ok(sqlx::query_as(
-            "SELECT d.ns, d.name, d.prefix, d.xml FROM dav_props d JOIN nodes n ON n.id = d.node_id \
+        {
+            let mut db = self.db();
+            Ok(sql("SELECT d.ns, d.name, d.prefix, d.xml FROM dav_props d JOIN nodes n ON n.id = d.node_id \
              WHERE d.node_id = $1 AND n.space_id = $2 ORDER BY d.ns, d.name")
-            .bind(node).bind(space).fetch_all(p).await?))
+            .bind(node)
+            .bind(space)
+            .fetch_all(&mut db)
+            .await?)
+        }
     }
 
     /// Applies set and remove operations to the dead properties of the node at `path`, in
@@ -310,33 +346,38 @@ impl Meta {
     ) -> MetaResult<Result<(), Vec<usize>>> {
         let space = space.get();
         let (node, _) = self.stat(SpaceId::stored(space), path).await?;
-        on_pool!(self, p => {
+        {
             // The space lock serialises PROPPATCHes, so two cannot pass the limits together.
-            let mut tx = begin_space!(p, space)?;
-            let stored: Vec<PropRow> = sqlx::query_as("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1")
-                .bind(node.id).fetch_all(&mut *tx).await?;
+            let mut tx = self.begin_space(space).await?;
+            let stored: Vec<PropRow> = sql("SELECT ns, name, prefix, xml FROM dav_props WHERE node_id = $1")
+                .bind(node.id)
+                .fetch_all(&mut tx)
+                .await?;
             if let Err(offending) = PropLimits::DEFAULT.check(&stored, ops) {
                 return Ok(Err(offending));
             }
             for op in ops {
                 match op {
                     PropPatch::Remove { ns, name } => {
-                        sqlx::query("DELETE FROM dav_props WHERE node_id = $1 AND ns = $2 AND name = $3")
-                            .bind(node.id).bind(ns).bind(name)
-                            .execute(&mut *tx).await?;
+                        sql("DELETE FROM dav_props WHERE node_id = $1 AND ns = $2 AND name = $3")
+                            .bind(node.id)
+                            .bind(ns)
+                            .bind(name)
+                            .execute(&mut tx)
+                            .await?;
                     }
                     PropPatch::Set(r) => {
-                        sqlx::query(
+                        sql(
                             "INSERT INTO dav_props (node_id, ns, name, prefix, xml) VALUES ($1, $2, $3, $4, $5) \
                              ON CONFLICT (node_id, ns, name) DO UPDATE SET prefix = EXCLUDED.prefix, xml = EXCLUDED.xml",
                         )
                         .bind(node.id).bind(&r.ns).bind(&r.name).bind(&r.prefix).bind(&r.xml)
-                        .execute(&mut *tx).await?;
+                        .execute(&mut tx).await?;
                     }
                 }
             }
             tx.commit().await?;
-        });
+        };
         Ok(Ok(()))
     }
 
@@ -345,14 +386,15 @@ impl Meta {
         let space = space.get();
         let (src, _) = self.stat(SpaceId::stored(space), from).await?;
         let (dst, _) = self.stat(SpaceId::stored(space), to).await?;
-        on_pool!(self, p => {
-            sqlx::query(
+        {
+            let mut db = self.db();
+            sql(
                 "INSERT INTO dav_props (node_id, ns, name, prefix, xml) SELECT $2, ns, name, prefix, xml FROM dav_props WHERE node_id = $1 \
                  ON CONFLICT (node_id, ns, name) DO NOTHING",
             )
             .bind(src.id).bind(dst.id)
-            .execute(p).await?;
-        });
+            .execute(&mut db).await?;
+        };
         Ok(())
     }
 }
@@ -380,15 +422,15 @@ mod tests {
     #[test]
     fn exclusive_lock_guards_its_path_and_depth() {
         let locks = vec![lock("t1", "/Docs/A.txt", false, false), lock("t2", "/Tree", false, true)];
-        assert!(conflict(&locks, "/docs/a.txt", false, &[]).is_some(), "case-insensitive");
-        assert!(conflict(&locks, "/docs/a.txt", false, &["t1".into()]).is_none());
-        assert!(conflict(&locks, "/docs/a.txt2", false, &[]).is_none(), "whole components only");
-        assert!(conflict(&locks, "/docs", false, &[]).is_none(), "the folder itself is free");
-        assert!(conflict(&locks, "/docs", true, &[]).is_some(), "but not its subtree");
-        assert!(conflict(&locks, "/tree/x/y", false, &[]).is_some(), "deep lock covers descendants");
-        assert!(conflict(&locks, "/tree/x/y", false, &["t2".into()]).is_none());
-        assert!(conflict(&locks, "/", true, &["t1".into()]).is_some(), "deleting / touches t2 too");
-        assert!(conflict(&locks, "/", true, &["t1".into(), "t2".into()]).is_none());
+        assert!(conflict(&locks, "/docs/a.txt", false, LockTokens::NONE).is_some(), "case-insensitive");
+        assert!(conflict(&locks, "/docs/a.txt", false, LockTokens::new(&["t1".into()])).is_none());
+        assert!(conflict(&locks, "/docs/a.txt2", false, LockTokens::NONE).is_none(), "whole components only");
+        assert!(conflict(&locks, "/docs", false, LockTokens::NONE).is_none(), "the folder itself is free");
+        assert!(conflict(&locks, "/docs", true, LockTokens::NONE).is_some(), "but not its subtree");
+        assert!(conflict(&locks, "/tree/x/y", false, LockTokens::NONE).is_some(), "deep lock covers descendants");
+        assert!(conflict(&locks, "/tree/x/y", false, LockTokens::new(&["t2".into()])).is_none());
+        assert!(conflict(&locks, "/", true, LockTokens::new(&["t1".into()])).is_some(), "deleting / touches t2 too");
+        assert!(conflict(&locks, "/", true, LockTokens::new(&["t1".into(), "t2".into()])).is_none());
     }
 
     fn prop(name: &str, xml: &str) -> PropRow {
@@ -422,8 +464,8 @@ mod tests {
     #[test]
     fn shared_locks_need_one_held_and_block_exclusive() {
         let locks = vec![lock("s1", "/f", true, false), lock("s2", "/f", true, false)];
-        assert!(conflict(&locks, "/f", false, &[]).is_some());
-        assert!(conflict(&locks, "/f", false, &["s2".into()]).is_none());
+        assert!(conflict(&locks, "/f", false, LockTokens::NONE).is_some());
+        assert!(conflict(&locks, "/f", false, LockTokens::new(&["s2".into()])).is_none());
         assert!(lock_conflict(&locks, &lock("s3", "/f", true, false)).is_none());
         assert!(lock_conflict(&locks, &lock("x", "/f", false, false)).is_some());
         assert!(lock_conflict(&locks, &lock("x", "/", false, true)).is_some(), "deep lock above");

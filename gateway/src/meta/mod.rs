@@ -1,25 +1,26 @@
 //! Metadata in SQL: users, tokens, the per-space node tree, versions and their block lists,
 //! the block registry, trash, change journal and audit log.
 //!
-//! Two engines, one code path: SQLite (embedded default) and PostgreSQL. `sqlx::Any` cannot
-//! decode SQLite's booleans and timestamps reliably, so instead every query is written once in
-//! the SQL both engines share (`$N` parameters, `RETURNING`, partial indexes, times as Unix ms
-//! BIGINT) and the [`on_pool!`] macro expands each method body for both concrete pool types.
-//! Migrations differ only in DDL and live in `migrations/{sqlite,postgres}`.
+//! Two engines, one code path: SQLite (embedded default) and PostgreSQL. Every query is written
+//! once in the SQL both engines share and run through the small seam in [`engine`] (a pool or a
+//! transaction of either engine). Migrations differ only in DDL and live in
+//! `migrations/{sqlite,postgres}`.
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{PgConnection, Postgres, Sqlite, SqliteConnection, Transaction};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 mod changes;
+pub(crate) mod engine;
 mod files;
 mod gc;
 mod hot;
+mod journal;
 pub(crate) mod locks;
 mod notify;
+mod quota;
 pub mod retention;
 mod s3keys;
 mod s3objects;
@@ -31,11 +32,13 @@ pub(crate) mod usage;
 mod usage_model;
 mod users;
 
+use engine::{Db, Tx, sql};
+
 pub use changes::ChangeRow;
 pub use files::{Base, Claim, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;
-pub use locks::{LockRow, PropPatch, PropRow, lock_key};
+pub use locks::{LockRow, LockTokens, PropPatch, PropRow, lock_key};
 pub use retention::{Expired, Retention};
 pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use s3objects::{PartRow, S3ObjectMeta, UploadRow};
@@ -89,12 +92,6 @@ impl From<nimbus_proto::NameError> for MetaError {
 
 pub type MetaResult<T> = Result<T, MetaError>;
 
-#[derive(Clone)]
-enum Pool {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-}
-
 /// SQLite's `synchronous` setting (with the WAL journal), `--sqlite-synchronous`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum SqliteSync {
@@ -114,80 +111,8 @@ pub struct MetaOptions {
 /// Handle to the metadata database; cheap to clone.
 #[derive(Clone)]
 pub struct Meta {
-    pool: Pool,
+    pool: Db,
     hot: std::sync::Arc<hot::HotCache>,
-}
-
-/// Runs `$body` with `$p` bound to the concrete pool; the body is compiled once per engine.
-macro_rules! on_pool {
-    ($self:expr, $p:ident => $body:expr) => {
-        match &$self.pool {
-            $crate::meta::Pool::Sqlite($p) => $body,
-            $crate::meta::Pool::Postgres($p) => $body,
-        }
-    };
-}
-pub(crate) use on_pool;
-
-/// Starts a transaction that will write. SQLite must take the write lock up front
-/// (`BEGIN IMMEDIATE`): a deferred transaction that reads and then writes can fail with
-/// SQLITE_BUSY instead of waiting, which would turn a plain race into an error.
-pub(crate) trait WriteTx {
-    type Db: sqlx::Database;
-    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Self::Db>, sqlx::Error>> + Send;
-}
-
-impl WriteTx for SqlitePool {
-    type Db = Sqlite;
-    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Sqlite>, sqlx::Error>> + Send {
-        self.begin_with("BEGIN IMMEDIATE")
-    }
-}
-
-impl WriteTx for PgPool {
-    type Db = Postgres;
-    fn begin_write(&self) -> impl Future<Output = Result<Transaction<'static, Postgres>, sqlx::Error>> + Send {
-        self.begin()
-    }
-}
-
-/// Starts a transaction that changes the namespace of `space` (and so writes its journal):
-/// [`WriteTx::begin_write`], then the space's write lock ([`SpaceLock`]) before anything else.
-/// Taking it first, not only at the journal insert, keeps the lock order the same in every
-/// such transaction (space lock, then rows), so two of them cannot deadlock.
-macro_rules! begin_space {
-    ($p:expr, $space:expr) => {
-        async {
-            let mut tx = $crate::meta::WriteTx::begin_write($p).await?;
-            $crate::meta::SpaceLock::lock_space(&mut *tx, $space).await?;
-            Ok::<_, sqlx::Error>(tx)
-        }
-        .await
-    };
-}
-pub(crate) use begin_space;
-
-/// Serialises the journal writers of one space until their transaction ends, so that within
-/// a space `changes.seq` order is commit order and a feed reader that has seen seq N never
-/// sees a smaller seq commit later. PostgreSQL hands out identity values at insert time and
-/// concurrent transactions may commit them out of order, hence a transaction-scoped advisory
-/// lock keyed by the space; SQLite's `BEGIN IMMEDIATE` already serialises every writer.
-/// Re-taking the lock in the same transaction is cheap and harmless (it stacks).
-pub(crate) trait SpaceLock {
-    fn lock_space(&mut self, space: i64) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
-}
-
-impl SpaceLock for SqliteConnection {
-    async fn lock_space(&mut self, _space: i64) -> Result<(), sqlx::Error> {
-        Ok(())
-    }
-}
-
-impl SpaceLock for PgConnection {
-    async fn lock_space(&mut self, space: i64) -> Result<(), sqlx::Error> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(space).execute(self).await?;
-        Ok(())
-    }
 }
 
 macro_rules! node_cols {
@@ -311,7 +236,7 @@ impl Meta {
             let pool =
                 PgPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
             POSTGRES_MIGRATIONS.run(&pool).await.map_err(schema_error)?;
-            Pool::Postgres(pool)
+            Db::Postgres(pool)
         } else if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)?
                 .create_if_missing(true)
@@ -330,7 +255,7 @@ impl Meta {
                 .connect_with(opts)
                 .await?;
             SQLITE_MIGRATIONS.run(&pool).await.map_err(schema_error)?;
-            Pool::Sqlite(pool)
+            Db::Sqlite(pool)
         } else {
             return Err(MetaError::Invalid(format!(
                 "unsupported database URL `{url}`: use sqlite://PATH or postgres://USER@HOST:PORT/DB"
@@ -339,29 +264,42 @@ impl Meta {
         // On a shared database the hot cache waits for the invalidation listener
         // (`listen_for_other_gateways`); SQLite has one node, which sees every change itself.
         let hot = match pool {
-            Pool::Postgres(_) => hot::HotCache::distrusted(),
-            Pool::Sqlite(_) => hot::HotCache::default(),
+            Db::Postgres(_) => hot::HotCache::distrusted(),
+            Db::Sqlite(_) => hot::HotCache::default(),
         };
         Ok(Meta { pool, hot: std::sync::Arc::new(hot) })
     }
 
     pub fn engine(&self) -> &'static str {
         match self.pool {
-            Pool::Sqlite(_) => "sqlite",
-            Pool::Postgres(_) => "postgres",
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
         }
     }
 
     /// Readiness probe: one round trip.
     pub async fn ping(&self) -> MetaResult<()> {
-        on_pool!(self, p => {
-            sqlx::query("SELECT 1").execute(p).await?;
-        });
+        sql("SELECT 1").execute(&mut self.db()).await?;
         Ok(())
     }
 
     pub async fn close(&self) {
-        on_pool!(self, p => p.close().await)
+        self.pool.close().await
+    }
+
+    /// The pool, to run queries on (each takes a connection for itself).
+    pub(crate) fn db(&self) -> Db {
+        self.pool.clone()
+    }
+
+    /// See [`Db::begin_write`].
+    pub(crate) async fn begin_write(&self) -> Result<Tx, sqlx::Error> {
+        self.pool.begin_write().await
+    }
+
+    /// See [`Db::begin_space`].
+    pub(crate) async fn begin_space(&self, space: i64) -> Result<Tx, sqlx::Error> {
+        self.pool.begin_space(space).await
     }
 }
 

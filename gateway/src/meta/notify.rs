@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-use super::{Meta, MetaResult, Pool};
+use super::{Meta, MetaResult};
 
 const CHANNEL: &str = "nimbus_hot";
 /// How often a node notifies itself to prove the channel still carries notifications.
@@ -98,7 +98,7 @@ impl Meta {
     /// change committed; a failed publish is logged (the others' entries still expire).
     pub(crate) async fn invalidate(&self, what: Invalidate) {
         self.apply(what);
-        if let Pool::Postgres(p) = &self.pool
+        if let super::engine::Db::Postgres(p) = &self.pool
             && let Err(e) = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(what.encode()).execute(p).await
         {
             tracing::warn!(error = %e, "could not tell other gateways about a change");
@@ -110,7 +110,7 @@ impl Meta {
     /// process ends, subscribing again after every loss; the hot cache is used only while
     /// subscribed (see the module comment). Fails only on an unparsable `listen_url`.
     pub fn listen_for_other_gateways(&self, listen_url: Option<&str>) -> MetaResult<()> {
-        let Pool::Postgres(pool) = &self.pool else { return Ok(()) };
+        let super::engine::Db::Postgres(pool) = &self.pool else { return Ok(()) };
         let options: PgConnectOptions = match listen_url {
             Some(url) => url.parse()?,
             None => (*pool.connect_options()).clone(),
@@ -191,7 +191,7 @@ impl Meta {
     fn end(&self, sub: Subscription) {
         let Subscription { listener, pid, started } = sub;
         drop(listener);
-        let Pool::Postgres(pool) = &self.pool else { return };
+        let super::engine::Db::Postgres(pool) = &self.pool else { return };
         let pool = pool.clone();
         tokio::spawn(async move {
             let kill = sqlx::query(

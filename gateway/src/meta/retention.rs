@@ -5,7 +5,7 @@
 //!   `nimbus-gateway gc`): `--version-retention` thins each file's older versions (by default
 //!   every version for 24 h, then one a day up to 30 days, then one a week up to a year, then
 //!   none) and `--trash-retention` purges trash items deleted longer ago (default 30 days);
-//! - to make room ([`RetentionTx::make_room`], from [`super::usage`]): a write that would pass
+//! - to make room ([`make_room`], from [`super::usage`]): a write that would pass
 //!   the quota expires the space's oldest older versions and trash items, oldest first, as
 //!   Nextcloud does, so history never makes a save fail.
 //!
@@ -17,9 +17,10 @@ use std::fmt;
 use std::time::Duration;
 
 use super::SpaceId;
-use super::tree::journal;
+use super::engine::{Conn, TxConn, scalar, sql};
+use super::journal::{Change, journal};
 use super::usage::{Usage, apply_usage};
-use super::{Meta, MetaError, MetaResult, begin_space, now_ms, on_pool};
+use super::{Meta, MetaError, MetaResult, now_ms};
 
 /// One step of a version policy: versions younger than `max_age` are kept, all of them
 /// (`every` None) or the newest of each `every`-long slot of time.
@@ -198,125 +199,101 @@ const IN_TRASH: &str = "WITH RECURSIVE up(id, parent_id, trashed_at) AS (\
         UNION ALL SELECT n.id, n.parent_id, n.trashed_at FROM nodes n JOIN up ON n.id = up.parent_id) \
      SELECT COUNT(*) FROM up WHERE trashed_at IS NOT NULL";
 
-/// Expiry inside a transaction holding the space lock; implemented once per engine.
-pub(crate) trait RetentionTx {
-    /// Expires the space's oldest older versions and trash items until `need` bytes are freed
-    /// or nothing is left to expire. Returns the bytes freed.
-    fn make_room(&mut self, space: i64, need: i64) -> impl Future<Output = MetaResult<i64>> + Send;
-
-    /// Purges trash item `item` (its node `node`, and what was trashed inside it before) for
-    /// good. Returns the bytes freed, or None if the item is gone already.
-    fn purge_item(&mut self, space: i64, item: i64, now: i64) -> impl Future<Output = MetaResult<Option<i64>>> + Send;
-
-    /// Deletes one older version. Returns its size.
-    fn expire_version(&mut self, space: i64, version: i64) -> impl Future<Output = MetaResult<i64>> + Send;
-
-    /// Is the node live (neither it nor an ancestor in the trash)?
-    fn is_live(&mut self, node: i64) -> impl Future<Output = MetaResult<bool>> + Send;
-}
-
-macro_rules! retention_tx {
-    ($conn:ty) => {
-        impl RetentionTx for $conn {
-            async fn make_room(&mut self, space: i64, need: i64) -> MetaResult<i64> {
-                let now = now_ms();
-                let mut freed = 0;
-                let mut cursor = 0i64;
-                while freed < need {
-                    // The oldest older version of a live file after `cursor`...
-                    let mut version: Option<(i64, i64, i64)> = None;
-                    loop {
-                        let v: Option<(i64, i64, i64)> = sqlx::query_as(
-                            "SELECT v.id, v.node_id, v.created_at FROM versions v JOIN nodes n ON n.id = v.node_id \
-                             WHERE v.space_id = $1 AND v.id > $2 AND v.id <> COALESCE(n.version_id, 0) ORDER BY v.id LIMIT 1",
-                        )
-                        .bind(space)
-                        .bind(cursor)
-                        .fetch_optional(&mut *self)
-                        .await?;
-                        match v {
-                            Some((id, node, at)) => {
-                                if self.is_live(node).await? {
-                                    version = Some((id, node, at));
-                                    break;
-                                }
-                                cursor = id;
-                            }
-                            None => break,
-                        }
-                    }
-                    // ... and the oldest trash item: whichever is older goes first.
-                    let item: Option<(i64, i64)> = sqlx::query_as(
-                        "SELECT id, deleted_at FROM trash WHERE space_id = $1 ORDER BY deleted_at, id LIMIT 1",
-                    )
-                    .bind(space)
-                    .fetch_optional(&mut *self)
-                    .await?;
-                    let version_first = match (version, item) {
-                        (Some((_, _, at)), Some((_, deleted))) => at <= deleted,
-                        (Some(_), None) => true,
-                        (None, _) => false,
-                    };
-                    if let (true, Some((id, _, _))) = (version_first, version) {
-                        freed += self.expire_version(space, id).await?;
-                        cursor = id;
-                    } else if let Some((item, _)) = item {
-                        freed += self.purge_item(space, item, now).await?.unwrap_or(0);
-                    } else {
+/// Expires the space's oldest older versions and trash items until `need` bytes are freed or
+/// nothing is left to expire, in a transaction holding the space lock. Returns the bytes freed.
+pub(crate) async fn make_room(c: &mut impl TxConn, space: i64, need: i64) -> MetaResult<i64> {
+    let now = now_ms();
+    let mut freed = 0;
+    let mut cursor = 0i64;
+    while freed < need {
+        // The oldest older version of a live file after `cursor`...
+        let mut version: Option<(i64, i64, i64)> = None;
+        loop {
+            let v: Option<(i64, i64, i64)> =
+                sql("SELECT v.id, v.node_id, v.created_at FROM versions v JOIN nodes n ON n.id = v.node_id \
+                     WHERE v.space_id = $1 AND v.id > $2 AND v.id <> COALESCE(n.version_id, 0) ORDER BY v.id LIMIT 1")
+                .bind(space)
+                .bind(cursor)
+                .fetch_optional(c)
+                .await?;
+            match v {
+                Some((id, node, at)) => {
+                    if is_live(c, node).await? {
+                        version = Some((id, node, at));
                         break;
                     }
+                    cursor = id;
                 }
-                if freed > 0 {
-                    metrics::counter!("nimbus_quota_room_made_bytes_total").increment(freed as u64);
-                    tracing::info!(space, need, freed, "expired history to make room within the quota");
-                }
-                Ok(freed)
-            }
-
-            async fn purge_item(&mut self, space: i64, item: i64, now: i64) -> MetaResult<Option<i64>> {
-                let row: Option<(i64, String, String)> = sqlx::query_as(
-                    "SELECT t.node_id, t.original_path, n.kind FROM trash t JOIN nodes n ON n.id = t.node_id \
-                     WHERE t.id = $1 AND t.space_id = $2",
-                )
-                .bind(item)
-                .bind(space)
-                .fetch_optional(&mut *self)
-                .await?;
-                let Some((node, path, kind)) = row else { return Ok(None) };
-                // Items trashed inside this one before it go with it (their rows cascade).
-                let sql = format!(
-                    "{WHOLE_SUBTREE} SELECT CAST(COALESCE(SUM(current_bytes + versions_bytes), 0) AS BIGINT) \
-                     FROM trash WHERE node_id IN (SELECT id FROM sub)"
-                );
-                let bytes: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(node).fetch_one(&mut *self).await?;
-                sqlx::query("DELETE FROM nodes WHERE id = $1").bind(node).execute(&mut *self).await?;
-                apply_usage!(&mut *self, space, Usage { trash: -bytes, ..Default::default() }, true, 0i64);
-                journal!(&mut *self, space, node, "purge", &kind, &path, None::<&str>, now)?;
-                Ok(Some(bytes))
-            }
-
-            async fn expire_version(&mut self, space: i64, version: i64) -> MetaResult<i64> {
-                let size: Option<i64> =
-                    sqlx::query_scalar("DELETE FROM versions WHERE id = $1 AND space_id = $2 RETURNING size")
-                        .bind(version)
-                        .bind(space)
-                        .fetch_optional(&mut *self)
-                        .await?;
-                let size = size.ok_or(MetaError::NotFound)?;
-                apply_usage!(&mut *self, space, Usage { versions: -size, ..Default::default() }, true, 0i64);
-                Ok(size)
-            }
-
-            async fn is_live(&mut self, node: i64) -> MetaResult<bool> {
-                let n: i64 = sqlx::query_scalar(IN_TRASH).bind(node).fetch_one(&mut *self).await?;
-                Ok(n == 0)
+                None => break,
             }
         }
-    };
+        // ... and the oldest trash item: whichever is older goes first.
+        let item: Option<(i64, i64)> =
+            sql("SELECT id, deleted_at FROM trash WHERE space_id = $1 ORDER BY deleted_at, id LIMIT 1")
+                .bind(space)
+                .fetch_optional(c)
+                .await?;
+        let version_first = match (version, item) {
+            (Some((_, _, at)), Some((_, deleted))) => at <= deleted,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if let (true, Some((id, _, _))) = (version_first, version) {
+            freed += expire_version(c, space, id).await?;
+            cursor = id;
+        } else if let Some((item, _)) = item {
+            freed += purge_item(c, space, item, now).await?.unwrap_or(0);
+        } else {
+            break;
+        }
+    }
+    if freed > 0 {
+        metrics::counter!("nimbus_quota_room_made_bytes_total").increment(freed as u64);
+        tracing::info!(space, need, freed, "expired history to make room within the quota");
+    }
+    Ok(freed)
 }
 
-retention_tx!(sqlx::SqliteConnection);
-retention_tx!(sqlx::PgConnection);
+/// Purges trash item `item` (its node, and what was trashed inside it before) for good.
+/// Returns the bytes freed, or None if the item is gone already.
+pub(crate) async fn purge_item(c: &mut impl TxConn, space: i64, item: i64, now: i64) -> MetaResult<Option<i64>> {
+    let row: Option<(i64, String, String)> =
+        sql("SELECT t.node_id, t.original_path, n.kind FROM trash t JOIN nodes n ON n.id = t.node_id \
+             WHERE t.id = $1 AND t.space_id = $2")
+        .bind(item)
+        .bind(space)
+        .fetch_optional(c)
+        .await?;
+    let Some((node, path, kind)) = row else { return Ok(None) };
+    // Items trashed inside this one before it go with it (their rows cascade).
+    let text = format!(
+        "{WHOLE_SUBTREE} SELECT CAST(COALESCE(SUM(current_bytes + versions_bytes), 0) AS BIGINT) \
+             FROM trash WHERE node_id IN (SELECT id FROM sub)"
+    );
+    let bytes: i64 = scalar(sqlx::AssertSqlSafe(text)).bind(node).fetch_one(c).await?;
+    sql("DELETE FROM nodes WHERE id = $1").bind(node).execute(c).await?;
+    apply_usage(c, space, Usage { trash: -bytes, ..Default::default() }, true, 0i64).await?;
+    journal(c, space, now, Change { node, op: "purge", kind: &kind, path: &path, from: None }).await?;
+    Ok(Some(bytes))
+}
+
+/// Deletes one older version. Returns its size.
+pub(crate) async fn expire_version(c: &mut impl Conn, space: i64, version: i64) -> MetaResult<i64> {
+    let size: Option<i64> = scalar("DELETE FROM versions WHERE id = $1 AND space_id = $2 RETURNING size")
+        .bind(version)
+        .bind(space)
+        .fetch_optional(c)
+        .await?;
+    let size = size.ok_or(MetaError::NotFound)?;
+    apply_usage(c, space, Usage { versions: -size, ..Default::default() }, true, 0i64).await?;
+    Ok(size)
+}
+
+/// Is the node live (neither it nor an ancestor in the trash)?
+pub(crate) async fn is_live(c: &mut impl Conn, node: i64) -> MetaResult<bool> {
+    let n: i64 = scalar(IN_TRASH).bind(node).fetch_one(c).await?;
+    Ok(n == 0)
+}
 
 impl Meta {
     /// Applies `retention` to one space: purges trash items past the trash retention and thins
@@ -327,45 +304,51 @@ impl Meta {
         let mut out = Expired::default();
         if let Some(keep) = retention.trash {
             let cutoff = now.saturating_sub(ms(keep));
-            on_pool!(self, p => {
-                let mut tx = begin_space!(p, space)?;
-                let items: Vec<i64> = sqlx::query_scalar(
-                    "SELECT id FROM trash WHERE space_id = $1 AND deleted_at < $2 ORDER BY deleted_at, id")
-                    .bind(space).bind(cutoff).fetch_all(&mut *tx).await?;
+            {
+                let mut tx = self.begin_space(space).await?;
+                let items: Vec<i64> =
+                    scalar("SELECT id FROM trash WHERE space_id = $1 AND deleted_at < $2 ORDER BY deleted_at, id")
+                        .bind(space)
+                        .bind(cutoff)
+                        .fetch_all(&mut tx)
+                        .await?;
                 for item in items {
-                    if let Some(bytes) = (*tx).purge_item(space, item, now).await? {
+                    if let Some(bytes) = purge_item(&mut tx, space, item, now).await? {
                         out.trash_items += 1;
                         out.bytes += bytes.max(0) as u64;
                     }
                 }
                 tx.commit().await?;
-            });
+            };
         }
         if let Some(young) = retention.versions.keeps_all_younger_than() {
             let cutoff = now.saturating_sub(ms(young));
-            on_pool!(self, p => {
-                let mut tx = begin_space!(p, space)?;
-                let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
-                    "SELECT v.id, v.node_id, v.created_at FROM versions v JOIN nodes n ON n.id = v.node_id \
+            {
+                let mut tx = self.begin_space(space).await?;
+                let rows: Vec<(i64, i64, i64)> =
+                    sql("SELECT v.id, v.node_id, v.created_at FROM versions v JOIN nodes n ON n.id = v.node_id \
                      WHERE v.space_id = $1 AND v.id <> COALESCE(n.version_id, 0) AND v.created_at < $2 \
                      ORDER BY v.node_id, v.created_at DESC, v.id DESC")
-                    .bind(space).bind(cutoff).fetch_all(&mut *tx).await?;
+                    .bind(space)
+                    .bind(cutoff)
+                    .fetch_all(&mut tx)
+                    .await?;
                 // Younger versions are all kept, so they take no slot from these.
                 let mut i = 0;
                 while i < rows.len() {
                     let node = rows[i].1;
                     let j = rows[i..].iter().position(|r| r.1 != node).map_or(rows.len(), |n| i + n);
-                    if (*tx).is_live(node).await? {
+                    if is_live(&mut tx, node).await? {
                         let of_file: Vec<(i64, i64)> = rows[i..j].iter().map(|r| (r.0, r.2)).collect();
                         for id in retention.versions.doomed(&of_file, now) {
-                            out.bytes += (*tx).expire_version(space, id).await?.max(0) as u64;
+                            out.bytes += expire_version(&mut tx, space, id).await?.max(0) as u64;
                             out.versions += 1;
                         }
                     }
                     i = j;
                 }
                 tx.commit().await?;
-            });
+            };
         }
         if out != Expired::default() {
             self.invalidate(super::notify::Invalidate::Space(space)).await;
@@ -373,38 +356,6 @@ impl Meta {
             metrics::counter!("nimbus_retention_trash_expired_total").increment(out.trash_items);
         }
         Ok(out)
-    }
-
-    /// Deletes one older version of the file at `path`. The current version cannot be deleted
-    /// (delete the file instead). Returns the bytes freed.
-    pub async fn delete_version(
-        &self,
-        space: SpaceId,
-        path: &nimbus_proto::RemotePath,
-        version: i64,
-    ) -> MetaResult<i64> {
-        let space = space.get();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (node, _) = super::tree::resolve!(&mut *tx, space, path)?;
-            if node.is_dir() {
-                return Err(MetaError::IsADirectory(format!("`{path}` is a folder")));
-            }
-            let owned: Option<i64> = sqlx::query_scalar("SELECT id FROM versions WHERE id = $1 AND node_id = $2")
-                .bind(version).bind(node.id).fetch_optional(&mut *tx).await?;
-            if owned.is_none() {
-                return Err(MetaError::NotFound);
-            }
-            if node.version_id == Some(version) {
-                return Err(MetaError::Conflict(format!(
-                    "version {version} is the current version of `{path}`; restore another version first, or delete the file"
-                )));
-            }
-            let size = (*tx).expire_version(space, version).await?;
-            tx.commit().await?;
-            self.invalidate(super::notify::Invalidate::Space(space)).await;
-            Ok(size)
-        })
     }
 }
 

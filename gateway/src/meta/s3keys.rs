@@ -1,6 +1,7 @@
 //! Per-user S3 access keys (the secret is stored sealed; see `auth::s3key`).
 
-use super::{Meta, MetaResult, now_ms, on_pool};
+use super::engine::{scalar, sql};
+use super::{Meta, MetaResult, now_ms};
 
 /// A key as its owner sees it in a listing: never the secret.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -33,30 +34,39 @@ impl S3KeyAuthRow {
 
 impl Meta {
     pub async fn insert_s3_key(&self, user_id: i64, access_key_id: &str, sealed: &str, name: &str) -> MetaResult<i64> {
-        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>(
+        Ok({
+            let mut db = self.db();
+            scalar::<i64>(
             "INSERT INTO s3_keys (user_id, access_key_id, secret_sealed, name, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
         )
         .bind(user_id).bind(access_key_id).bind(sealed).bind(name).bind(now_ms())
-        .fetch_one(p).await?))
+        .fetch_one(&mut db).await?
+        })
     }
 
     /// The user's live keys, oldest first.
     pub async fn list_s3_keys(&self, user_id: i64) -> MetaResult<Vec<S3KeyRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, S3KeyRow>(
-            "SELECT id, access_key_id, name, created_at, last_used_at FROM s3_keys \
-             WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id",
-        )
-        .bind(user_id)
-        .fetch_all(p).await?))
+        Ok({
+            let mut db = self.db();
+            sql("SELECT id, access_key_id, name, created_at, last_used_at FROM s3_keys \
+             WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id")
+            .bind(user_id)
+            .fetch_all::<S3KeyRow, _>(&mut db)
+            .await?
+        })
     }
 
     /// Revokes one of the user's own keys; false if it is not theirs or already revoked.
     pub async fn revoke_s3_key(&self, user_id: i64, key_id: i64) -> MetaResult<bool> {
-        let n = on_pool!(self, p => sqlx::query(
-            "UPDATE s3_keys SET revoked_at = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-        )
-        .bind(key_id).bind(user_id).bind(now_ms())
-        .execute(p).await?.rows_affected());
+        let n = {
+            let mut db = self.db();
+            sql("UPDATE s3_keys SET revoked_at = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL")
+                .bind(key_id)
+                .bind(user_id)
+                .bind(now_ms())
+                .execute(&mut db)
+                .await?
+        };
         Ok(n > 0)
     }
 
@@ -64,18 +74,25 @@ impl Meta {
     /// database on every request (no cache), so a revocation or an admin disabling the user
     /// takes effect on the very next request.
     pub async fn s3_key_auth(&self, access_key_id: &str) -> MetaResult<Option<S3KeyAuthRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, S3KeyAuthRow>(
-            "SELECT k.id, k.user_id, u.username, k.secret_sealed, k.revoked_at, k.last_used_at, u.disabled \
-             FROM s3_keys k JOIN users u ON u.id = k.user_id WHERE k.access_key_id = $1",
-        )
-        .bind(access_key_id)
-        .fetch_optional(p).await?))
+        Ok({
+            let mut db = self.db();
+            sql("SELECT k.id, k.user_id, u.username, k.secret_sealed, k.revoked_at, k.last_used_at, u.disabled \
+             FROM s3_keys k JOIN users u ON u.id = k.user_id WHERE k.access_key_id = $1")
+            .bind(access_key_id)
+            .fetch_optional::<S3KeyAuthRow, _>(&mut db)
+            .await?
+        })
     }
 
     pub async fn touch_s3_key(&self, key_id: i64) -> MetaResult<()> {
-        on_pool!(self, p => {
-            sqlx::query("UPDATE s3_keys SET last_used_at = $2 WHERE id = $1").bind(key_id).bind(now_ms()).execute(p).await?;
-        });
+        {
+            let mut db = self.db();
+            sql("UPDATE s3_keys SET last_used_at = $2 WHERE id = $1")
+                .bind(key_id)
+                .bind(now_ms())
+                .execute(&mut db)
+                .await?;
+        };
         Ok(())
     }
 }

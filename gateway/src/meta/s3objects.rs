@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use super::SpaceId;
-use super::usage::{REFERENCED, UsageTx};
-use super::{BlockEntry, Limit, Meta, MetaResult, NodeRow, Usage, begin_space, node_cols, now_ms, on_pool};
+use super::engine::{scalar, sql};
+use super::quota::charge;
+use super::usage::REFERENCED;
+use super::{BlockEntry, Limit, Meta, MetaResult, NodeRow, Usage, node_cols, now_ms};
 
 /// What the S3 door keeps with a version it wrote.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
@@ -68,10 +70,11 @@ impl Meta {
         limit: i64,
     ) -> MetaResult<Vec<NodeRow>> {
         let space = space.get();
-        let sql = if inclusive { S3_CHILDREN_SQL } else { S3_CHILDREN_AFTER_SQL };
-        Ok(on_pool!(self, p => sqlx::query_as::<_, NodeRow>(sql)
-            .bind(dir).bind(space).bind(from).bind(limit)
-            .fetch_all(p).await?))
+        let text = if inclusive { S3_CHILDREN_SQL } else { S3_CHILDREN_AFTER_SQL };
+        Ok({
+            let mut db = self.db();
+            sql(text).bind(dir).bind(space).bind(from).bind(limit).fetch_all::<NodeRow, _>(&mut db).await?
+        })
     }
 
     /// What the S3 door stored with these versions (versions written through other doors
@@ -80,92 +83,118 @@ impl Meta {
         let mut out = HashMap::new();
         for chunk in version_ids.chunks(500) {
             let list = (0..chunk.len()).map(|i| format!("${}", i + 1)).collect::<Vec<_>>().join(", ");
-            let sql = format!(
+            let text = format!(
                 "SELECT version_id, etag, content_type, user_meta FROM s3_object_meta WHERE version_id IN ({list})"
             );
-            let rows: Vec<S3ObjectMeta> = on_pool!(self, p => {
-                let mut q = sqlx::query_as::<_, S3ObjectMeta>(sqlx::AssertSqlSafe(sql));
+            let rows: Vec<S3ObjectMeta> = {
+                let mut db = self.db();
+                let mut q = sql(sqlx::AssertSqlSafe(text));
                 for v in chunk {
                     q = q.bind(v);
                 }
-                q.fetch_all(p).await?
-            });
+                q.fetch_all::<S3ObjectMeta, _>(&mut db).await?
+            };
             out.extend(rows.into_iter().map(|r| (r.version_id, r)));
         }
         Ok(out)
     }
 
     pub async fn set_s3_object_meta(&self, m: &S3ObjectMeta) -> MetaResult<()> {
-        on_pool!(self, p => {
-            sqlx::query(
-                "INSERT INTO s3_object_meta (version_id, etag, content_type, user_meta) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (version_id) DO UPDATE SET etag = $2, content_type = $3, user_meta = $4",
-            )
-            .bind(m.version_id).bind(&m.etag).bind(&m.content_type).bind(&m.user_meta).execute(p).await?;
-        });
+        {
+            let mut db = self.db();
+            sql("INSERT INTO s3_object_meta (version_id, etag, content_type, user_meta) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (version_id) DO UPDATE SET etag = $2, content_type = $3, user_meta = $4")
+            .bind(m.version_id)
+            .bind(&m.etag)
+            .bind(&m.content_type)
+            .bind(&m.user_meta)
+            .execute(&mut db)
+            .await?;
+        };
         Ok(())
     }
 
     pub async fn create_upload(&self, u: &UploadRow) -> MetaResult<()> {
-        on_pool!(self, p => {
-            sqlx::query(
-                "INSERT INTO s3_uploads (upload_id, user_id, object_key, content_type, user_meta, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(&u.upload_id).bind(u.user_id).bind(&u.object_key).bind(&u.content_type).bind(&u.user_meta)
-            .bind(now_ms()).execute(p).await?;
-        });
+        {
+            let mut db = self.db();
+            sql("INSERT INTO s3_uploads (upload_id, user_id, object_key, content_type, user_meta, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(&u.upload_id)
+            .bind(u.user_id)
+            .bind(&u.object_key)
+            .bind(&u.content_type)
+            .bind(&u.user_meta)
+            .bind(now_ms())
+            .execute(&mut db)
+            .await?;
+        };
         Ok(())
     }
 
     /// The user's upload with this id: another user's upload id is the same as a missing one.
     pub async fn upload(&self, user_id: i64, upload_id: &str) -> MetaResult<Option<UploadRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, UploadRow>(
+        Ok({
+            let mut db = self.db();
+            sql(
             "SELECT id, upload_id, user_id, object_key, content_type, user_meta, created_at FROM s3_uploads WHERE upload_id = $1 AND user_id = $2",
         )
-        .bind(upload_id).bind(user_id).fetch_optional(p).await?))
+        .bind(upload_id).bind(user_id).fetch_optional::<UploadRow, _>(&mut db).await?
+        })
     }
 
     /// The user's uploads in progress, by key then age.
     pub async fn list_uploads(&self, user_id: i64, limit: i64) -> MetaResult<Vec<UploadRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, UploadRow>(
+        Ok({
+            let mut db = self.db();
+            sql(
             "SELECT id, upload_id, user_id, object_key, content_type, user_meta, created_at FROM s3_uploads WHERE user_id = $1 \
              ORDER BY object_key, created_at LIMIT $2",
         )
-        .bind(user_id).bind(limit).fetch_all(p).await?))
+        .bind(user_id).bind(limit).fetch_all::<UploadRow, _>(&mut db).await?
+        })
     }
 
     /// Records (or replaces) a part and its blocks, which must already be registered.
     pub async fn put_part(&self, upload: i64, part: i64, etag: &str, blocks: &[BlockEntry]) -> MetaResult<()> {
         let size: i64 = blocks.iter().map(|b| b.size).sum();
-        on_pool!(self, p => {
-            let mut tx = super::WriteTx::begin_write(p).await?;
-            sqlx::query("DELETE FROM s3_upload_parts WHERE upload_id = $1 AND part_number = $2")
-                .bind(upload).bind(part).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO s3_upload_parts (upload_id, part_number, etag, size, created_at) VALUES ($1, $2, $3, $4, $5)")
-                .bind(upload).bind(part).bind(etag).bind(size).bind(now_ms()).execute(&mut *tx).await?;
+        {
+            let mut tx = self.begin_write().await?;
+            sql("DELETE FROM s3_upload_parts WHERE upload_id = $1 AND part_number = $2")
+                .bind(upload)
+                .bind(part)
+                .execute(&mut tx)
+                .await?;
+            sql("INSERT INTO s3_upload_parts (upload_id, part_number, etag, size, created_at) VALUES ($1, $2, $3, $4, $5)")
+                .bind(upload).bind(part).bind(etag).bind(size).bind(now_ms()).execute(&mut tx).await?;
             for (i, b) in blocks.iter().enumerate() {
-                sqlx::query("INSERT INTO s3_upload_blocks (upload_id, part_number, idx, hash, size) VALUES ($1, $2, $3, $4, $5)")
-                    .bind(upload).bind(part).bind(i as i64).bind(&b.hash).bind(b.size).execute(&mut *tx).await?;
+                sql("INSERT INTO s3_upload_blocks (upload_id, part_number, idx, hash, size) VALUES ($1, $2, $3, $4, $5)")
+                    .bind(upload).bind(part).bind(i as i64).bind(&b.hash).bind(b.size).execute(&mut tx).await?;
             }
             tx.commit().await?;
-        });
+        };
         Ok(())
     }
 
     pub async fn list_parts(&self, upload: i64) -> MetaResult<Vec<PartRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, PartRow>(
+        Ok({
+            let mut db = self.db();
+            sql(
             "SELECT part_number, etag, size, created_at FROM s3_upload_parts WHERE upload_id = $1 ORDER BY part_number",
         )
-        .bind(upload).fetch_all(p).await?))
+        .bind(upload).fetch_all::<PartRow, _>(&mut db).await?
+        })
     }
 
     /// The blocks of one part, in order.
     pub async fn part_blocks(&self, upload: i64, part: i64) -> MetaResult<Vec<BlockEntry>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, BlockEntry>(
-            "SELECT hash, size FROM s3_upload_blocks WHERE upload_id = $1 AND part_number = $2 ORDER BY idx",
-        )
-        .bind(upload).bind(part).fetch_all(p).await?))
+        Ok({
+            let mut db = self.db();
+            sql("SELECT hash, size FROM s3_upload_blocks WHERE upload_id = $1 AND part_number = $2 ORDER BY idx")
+                .bind(upload)
+                .bind(part)
+                .fetch_all::<BlockEntry, _>(&mut db)
+                .await?
+        })
     }
 
     /// Ends an upload (completed or aborted). Its blocks that nothing else uses stop counting
@@ -178,25 +207,30 @@ impl Meta {
              AND NOT EXISTS (SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u ON u.id = ub.upload_id \
                  WHERE ub.hash = b.hash AND u.user_id = b.space_id AND u.id <> $2) RETURNING size"
         );
-        let space: Option<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT user_id FROM s3_uploads WHERE id = $1")
-            .bind(upload).fetch_optional(p).await?);
+        let space: Option<i64> = {
+            let mut db = self.db();
+            scalar("SELECT user_id FROM s3_uploads WHERE id = $1").bind(upload).fetch_optional(&mut db).await?
+        };
         let Some(space) = space else { return Ok(()) };
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let freed: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(release)).bind(space).bind(upload).fetch_all(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let freed: Vec<i64> =
+                scalar(sqlx::AssertSqlSafe(release)).bind(space).bind(upload).fetch_all(&mut tx).await?;
             let freed: i64 = freed.iter().sum();
             if freed != 0 {
-                (*tx).charge(space, Usage::pending(-freed), Limit::Free).await?;
+                charge(&mut tx, space, Usage::pending(-freed), Limit::Free).await?;
             }
-            sqlx::query("DELETE FROM s3_uploads WHERE id = $1").bind(upload).execute(&mut *tx).await?;
+            sql("DELETE FROM s3_uploads WHERE id = $1").bind(upload).execute(&mut tx).await?;
             tx.commit().await?;
-        });
+        };
         Ok(())
     }
 
     /// Aborts every upload started before `cutoff_ms`; their blocks become garbage.
     pub async fn expire_uploads(&self, cutoff_ms: i64) -> MetaResult<u64> {
-        Ok(on_pool!(self, p => sqlx::query("DELETE FROM s3_uploads WHERE created_at < $1")
-            .bind(cutoff_ms).execute(p).await?.rows_affected()))
+        Ok({
+            let mut db = self.db();
+            sql("DELETE FROM s3_uploads WHERE created_at < $1").bind(cutoff_ms).execute(&mut db).await?
+        })
     }
 }

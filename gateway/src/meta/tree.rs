@@ -8,10 +8,13 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::name_key;
 
 use super::SpaceId;
-use super::locks::{check_locks, drop_locks_under};
-use super::retention::RetentionTx;
-use super::usage::UsageTx;
-use super::{Limit, Meta, MetaError, MetaResult, NodeRow, Usage, begin_space, node_cols, now_ms, on_pool};
+use super::engine::{Conn, TxConn, scalar, sql};
+use super::journal::{Change, journal};
+use super::locks::{LockTokens, check_locks, drop_locks_under};
+use super::quota::charge;
+use super::retention::purge_item;
+use super::usage::trash_subtree_usage;
+use super::{Limit, Meta, MetaError, MetaResult, NodeRow, Usage, node_cols, now_ms};
 
 pub(crate) const ROOT_SQL: &str =
     concat!("SELECT ", node_cols!(), " FROM nodes WHERE space_id = $1 AND parent_id IS NULL");
@@ -21,164 +24,108 @@ pub(crate) const NODE_SQL: &str = concat!("SELECT ", node_cols!(), " FROM nodes 
 
 /// Resolves a path to its live node and its canonical spelling (the stored names).
 /// NotFound if any component is missing or not a directory.
-macro_rules! resolve {
-    ($ex:expr, $space:expr, $path:expr) => {
-        async {
-            let mut cur: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::ROOT_SQL)
-                .bind($space)
-                .fetch_optional($ex)
-                .await?
-                .ok_or($crate::meta::MetaError::NotFound)?;
-            let mut canon = nimbus_proto::RemotePath::root();
-            for comp in $path.components() {
-                if !cur.is_dir() {
-                    return Err($crate::meta::MetaError::NotFound);
+pub(crate) async fn resolve(c: &mut impl Conn, space: i64, path: &RemotePath) -> MetaResult<(NodeRow, RemotePath)> {
+    let mut cur: NodeRow = sql(ROOT_SQL).bind(space).fetch_optional(c).await?.ok_or(MetaError::NotFound)?;
+    let mut canon = RemotePath::root();
+    for comp in path.components() {
+        if !cur.is_dir() {
+            return Err(MetaError::NotFound);
+        }
+        cur = sql(CHILD_SQL).bind(cur.id).bind(name_key(comp)).fetch_optional(c).await?.ok_or(MetaError::NotFound)?;
+        canon = canon.join(&cur.name)?;
+    }
+    Ok((cur, canon))
+}
+
+/// A folder [`ensure_dir`] walked to.
+pub(crate) struct EnsuredDir {
+    pub dir: NodeRow,
+    /// Every folder walked through, the root first and `dir` last.
+    pub ids: Vec<i64>,
+    /// Whether the last component was created.
+    pub created: bool,
+    /// The folder's canonical path.
+    pub canon: RemotePath,
+}
+
+/// Walks to the directory at `path`, creating what is missing (each one journaled as `mkdir`).
+pub(crate) async fn ensure_dir(c: &mut impl TxConn, space: i64, path: &RemotePath, now: i64) -> MetaResult<EnsuredDir> {
+    let mut cur: NodeRow = sql(ROOT_SQL).bind(space).fetch_optional(c).await?.ok_or(MetaError::NotFound)?;
+    let mut ids = vec![cur.id];
+    let mut created = false;
+    let mut walked = RemotePath::root();
+    let mut canon = RemotePath::root();
+    for comp in path.components() {
+        walked = walked.join(comp)?;
+        let key = name_key(comp);
+        let found: Option<NodeRow> = sql(CHILD_SQL).bind(cur.id).bind(&key).fetch_optional(c).await?;
+        created = false;
+        cur = match found {
+            Some(n) if n.is_dir() => n,
+            Some(_) => return Err(MetaError::NotADirectory(format!("`{walked}` is a file, not a folder"))),
+            None => {
+                let inserted = sql(
+                    "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
+                     VALUES ($1, $2, $3, $4, 'dir', 0, $5, $5) \
+                     ON CONFLICT (parent_id, name_key) WHERE trashed_at IS NULL DO NOTHING",
+                )
+                .bind(space)
+                .bind(cur.id)
+                .bind(comp.as_str())
+                .bind(&key)
+                .bind(now)
+                .execute(c)
+                .await?;
+                let n: NodeRow =
+                    sql(CHILD_SQL).bind(cur.id).bind(&key).fetch_optional(c).await?.ok_or(MetaError::NotFound)?;
+                if !n.is_dir() {
+                    return Err(MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
                 }
-                cur = sqlx::query_as($crate::meta::tree::CHILD_SQL)
-                    .bind(cur.id)
-                    .bind(nimbus_proto::names::name_key(comp))
-                    .fetch_optional($ex)
-                    .await?
-                    .ok_or($crate::meta::MetaError::NotFound)?;
-                canon = canon.join(&cur.name)?;
+                // Only a folder this transaction made is news for the feed.
+                if inserted > 0 {
+                    created = true;
+                    let shown = canon.join(&n.name)?.to_string();
+                    journal(c, space, now, Change { node: n.id, op: "mkdir", kind: "dir", path: &shown, from: None })
+                        .await?;
+                }
+                n
             }
-            Ok::<($crate::meta::NodeRow, nimbus_proto::RemotePath), $crate::meta::MetaError>((cur, canon))
-        }
-        .await
-    };
+        };
+        ids.push(cur.id);
+        canon = canon.join(&cur.name)?;
+    }
+    Ok(EnsuredDir { dir: cur, ids, created, canon })
 }
-pub(crate) use resolve;
 
-/// Walks to the directory at `$path`, creating what is missing (each one journaled as
-/// `mkdir`). Yields the directory, the ids of every directory walked through (root first, the
-/// directory itself last), whether the last component was created, and the directory's
-/// canonical path.
-macro_rules! ensure_dir {
-    ($ex:expr, $space:expr, $path:expr, $now:expr) => {
-        async {
-            let mut cur: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::ROOT_SQL)
-                .bind($space)
-                .fetch_optional($ex)
-                .await?
-                .ok_or($crate::meta::MetaError::NotFound)?;
-            let mut ids = vec![cur.id];
-            let mut created = false;
-            let mut walked = nimbus_proto::RemotePath::root();
-            let mut canon = nimbus_proto::RemotePath::root();
-            for comp in $path.components() {
-                walked = walked.join(comp)?;
-                let key = nimbus_proto::names::name_key(comp);
-                let found: Option<$crate::meta::NodeRow> =
-                    sqlx::query_as($crate::meta::tree::CHILD_SQL).bind(cur.id).bind(&key).fetch_optional($ex).await?;
-                created = false;
-                cur = match found {
-                    Some(n) if n.is_dir() => n,
-                    Some(_) => {
-                        return Err($crate::meta::MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
-                    }
-                    None => {
-                        let inserted = sqlx::query(
-                            "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
-                             VALUES ($1, $2, $3, $4, 'dir', 0, $5, $5) \
-                             ON CONFLICT (parent_id, name_key) WHERE trashed_at IS NULL DO NOTHING",
-                        )
-                        .bind($space)
-                        .bind(cur.id)
-                        .bind(comp.as_str())
-                        .bind(&key)
-                        .bind($now)
-                        .execute($ex)
-                        .await?
-                        .rows_affected();
-                        let n: $crate::meta::NodeRow = sqlx::query_as($crate::meta::tree::CHILD_SQL)
-                            .bind(cur.id)
-                            .bind(&key)
-                            .fetch_optional($ex)
-                            .await?
-                            .ok_or($crate::meta::MetaError::NotFound)?;
-                        if !n.is_dir() {
-                            return Err($crate::meta::MetaError::NotADirectory(format!("`{walked}` is a file, not a folder")));
-                        }
-                        // Only a folder this transaction made is news for the feed.
-                        if inserted > 0 {
-                            created = true;
-                            let shown = canon.join(&n.name)?.to_string();
-                            $crate::meta::tree::journal!($ex, $space, n.id, "mkdir", "dir", &shown, None::<&str>, $now)?;
-                        }
-                        n
-                    }
-                };
-                ids.push(cur.id);
-                canon = canon.join(&cur.name)?;
-            }
-            Ok::<($crate::meta::NodeRow, Vec<i64>, bool, nimbus_proto::RemotePath), $crate::meta::MetaError>((
-                cur, ids, created, canon,
-            ))
-        }
-        .await
-    };
-}
-pub(crate) use ensure_dir;
-
-/// Appends to the space's change journal (`$kind`: "file" or "dir"; `$from`: the old path of
-/// a move). Takes the space's journal lock first ([`SpaceLock`](crate::meta::SpaceLock)), so
-/// no writer can forget it: within a space, seq order is commit order.
-macro_rules! journal {
-    ($ex:expr, $space:expr, $node:expr, $op:expr, $kind:expr, $path:expr, $from:expr, $now:expr) => {
-        async {
-            $crate::meta::SpaceLock::lock_space($ex, $space).await?;
-            sqlx::query(
-                "INSERT INTO changes (space_id, node_id, op, path, from_path, kind, at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind($space)
-            .bind($node)
-            .bind($op)
-            .bind($path)
-            .bind($from)
-            .bind($kind)
-            .bind($now)
-            .execute($ex)
-            .await?;
-            Ok::<(), sqlx::Error>(())
-        }
-        .await
-    };
-}
-pub(crate) use journal;
-
-/// Moves `$node` (a `NodeRow`, at `$path`) with its subtree to the trash: marks it, records the
-/// trash item with what it holds (moved from current and older versions to trash usage) and
-/// journals the delete. Yields the trash item's id.
-macro_rules! trash_node {
-    ($ex:expr, $space:expr, $node:expr, $path:expr, $now:expr) => {
-        async {
-            let node: &$crate::meta::NodeRow = $node;
-            let held = $crate::meta::usage::UsageTx::trash_subtree_usage($ex, node.id).await?;
-            sqlx::query("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind($now).execute($ex).await?;
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO trash (space_id, node_id, original_path, deleted_at, current_bytes, versions_bytes) \
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-            )
-            .bind($space)
-            .bind(node.id)
-            .bind($path)
-            .bind($now)
-            .bind(held.current)
-            .bind(held.versions)
-            .fetch_one($ex)
-            .await?;
-            let moved = $crate::meta::Usage {
-                current: -held.current,
-                versions: -held.versions,
-                trash: held.current + held.versions,
-                pending: 0,
-            };
-            $crate::meta::usage::UsageTx::charge($ex, $space, moved, $crate::meta::Limit::Free).await?;
-            $crate::meta::tree::journal!($ex, $space, node.id, "delete", &node.kind, $path, None::<&str>, $now)?;
-            Ok::<i64, $crate::meta::MetaError>(id)
-        }
-        .await
-    };
+/// Moves `node` (at `path`) with its subtree to the trash: marks it, records the trash item
+/// with what it holds (moved from current and older versions to trash usage) and journals the
+/// delete. Returns the trash item's id.
+pub(crate) async fn trash_node(
+    c: &mut impl TxConn,
+    space: i64,
+    node: &NodeRow,
+    path: &str,
+    now: i64,
+) -> MetaResult<i64> {
+    let held = trash_subtree_usage(c, node.id).await?;
+    sql("UPDATE nodes SET trashed_at = $2 WHERE id = $1").bind(node.id).bind(now).execute(c).await?;
+    let id: i64 = scalar(
+        "INSERT INTO trash (space_id, node_id, original_path, deleted_at, current_bytes, versions_bytes) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    )
+    .bind(space)
+    .bind(node.id)
+    .bind(path)
+    .bind(now)
+    .bind(held.current)
+    .bind(held.versions)
+    .fetch_one(c)
+    .await?;
+    let moved =
+        Usage { current: -held.current, versions: -held.versions, trash: held.current + held.versions, pending: 0 };
+    charge(c, space, moved, Limit::Free).await?;
+    journal(c, space, now, Change { node: node.id, op: "delete", kind: &node.kind, path, from: None }).await?;
+    Ok(id)
 }
 
 /// A child in a folder listing, and whether it has WebDAV dead properties.
@@ -207,7 +154,10 @@ impl Meta {
     /// The node at `path` and its canonical path.
     pub async fn stat(&self, space: SpaceId, path: &RemotePath) -> MetaResult<(NodeRow, RemotePath)> {
         let space = space.get();
-        on_pool!(self, p => resolve!(p, space, path))
+        {
+            let mut db = self.db();
+            resolve(&mut db, space, path).await
+        }
     }
 
     /// Up to `limit` children of a directory, ordered by name key, after the key `after`.
@@ -224,14 +174,15 @@ impl Meta {
             node_cols!(),
             " FROM nodes WHERE parent_id = $1 AND trashed_at IS NULL AND ($2 IS NULL OR name_key > $2) ORDER BY name_key LIMIT $3"
         );
-        on_pool!(self, p => {
-            let (dir, canon) = resolve!(p, space, path)?;
+        {
+            let mut db = self.db();
+            let (dir, canon) = resolve(&mut db, space, path).await?;
             if !dir.is_dir() {
                 return Err(MetaError::NotADirectory(format!("`{path}` is a file, not a folder")));
             }
-            let rows = sqlx::query_as::<_, NodeRow>(SQL).bind(dir.id).bind(after).bind(limit).fetch_all(p).await?;
+            let rows = sql(SQL).bind(dir.id).bind(after).bind(limit).fetch_all::<NodeRow, _>(&mut db).await?;
             Ok((rows, canon))
-        })
+        }
     }
 
     /// Up to `limit` live children of the folder with id `dir` (of `space`), ordered by name
@@ -260,95 +211,68 @@ impl Meta {
              FROM nodes WHERE parent_id = $1 AND space_id = $2 AND trashed_at IS NULL AND name_key > $4 \
              ORDER BY name_key LIMIT $3"
         );
-        on_pool!(self, p => {
+        {
+            let mut db = self.db();
             let q = match after {
-                None => sqlx::query_as::<_, ChildRow>(FIRST).bind(dir).bind(space).bind(limit),
-                Some(a) => sqlx::query_as::<_, ChildRow>(AFTER).bind(dir).bind(space).bind(limit).bind(a),
+                None => sql(FIRST).bind(dir).bind(space).bind(limit),
+                Some(a) => sql(AFTER).bind(dir).bind(space).bind(limit).bind(a),
             };
-            Ok(q.fetch_all(p).await?)
-        })
+            Ok(q.fetch_all::<ChildRow, _>(&mut db).await?)
+        }
     }
 
     /// Creates a directory and its missing parents. Returns it, whether it was created, and
-    /// its canonical path.
-    pub async fn mkdir(&self, space: SpaceId, path: &RemotePath) -> MetaResult<(NodeRow, bool, RemotePath)> {
-        let space = space.get();
-        self.mkdir_held(SpaceId::stored(space), path, &[]).await
-    }
-
-    /// [`Meta::mkdir`] for a caller holding the lock tokens `held`: a folder is not created at a
-    /// path a lock not held guards (inside a depth-infinity locked folder, or a locked path).
-    pub async fn mkdir_held(
+    /// its canonical path. A folder is not created at a path a lock not in `held` guards
+    /// (inside a depth-infinity locked folder, or a locked path).
+    pub async fn mkdir(
         &self,
         space: SpaceId,
         path: &RemotePath,
-        held: &[String],
+        held: LockTokens<'_>,
     ) -> MetaResult<(NodeRow, bool, RemotePath)> {
         let space = space.get();
         let now = now_ms();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let exists = resolve!(&mut *tx, space, path).is_ok_and(|(n, _)| n.is_dir());
-            if !exists {
-                check_locks!(&mut *tx, space, path, false, held)?;
-            }
-            let (dir, _, created, canon) = ensure_dir!(&mut *tx, space, path, now)?;
-            tx.commit().await?;
-            self.invalidate(super::notify::Invalidate::Space(space)).await;
-            Ok((dir, created, canon))
-        })
+        let mut tx = self.begin_space(space).await?;
+        let exists = resolve(&mut tx, space, path).await.is_ok_and(|(n, _)| n.is_dir());
+        if !exists {
+            check_locks(&mut tx, space, path, false, held).await?;
+        }
+        let made = ensure_dir(&mut tx, space, path, now).await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok((made.dir, made.created, made.canon))
     }
 
-    /// Moves a file or directory to the trash; returns the trash item's id.
-    pub async fn trash(&self, space: SpaceId, path: &RemotePath) -> MetaResult<i64> {
-        let space = space.get();
-        self.trash_held(SpaceId::stored(space), path, &[]).await
-    }
-
-    /// [`Meta::trash`] for a caller holding the lock tokens `held`: refused with
-    /// [`MetaError::Locked`] while a lock on the path or below is not held. The path's locks go.
-    pub async fn trash_held(&self, space: SpaceId, path: &RemotePath, held: &[String]) -> MetaResult<i64> {
+    /// Moves a file or directory to the trash; returns the trash item's id. Refused with
+    /// [`MetaError::Locked`] while a lock on the path or below is not in `held`. The path's
+    /// locks go.
+    pub async fn trash(&self, space: SpaceId, path: &RemotePath, held: LockTokens<'_>) -> MetaResult<i64> {
         let space = space.get();
         if path.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be deleted".into()));
         }
         let now = now_ms();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (node, canon) = resolve!(&mut *tx, space, path)?;
-            check_locks!(&mut *tx, space, &canon, true, held)?;
-            drop_locks_under!(&mut *tx, space, &canon)?;
-            let shown = canon.to_string();
-            let trash_id = trash_node!(&mut *tx, space, &node, &shown, now)?;
-            tx.commit().await?;
-            self.invalidate(super::notify::Invalidate::Space(space)).await;
-            Ok(trash_id)
-        })
+        let mut tx = self.begin_space(space).await?;
+        let (node, canon) = resolve(&mut tx, space, path).await?;
+        check_locks(&mut tx, space, &canon, true, held).await?;
+        drop_locks_under(&mut tx, space, &canon).await?;
+        let trash_id = trash_node(&mut tx, space, &node, &canon.to_string(), now).await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok(trash_id)
     }
 
     /// Moves or renames `from` to `to` in one transaction. With `overwrite`, a file at `to`
-    /// goes to the trash (never lost); a directory at `to` is never replaced.
+    /// goes to the trash (never lost); a directory at `to` is never replaced. The source (and
+    /// what is below it) and the target must not be locked by a lock not in `held`. Locks on
+    /// the source are released (a lock guards a path, it does not follow the node).
     pub async fn move_node(
         &self,
         space: SpaceId,
         from: &RemotePath,
         to: &RemotePath,
         overwrite: bool,
-    ) -> MetaResult<(NodeRow, RemotePath)> {
-        let space = space.get();
-        self.move_node_held(SpaceId::stored(space), from, to, overwrite, &[]).await
-    }
-
-    /// [`Meta::move_node`] for a caller holding the lock tokens `held`: the source (and what
-    /// is below it) and the target must not be locked by a lock not held. Locks on the source
-    /// are released (a lock guards a path, it does not follow the node).
-    pub async fn move_node_held(
-        &self,
-        space: SpaceId,
-        from: &RemotePath,
-        to: &RemotePath,
-        overwrite: bool,
-        held: &[String],
+        held: LockTokens<'_>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
         let space = space.get();
         let (to_parent, to_name) = split(to)?;
@@ -356,42 +280,45 @@ impl Meta {
             return Err(MetaError::Invalid("the root folder cannot be moved".into()));
         }
         let now = now_ms();
-        let (from_s, to_s) = (from.to_string(), to.to_string());
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (src, from_canon) = resolve!(&mut *tx, space, from)?;
-            check_locks!(&mut *tx, space, &from_canon, true, held)?;
-            check_locks!(&mut *tx, space, to, true, held)?;
-            let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
-            let to_canon = parent_canon.join(to_name)?;
-            let to_shown = to_canon.to_string();
-            if ancestors.contains(&src.id) {
-                return Err(MetaError::Invalid(format!("cannot move `{from_s}` into itself")));
+        let mut tx = self.begin_space(space).await?;
+        let (src, from_canon) = resolve(&mut tx, space, from).await?;
+        check_locks(&mut tx, space, &from_canon, true, held).await?;
+        check_locks(&mut tx, space, to, true, held).await?;
+        let parent = ensure_dir(&mut tx, space, &to_parent, now).await?;
+        let to_canon = parent.canon.join(to_name)?;
+        if parent.ids.contains(&src.id) {
+            return Err(MetaError::Invalid(format!("cannot move `{from}` into itself")));
+        }
+        if from_canon != to_canon {
+            drop_locks_under(&mut tx, space, &from_canon).await?;
+        }
+        let key = name_key(to_name);
+        let existing: Option<NodeRow> = sql(CHILD_SQL).bind(parent.dir.id).bind(&key).fetch_optional(&mut tx).await?;
+        if let Some(ex) = existing.filter(|e| e.id != src.id) {
+            if !overwrite || ex.is_dir() || src.is_dir() {
+                return Err(MetaError::AlreadyExists(format!("`{to}` already exists")));
             }
-            if from_canon != to_canon {
-                drop_locks_under!(&mut *tx, space, &from_canon)?;
-            }
-            let key = name_key(to_name);
-            let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
-            if let Some(ex) = existing.filter(|e| e.id != src.id) {
-                if !overwrite || ex.is_dir() || src.is_dir() {
-                    return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
-                }
-                let ex_path = parent_canon.join(&ex.name)?.to_string();
-                trash_node!(&mut *tx, space, &ex, &ex_path, now)?;
-            }
-            sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4 WHERE id = $1")
-                .bind(src.id).bind(parent.id).bind(to_name).bind(&key)
-                .execute(&mut *tx).await?;
-            journal!(&mut *tx, space, src.id, "move", &src.kind, &to_shown, Some(from_canon.to_string()), now)?;
-            let moved: NodeRow = sqlx::query_as(NODE_SQL).bind(src.id).fetch_one(&mut *tx).await?;
-            tx.commit().await?;
-            self.invalidate(super::notify::Invalidate::Space(space)).await;
-            Ok((moved, to_canon))
-        })
+            let ex_path = parent.canon.join(&ex.name)?.to_string();
+            trash_node(&mut tx, space, &ex, &ex_path, now).await?;
+        }
+        sql("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4 WHERE id = $1")
+            .bind(src.id)
+            .bind(parent.dir.id)
+            .bind(to_name)
+            .bind(&key)
+            .execute(&mut tx)
+            .await?;
+        let (to_shown, from_shown) = (to_canon.to_string(), from_canon.to_string());
+        let change = Change { node: src.id, op: "move", kind: &src.kind, path: &to_shown, from: Some(&from_shown) };
+        journal(&mut tx, space, now, change).await?;
+        let moved: NodeRow = sql(NODE_SQL).bind(src.id).fetch_one(&mut tx).await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok((moved, to_canon))
     }
 
-    /// Copies a file or a whole tree. Copies share blocks: only metadata is written.
+    /// Copies a file or a whole tree. Copies share blocks: only metadata is written. The
+    /// target must not be locked by a lock not in `held` (the source is only read).
     pub async fn copy_node(
         &self,
         space: SpaceId,
@@ -399,21 +326,7 @@ impl Meta {
         to: &RemotePath,
         overwrite: bool,
         device: Option<&str>,
-    ) -> MetaResult<(NodeRow, RemotePath)> {
-        let space = space.get();
-        self.copy_node_held(SpaceId::stored(space), from, to, overwrite, device, &[]).await
-    }
-
-    /// [`Meta::copy_node`] for a caller holding the lock tokens `held`: the target must not be
-    /// locked by a lock not held (the source is only read).
-    pub async fn copy_node_held(
-        &self,
-        space: SpaceId,
-        from: &RemotePath,
-        to: &RemotePath,
-        overwrite: bool,
-        device: Option<&str>,
-        held: &[String],
+        held: LockTokens<'_>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
         let space = space.get();
         let (to_parent, to_name) = split(to)?;
@@ -421,149 +334,167 @@ impl Meta {
             return Err(MetaError::Invalid("the root folder cannot be copied".into()));
         }
         let now = now_ms();
-        let (from_s, to_s) = (from.to_string(), to.to_string());
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (src, _) = resolve!(&mut *tx, space, from)?;
-            check_locks!(&mut *tx, space, to, true, held)?;
-            let (parent, ancestors, _, parent_canon) = ensure_dir!(&mut *tx, space, &to_parent, now)?;
-            let to_canon = parent_canon.join(to_name)?;
-            let to_shown = to_canon.to_string();
-            if ancestors.contains(&src.id) {
-                return Err(MetaError::Invalid(format!("cannot copy `{from_s}` into itself")));
+        let mut tx = self.begin_space(space).await?;
+        let (src, _) = resolve(&mut tx, space, from).await?;
+        check_locks(&mut tx, space, to, true, held).await?;
+        let parent = ensure_dir(&mut tx, space, &to_parent, now).await?;
+        let to_canon = parent.canon.join(to_name)?;
+        if parent.ids.contains(&src.id) {
+            return Err(MetaError::Invalid(format!("cannot copy `{from}` into itself")));
+        }
+        let key = name_key(to_name);
+        let existing: Option<NodeRow> = sql(CHILD_SQL).bind(parent.dir.id).bind(&key).fetch_optional(&mut tx).await?;
+        if let Some(ex) = existing {
+            if !overwrite || ex.is_dir() || src.is_dir() || ex.id == src.id {
+                return Err(MetaError::AlreadyExists(format!("`{to}` already exists")));
             }
-            let key = name_key(to_name);
-            let existing: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
-            if let Some(ex) = existing {
-                if !overwrite || ex.is_dir() || src.is_dir() || ex.id == src.id {
-                    return Err(MetaError::AlreadyExists(format!("`{to_s}` already exists")));
-                }
-                let ex_path = parent_canon.join(&ex.name)?.to_string();
-                trash_node!(&mut *tx, space, &ex, &ex_path, now)?;
-            }
-            let kind = src.kind.clone();
-            // Breadth-first over a snapshot: (source node, new parent id, new name).
-            let mut queue: Vec<(NodeRow, i64, String)> = vec![(src, parent.id, to_name.to_string())];
-            let mut top: Option<i64> = None;
-            let mut bytes: i64 = 0;
-            while let Some((node, new_parent, name)) = queue.pop() {
-                let new_id: i64 = sqlx::query_scalar(
-                    "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            let ex_path = parent.canon.join(&ex.name)?.to_string();
+            trash_node(&mut tx, space, &ex, &ex_path, now).await?;
+        }
+        let kind = src.kind.clone();
+        // Breadth-first over a snapshot: (source node, new parent id, new name).
+        let mut queue: Vec<(NodeRow, i64, String)> = vec![(src, parent.dir.id, to_name.to_string())];
+        let mut top: Option<i64> = None;
+        let mut bytes: i64 = 0;
+        while let Some((node, new_parent, name)) = queue.pop() {
+            let new_id: i64 = scalar(
+                "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            )
+            .bind(space)
+            .bind(new_parent)
+            .bind(&name)
+            .bind(name_key(&name))
+            .bind(&node.kind)
+            .bind(node.size)
+            .bind(now)
+            .bind(node.modified_at)
+            .fetch_one(&mut tx)
+            .await?;
+            top.get_or_insert(new_id);
+            if let Some(vid) = node.version_id.filter(|_| !node.is_dir()) {
+                let new_vid: i64 = scalar(
+                    "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) \
+                     SELECT $1, space_id, size, block_size, $3, $4 FROM versions WHERE id = $2 RETURNING id",
                 )
-                .bind(space).bind(new_parent).bind(&name).bind(name_key(&name)).bind(&node.kind).bind(node.size)
-                .bind(now).bind(node.modified_at)
-                .fetch_one(&mut *tx).await?;
-                top.get_or_insert(new_id);
-                if let Some(vid) = node.version_id.filter(|_| !node.is_dir()) {
-                    let new_vid: i64 = sqlx::query_scalar(
-                        "INSERT INTO versions (node_id, space_id, size, block_size, device, created_at) \
-                         SELECT $1, space_id, size, block_size, $3, $4 FROM versions WHERE id = $2 RETURNING id",
-                    )
-                    .bind(new_id).bind(vid).bind(device).bind(now)
-                    .fetch_one(&mut *tx).await?;
-                    sqlx::query(
-                        "INSERT INTO version_blocks (version_id, idx, hash, size) SELECT $1, idx, hash, size FROM version_blocks WHERE version_id = $2",
-                    )
-                    .bind(new_vid).bind(vid)
-                    .execute(&mut *tx).await?;
-                    sqlx::query("UPDATE nodes SET version_id = $2 WHERE id = $1").bind(new_id).bind(new_vid).execute(&mut *tx).await?;
-                    bytes += node.size;
-                }
-                if node.is_dir() {
-                    let children: Vec<NodeRow> = sqlx::query_as(concat!(
-                        "SELECT ", node_cols!(), " FROM nodes WHERE parent_id = $1 AND trashed_at IS NULL"
-                    ))
-                    .bind(node.id)
-                    .fetch_all(&mut *tx).await?;
-                    for c in children {
-                        let n = c.name.clone();
-                        queue.push((c, new_id, n));
-                    }
+                .bind(new_id)
+                .bind(vid)
+                .bind(device)
+                .bind(now)
+                .fetch_one(&mut tx)
+                .await?;
+                sql("INSERT INTO version_blocks (version_id, idx, hash, size) \
+                     SELECT $1, idx, hash, size FROM version_blocks WHERE version_id = $2")
+                .bind(new_vid)
+                .bind(vid)
+                .execute(&mut tx)
+                .await?;
+                sql("UPDATE nodes SET version_id = $2 WHERE id = $1")
+                    .bind(new_id)
+                    .bind(new_vid)
+                    .execute(&mut tx)
+                    .await?;
+                bytes += node.size;
+            }
+            if node.is_dir() {
+                let children: Vec<NodeRow> =
+                    sql(concat!("SELECT ", node_cols!(), " FROM nodes WHERE parent_id = $1 AND trashed_at IS NULL"))
+                        .bind(node.id)
+                        .fetch_all(&mut tx)
+                        .await?;
+                for c in children {
+                    let n = c.name.clone();
+                    queue.push((c, new_id, n));
                 }
             }
-            (*tx).charge(space, Usage::current(bytes), Limit::WRITE).await?;
-            let top = top.ok_or(MetaError::NotFound)?;
-            journal!(&mut *tx, space, top, "create", &kind, &to_shown, None::<&str>, now)?;
-            let copied: NodeRow = sqlx::query_as(NODE_SQL).bind(top).fetch_one(&mut *tx).await?;
-            tx.commit().await?;
-            self.invalidate(super::notify::Invalidate::Space(space)).await;
-            Ok((copied, to_canon))
-        })
+        }
+        charge(&mut tx, space, Usage::current(bytes), Limit::WRITE).await?;
+        let top = top.ok_or(MetaError::NotFound)?;
+        let to_shown = to_canon.to_string();
+        journal(&mut tx, space, now, Change { node: top, op: "create", kind: &kind, path: &to_shown, from: None })
+            .await?;
+        let copied: NodeRow = sql(NODE_SQL).bind(top).fetch_one(&mut tx).await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok((copied, to_canon))
     }
 
     /// Up to `limit` trash items, newest first, older than the id `before`.
     pub async fn list_trash(&self, space: SpaceId, before: Option<i64>, limit: i64) -> MetaResult<Vec<TrashItem>> {
         let space = space.get();
-        on_pool!(self, p => {
+        {
+            let mut db = self.db();
             // An item's size is what its files hold now (a folder's: recorded when it was trashed).
-            let items: Vec<TrashItem> = sqlx::query_as(
-                "SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, t.current_bytes AS size, \
+            let items: Vec<TrashItem> =
+                sql("SELECT t.id, t.node_id, t.original_path, t.deleted_at, n.name, n.kind, t.current_bytes AS size, \
                  t.versions_bytes FROM trash t JOIN nodes n ON n.id = t.node_id \
-                 WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3",
-            )
-            .bind(space).bind(before).bind(limit)
-            .fetch_all(p).await?;
+                 WHERE t.space_id = $1 AND ($2 IS NULL OR t.id < $2) ORDER BY t.id DESC LIMIT $3")
+                .bind(space)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(&mut db)
+                .await?;
             Ok(items)
-        })
+        }
     }
 
     /// Puts a trashed item back at its original path or at `to`. Returns the node and its path.
+    /// Nothing is restored into a path a lock not in `held` guards.
     pub async fn restore_trash(
         &self,
         space: SpaceId,
         trash_id: i64,
         to: Option<&RemotePath>,
-    ) -> MetaResult<(NodeRow, RemotePath)> {
-        let space = space.get();
-        self.restore_trash_held(SpaceId::stored(space), trash_id, to, &[]).await
-    }
-
-    /// [`Meta::restore_trash`] for a caller holding the lock tokens `held`: nothing is restored
-    /// into a path a lock not held guards.
-    pub async fn restore_trash_held(
-        &self,
-        space: SpaceId,
-        trash_id: i64,
-        to: Option<&RemotePath>,
-        held: &[String],
+        held: LockTokens<'_>,
     ) -> MetaResult<(NodeRow, RemotePath)> {
         let space = space.get();
         let now = now_ms();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let item: Option<(i64, String, i64, i64)> = sqlx::query_as(
-                "SELECT node_id, original_path, current_bytes, versions_bytes FROM trash WHERE id = $1 AND space_id = $2")
-                .bind(trash_id).bind(space)
-                .fetch_optional(&mut *tx).await?;
-            let (node_id, original, current, versions) = item.ok_or(MetaError::NotFound)?;
-            let target = match to {
-                Some(t) => t.clone(),
-                None => RemotePath::parse(&original).map_err(|e| MetaError::Invalid(e.to_string()))?,
-            };
-            check_locks!(&mut *tx, space, &target, true, held)?;
-            let (target_parent, target_name) = split(&target)?;
-            let (parent, _, _, parent_canon) = ensure_dir!(&mut *tx, space, &target_parent, now)?;
-            let target = parent_canon.join(target_name)?;
-            let key = name_key(target_name);
-            let taken: Option<NodeRow> = sqlx::query_as(CHILD_SQL).bind(parent.id).bind(&key).fetch_optional(&mut *tx).await?;
-            if taken.is_some() {
-                return Err(MetaError::AlreadyExists(format!(
-                    "`{target}` already exists; restore to another path with \"to\""
-                )));
-            }
-            sqlx::query("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4, trashed_at = NULL WHERE id = $1")
-                .bind(node_id).bind(parent.id).bind(target_name).bind(&key)
-                .execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM trash WHERE id = $1").bind(trash_id).execute(&mut *tx).await?;
-            let back = Usage { current, versions, trash: -(current + versions), pending: 0 };
-            (*tx).charge(space, back, Limit::Free).await?;
-            let node: NodeRow = sqlx::query_as(NODE_SQL).bind(node_id).fetch_one(&mut *tx).await?;
-            journal!(&mut *tx, space, node_id, "restore", &node.kind, target.to_string(), None::<&str>, now)?;
-            tx.commit().await?;
-            self.invalidate(super::notify::Invalidate::Space(space)).await;
-            Ok((node, target))
-        })
+        let mut tx = self.begin_space(space).await?;
+        let item: Option<(i64, String, i64, i64)> = sql(
+            "SELECT node_id, original_path, current_bytes, versions_bytes FROM trash WHERE id = $1 AND space_id = $2",
+        )
+        .bind(trash_id)
+        .bind(space)
+        .fetch_optional(&mut tx)
+        .await?;
+        let (node_id, original, current, versions) = item.ok_or(MetaError::NotFound)?;
+        let target = match to {
+            Some(t) => t.clone(),
+            None => RemotePath::parse(&original).map_err(|e| MetaError::Invalid(e.to_string()))?,
+        };
+        check_locks(&mut tx, space, &target, true, held).await?;
+        let (target_parent, target_name) = split(&target)?;
+        let parent = ensure_dir(&mut tx, space, &target_parent, now).await?;
+        let target = parent.canon.join(target_name)?;
+        let key = name_key(target_name);
+        let taken: Option<NodeRow> = sql(CHILD_SQL).bind(parent.dir.id).bind(&key).fetch_optional(&mut tx).await?;
+        if taken.is_some() {
+            return Err(MetaError::AlreadyExists(format!(
+                "`{target}` already exists; restore to another path with \"to\""
+            )));
+        }
+        sql("UPDATE nodes SET parent_id = $2, name = $3, name_key = $4, trashed_at = NULL WHERE id = $1")
+            .bind(node_id)
+            .bind(parent.dir.id)
+            .bind(target_name)
+            .bind(&key)
+            .execute(&mut tx)
+            .await?;
+        sql("DELETE FROM trash WHERE id = $1").bind(trash_id).execute(&mut tx).await?;
+        let back = Usage { current, versions, trash: -(current + versions), pending: 0 };
+        charge(&mut tx, space, back, Limit::Free).await?;
+        let node: NodeRow = sql(NODE_SQL).bind(node_id).fetch_one(&mut tx).await?;
+        let shown = target.to_string();
+        journal(
+            &mut tx,
+            space,
+            now,
+            Change { node: node_id, op: "restore", kind: &node.kind, path: &shown, from: None },
+        )
+        .await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(space)).await;
+        Ok((node, target))
     }
 
     /// Deletes trashed items for good (one, or all of the space's) and frees their quota.
@@ -571,27 +502,28 @@ impl Meta {
     pub async fn purge_trash(&self, space: SpaceId, trash_id: Option<i64>) -> MetaResult<u64> {
         let space = space.get();
         let now = now_ms();
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let items: Vec<i64> = sqlx::query_scalar(
-                "SELECT id FROM trash WHERE space_id = $1 AND ($2 IS NULL OR id = $2) ORDER BY id",
-            )
-            .bind(space).bind(trash_id)
-            .fetch_all(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let items: Vec<i64> =
+                scalar("SELECT id FROM trash WHERE space_id = $1 AND ($2 IS NULL OR id = $2) ORDER BY id")
+                    .bind(space)
+                    .bind(trash_id)
+                    .fetch_all(&mut tx)
+                    .await?;
             if trash_id.is_some() && items.is_empty() {
                 return Err(MetaError::NotFound);
             }
             let mut purged = 0u64;
             for item in items {
                 // An earlier item's subtree may already have taken this one with it.
-                if (*tx).purge_item(space, item, now).await?.is_some() {
+                if purge_item(&mut tx, space, item, now).await?.is_some() {
                     purged += 1;
                 }
             }
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::Space(space)).await;
             Ok(purged)
-        })
+        }
     }
 
     /// Sets the creation and/or modification time (Unix ms) of the node at `path`: what a
@@ -603,21 +535,21 @@ impl Meta {
         path: &RemotePath,
         created: Option<i64>,
         modified: Option<i64>,
-        held: &[String],
+        held: LockTokens<'_>,
     ) -> MetaResult<()> {
         let space = space.get();
         if created.is_none() && modified.is_none() {
             return Ok(());
         }
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let (node, canon) = resolve!(&mut *tx, space, path)?;
-            check_locks!(&mut *tx, space, &canon, false, held)?;
-            sqlx::query("UPDATE nodes SET created_at = COALESCE($2, created_at), modified_at = COALESCE($3, modified_at) WHERE id = $1")
+        {
+            let mut tx = self.begin_space(space).await?;
+            let (node, canon) = resolve(&mut tx, space, path).await?;
+            check_locks(&mut tx, space, &canon, false, held).await?;
+            sql("UPDATE nodes SET created_at = COALESCE($2, created_at), modified_at = COALESCE($3, modified_at) WHERE id = $1")
                 .bind(node.id).bind(created).bind(modified)
-                .execute(&mut *tx).await?;
+                .execute(&mut tx).await?;
             tx.commit().await?;
-        });
+        };
         self.invalidate(super::notify::Invalidate::Space(space)).await;
         Ok(())
     }

@@ -18,7 +18,8 @@
 //! were never counted (rows from before this accounting), and from `gc` to repair any drift.
 
 use super::SpaceId;
-use super::{Meta, MetaError, MetaResult, begin_space, on_pool};
+use super::engine::{Conn, scalar, sql};
+use super::{Meta, MetaError, MetaResult};
 
 /// Bytes a space holds, by kind (or a change of them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,112 +97,49 @@ pub(crate) const TRASH_SUBTREE: &str = "WITH RECURSIVE live(id) AS (\
 pub(crate) const REFERENCED: &str = "EXISTS (SELECT 1 FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
      WHERE vb.hash = b.hash AND v.space_id = b.space_id)";
 
-/// Usage accounting inside a transaction that holds the space lock. Implemented once per
-/// engine by [`usage_tx!`]: the SQL is shared, the connection types differ.
-pub(crate) trait UsageTx {
-    /// Applies `delta` to the space's usage under `limit`; see [`Limit`]. With a quota, room is
-    /// made first if needed and any excess left (an upload's allowance) is trimmed afterwards.
-    /// Fails with [`MetaError::QuotaExceeded`] when expiring every older version and trash item
-    /// would not make room. Returns the bytes expired.
-    fn charge(&mut self, space: i64, delta: Usage, limit: Limit) -> impl Future<Output = MetaResult<i64>> + Send;
-
-    /// Current and older version bytes of the subtree that goes to the trash with node `node`.
-    fn trash_subtree_usage(&mut self, node: i64) -> impl Future<Output = MetaResult<Usage>> + Send;
+/// Adds `delta` to the usage row, unless (without `unconditional`) that would pass the quota
+/// plus `allowance`. Returns whether it was applied.
+pub(crate) async fn apply_usage(
+    c: &mut impl Conn,
+    space: i64,
+    delta: Usage,
+    unconditional: bool,
+    allowance: i64,
+) -> MetaResult<bool> {
+    let n = sql("UPDATE users SET current_bytes = current_bytes + $2, versions_bytes = versions_bytes + $3, \
+         trash_bytes = trash_bytes + $4, pending_bytes = pending_bytes + $5, used_bytes = used_bytes + $6 \
+         WHERE id = $1 AND ($7 OR $6 <= 0 OR quota_bytes IS NULL OR used_bytes + $6 <= quota_bytes + $8)")
+    .bind(space)
+    .bind(delta.current)
+    .bind(delta.versions)
+    .bind(delta.trash)
+    .bind(delta.pending)
+    .bind(delta.total())
+    .bind(unconditional)
+    .bind(allowance)
+    .execute(c)
+    .await?;
+    Ok(n > 0)
 }
 
-/// Adds `$delta` to the usage row, unless (without `$unconditional`) that would pass the quota
-/// plus `$allowance`; yields the query result (0 rows: refused).
-macro_rules! apply_usage {
-    ($ex:expr, $space:expr, $delta:expr, $unconditional:expr, $allowance:expr) => {
-        sqlx::query(
-            "UPDATE users SET current_bytes = current_bytes + $2, versions_bytes = versions_bytes + $3, \
-             trash_bytes = trash_bytes + $4, pending_bytes = pending_bytes + $5, used_bytes = used_bytes + $6 \
-             WHERE id = $1 AND ($7 OR $6 <= 0 OR quota_bytes IS NULL OR used_bytes + $6 <= quota_bytes + $8)",
-        )
-        .bind($space)
-        .bind($delta.current)
-        .bind($delta.versions)
-        .bind($delta.trash)
-        .bind($delta.pending)
-        .bind($delta.total())
-        .bind($unconditional)
-        .bind($allowance)
-        .execute($ex)
-        .await?
-    };
+/// Current and older version bytes of the subtree that goes to the trash with node `node`.
+pub(crate) async fn trash_subtree_usage(c: &mut impl Conn, node: i64) -> MetaResult<Usage> {
+    let text = format!("{TRASH_SUBTREE}{VERSION_BYTES_OF_LIVE}");
+    let (current, versions): (i64, i64) = sql(sqlx::AssertSqlSafe(text)).bind(node).fetch_one(c).await?;
+    Ok(Usage { current, versions, ..Default::default() })
 }
-
-pub(crate) use apply_usage;
-
-macro_rules! usage_tx {
-    ($conn:ty) => {
-        impl UsageTx for $conn {
-            async fn charge(&mut self, space: i64, delta: Usage, limit: Limit) -> MetaResult<i64> {
-                let total = delta.total();
-                let (check, allowance) = match limit {
-                    Limit::Free => (false, 0),
-                    Limit::Quota { allowance } => (true, allowance.max(0)),
-                };
-                let mut expired = 0;
-                if apply_usage!(&mut *self, space, delta, !check, allowance).rows_affected() == 0 {
-                    let (quota, used): (Option<i64>, i64) =
-                        sqlx::query_as("SELECT quota_bytes, used_bytes FROM users WHERE id = $1")
-                            .bind(space)
-                            .fetch_optional(&mut *self)
-                            .await?
-                            .ok_or(MetaError::NotFound)?;
-                    let quota = quota.unwrap_or(i64::MAX);
-                    let excess = used.saturating_add(total).saturating_sub(quota.saturating_add(allowance));
-                    expired = super::retention::RetentionTx::make_room(self, space, excess).await?;
-                    if expired < excess {
-                        let (current, pending): (i64, i64) =
-                            sqlx::query_as("SELECT current_bytes, pending_bytes FROM users WHERE id = $1")
-                                .bind(space)
-                                .fetch_one(&mut *self)
-                                .await?;
-                        let left = (quota.saturating_add(allowance) - current - pending).max(0);
-                        return Err(MetaError::QuotaExceeded(format!(
-                            "quota exceeded: this needs {total} more bytes but only {left} of your {quota} bytes are left \
-                             once older versions and the trash are freed; delete files, or ask an administrator for more space"
-                        )));
-                    }
-                    apply_usage!(&mut *self, space, delta, true, allowance);
-                }
-                if check {
-                    // An upload's allowance may leave the space above its quota; the history
-                    // that made that necessary (the replaced version) can go now.
-                    let (quota, used): (Option<i64>, i64) =
-                        sqlx::query_as("SELECT quota_bytes, used_bytes FROM users WHERE id = $1")
-                            .bind(space)
-                            .fetch_one(&mut *self)
-                            .await?;
-                    if let Some(q) = quota.filter(|q| used > *q) {
-                        expired += super::retention::RetentionTx::make_room(self, space, used - q).await?;
-                    }
-                }
-                Ok(expired)
-            }
-
-            async fn trash_subtree_usage(&mut self, node: i64) -> MetaResult<Usage> {
-                let sql = format!("{TRASH_SUBTREE}{VERSION_BYTES_OF_LIVE}");
-                let (current, versions): (i64, i64) =
-                    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(node).fetch_one(&mut *self).await?;
-                Ok(Usage { current, versions, ..Default::default() })
-            }
-        }
-    };
-}
-
-usage_tx!(sqlx::SqliteConnection);
-usage_tx!(sqlx::PgConnection);
 
 impl Meta {
     /// The space's usage by kind, as counted.
     pub async fn usage(&self, space: SpaceId) -> MetaResult<Usage> {
         let space = space.get();
-        let row: Option<(i64, i64, i64, i64)> = on_pool!(self, p => sqlx::query_as(
-            "SELECT current_bytes, versions_bytes, trash_bytes, pending_bytes FROM users WHERE id = $1")
-            .bind(space).fetch_optional(p).await?);
+        let row: Option<(i64, i64, i64, i64)> = {
+            let mut db = self.db();
+            sql("SELECT current_bytes, versions_bytes, trash_bytes, pending_bytes FROM users WHERE id = $1")
+                .bind(space)
+                .fetch_optional(&mut db)
+                .await?
+        };
         let (current, versions, trash, pending) = row.ok_or(MetaError::NotFound)?;
         Ok(Usage { current, versions, trash, pending })
     }
@@ -216,73 +154,98 @@ impl Meta {
         let subtree = format!("{TRASH_SUBTREE}{VERSION_BYTES_OF_LIVE}");
         let unpend =
             format!("UPDATE blocks AS b SET pending = FALSE WHERE b.space_id = $1 AND b.pending AND {REFERENCED}");
-        on_pool!(self, p => {
-            let mut tx = begin_space!(p, space)?;
-            let before: Option<(i64, i64, i64, i64)> = sqlx::query_as(
-                "SELECT current_bytes, versions_bytes, trash_bytes, pending_bytes FROM users WHERE id = $1")
-                .bind(space).fetch_optional(&mut *tx).await?;
+        {
+            let mut tx = self.begin_space(space).await?;
+            let before: Option<(i64, i64, i64, i64)> =
+                sql("SELECT current_bytes, versions_bytes, trash_bytes, pending_bytes FROM users WHERE id = $1")
+                    .bind(space)
+                    .fetch_optional(&mut tx)
+                    .await?;
             let (c, v, t, pe) = before.ok_or(MetaError::NotFound)?;
             let before = Usage { current: c, versions: v, trash: t, pending: pe };
             let (current, versions): (i64, i64) =
-                sqlx::query_as(sqlx::AssertSqlSafe(live.clone())).bind(space).fetch_one(&mut *tx).await?;
-            let items: Vec<(i64, i64)> = sqlx::query_as("SELECT id, node_id FROM trash WHERE space_id = $1")
-                .bind(space).fetch_all(&mut *tx).await?;
+                sql(sqlx::AssertSqlSafe(live.clone())).bind(space).fetch_one(&mut tx).await?;
+            let items: Vec<(i64, i64)> =
+                sql("SELECT id, node_id FROM trash WHERE space_id = $1").bind(space).fetch_all(&mut tx).await?;
             let mut trash = 0;
             for (id, node) in items {
                 let (ic, iv): (i64, i64) =
-                    sqlx::query_as(sqlx::AssertSqlSafe(subtree.clone())).bind(node).fetch_one(&mut *tx).await?;
-                sqlx::query("UPDATE trash SET current_bytes = $2, versions_bytes = $3 WHERE id = $1")
-                    .bind(id).bind(ic).bind(iv).execute(&mut *tx).await?;
+                    sql(sqlx::AssertSqlSafe(subtree.clone())).bind(node).fetch_one(&mut tx).await?;
+                sql("UPDATE trash SET current_bytes = $2, versions_bytes = $3 WHERE id = $1")
+                    .bind(id)
+                    .bind(ic)
+                    .bind(iv)
+                    .execute(&mut tx)
+                    .await?;
                 trash += ic + iv;
             }
-            sqlx::query(sqlx::AssertSqlSafe(unpend.clone())).bind(space).execute(&mut *tx).await?;
-            let pending: i64 = sqlx::query_scalar(
-                "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM blocks WHERE space_id = $1 AND pending")
-                .bind(space).fetch_one(&mut *tx).await?;
+            sql(sqlx::AssertSqlSafe(unpend.clone())).bind(space).execute(&mut tx).await?;
+            let pending: i64 =
+                scalar("SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM blocks WHERE space_id = $1 AND pending")
+                    .bind(space)
+                    .fetch_one(&mut tx)
+                    .await?;
             let after = Usage { current, versions, trash, pending };
-            sqlx::query(
-                "UPDATE users SET current_bytes = $2, versions_bytes = $3, trash_bytes = $4, pending_bytes = $5, \
+            sql("UPDATE users SET current_bytes = $2, versions_bytes = $3, trash_bytes = $4, pending_bytes = $5, \
                  used_bytes = $6, usage_counted = TRUE WHERE id = $1")
-                .bind(space).bind(current).bind(versions).bind(trash).bind(pending).bind(after.total())
-                .execute(&mut *tx).await?;
+            .bind(space)
+            .bind(current)
+            .bind(versions)
+            .bind(trash)
+            .bind(pending)
+            .bind(after.total())
+            .execute(&mut tx)
+            .await?;
             tx.commit().await?;
             if before != after {
                 tracing::info!(space, ?before, ?after, "usage recounted");
             }
             Ok((before, after))
-        })
+        }
     }
 
     /// Spaces whose usage parts were never counted (users from before usage by kind existed).
     pub async fn uncounted_spaces(&self) -> MetaResult<Vec<SpaceId>> {
-        let ids: Vec<i64> = on_pool!(self, p => sqlx::query_scalar("SELECT id FROM users WHERE usage_counted = FALSE ORDER BY id")
-            .fetch_all(p).await?);
+        let ids: Vec<i64> = {
+            let mut db = self.db();
+            scalar("SELECT id FROM users WHERE usage_counted = FALSE ORDER BY id").fetch_all(&mut db).await?
+        };
         Ok(ids.into_iter().map(SpaceId::stored).collect())
     }
 
     /// Every space's id.
     pub async fn space_ids(&self) -> MetaResult<Vec<SpaceId>> {
-        let ids: Vec<i64> =
-            on_pool!(self, p => sqlx::query_scalar("SELECT id FROM users ORDER BY id").fetch_all(p).await?);
+        let ids: Vec<i64> = {
+            let mut db = self.db();
+            scalar("SELECT id FROM users ORDER BY id").fetch_all(&mut db).await?
+        };
         Ok(ids.into_iter().map(SpaceId::stored).collect())
     }
 
     pub async fn usage_totals(&self) -> MetaResult<UsageTotals> {
         // CASTs: PostgreSQL's SUM over BIGINT is NUMERIC.
-        let (users, active_users, total_bytes): (i64, i64, i64) = on_pool!(self, p => sqlx::query_as(
-            "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN disabled THEN 0 ELSE 1 END), 0) AS BIGINT), \
+        let (users, active_users, total_bytes): (i64, i64, i64) = {
+            let mut db = self.db();
+            sql("SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN disabled THEN 0 ELSE 1 END), 0) AS BIGINT), \
              CAST(COALESCE(SUM(used_bytes), 0) AS BIGINT) FROM users")
-            .fetch_one(p).await?);
-        let (files,): (i64,) = on_pool!(self, p => sqlx::query_as(
-            "SELECT COUNT(*) FROM nodes WHERE kind = 'file' AND trashed_at IS NULL")
-            .fetch_one(p).await?);
+            .fetch_one(&mut db)
+            .await?
+        };
+        let (files,): (i64,) = {
+            let mut db = self.db();
+            sql("SELECT COUNT(*) FROM nodes WHERE kind = 'file' AND trashed_at IS NULL").fetch_one(&mut db).await?
+        };
         Ok(UsageTotals { users, active_users, total_bytes, files })
     }
 
     pub async fn top_usage(&self, limit: i64) -> MetaResult<Vec<UsageRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, UsageRow>(
-            "SELECT id, username, used_bytes, quota_bytes FROM users ORDER BY used_bytes DESC, id LIMIT $1")
-            .bind(limit).fetch_all(p).await?))
+        Ok({
+            let mut db = self.db();
+            sql("SELECT id, username, used_bytes, quota_bytes FROM users ORDER BY used_bytes DESC, id LIMIT $1")
+                .bind(limit)
+                .fetch_all::<UsageRow, _>(&mut db)
+                .await?
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use nimbus_proto::RemotePath;
 use proptest::prelude::*;
 
 use super::retention::{Retention, VersionPolicy};
-use super::{Base, BlockEntry, Claim, CommitSpec, Meta, MetaError, SpaceId, Usage};
+use super::{Base, BlockEntry, Claim, CommitSpec, LockTokens, Meta, MetaError, SpaceId, Usage};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -131,17 +131,19 @@ impl World {
                 let b = self.upload(kib).await?;
                 let spec =
                     CommitSpec { base: Base::Any, blocks: std::slice::from_ref(&b), block_size: 1 << 22, device: None };
-                m.commit(s, &file(f), &spec).await.map(|_| ())
+                m.commit(s, &file(f), &spec, LockTokens::NONE).await.map(|_| ())
             }
             Op::Upload { kib } => self.upload(kib).await.map(|_| ()),
             Op::FailedUpload { kib } => {
                 let b = self.upload(kib).await?;
                 m.release_pending(s, &[b.hash]).await
             }
-            Op::Trash { f } => m.trash(s, &file(f)).await.map(|_| ()),
-            Op::TrashDir { d } => m.trash(s, &RemotePath::parse(&format!("/d{d}")).expect("path")).await.map(|_| ()),
+            Op::Trash { f } => m.trash(s, &file(f), LockTokens::NONE).await.map(|_| ()),
+            Op::TrashDir { d } => {
+                m.trash(s, &RemotePath::parse(&format!("/d{d}")).expect("path"), LockTokens::NONE).await.map(|_| ())
+            }
             Op::Restore => match m.list_trash(s, None, 1).await?.first() {
-                Some(item) => m.restore_trash(s, item.id, None).await.map(|_| ()),
+                Some(item) => m.restore_trash(s, item.id, None, LockTokens::NONE).await.map(|_| ()),
                 None => Ok(()),
             },
             Op::PurgeOldest => match m.list_trash(s, None, 1000).await?.last() {
@@ -163,8 +165,8 @@ impl World {
                     None => Ok(()),
                 }
             }
-            Op::Copy { f, to } => m.copy_node(s, &file(f), &file(to), true, None).await.map(|_| ()),
-            Op::Move { f, to } => m.move_node(s, &file(f), &file(to), true).await.map(|_| ()),
+            Op::Copy { f, to } => m.copy_node(s, &file(f), &file(to), true, None, LockTokens::NONE).await.map(|_| ()),
+            Op::Move { f, to } => m.move_node(s, &file(f), &file(to), true, LockTokens::NONE).await.map(|_| ()),
             Op::Retention { keep_none } => {
                 let versions = if keep_none { VersionPolicy::Rules(Vec::new()) } else { VersionPolicy::Forever };
                 let r = Retention { versions, trash: Some(std::time::Duration::from_millis(1)) };

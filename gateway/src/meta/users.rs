@@ -2,7 +2,8 @@
 
 use nimbus_proto::names::name_key;
 
-use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, WriteTx, now_ms, on_pool};
+use super::engine::{scalar, sql};
+use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, now_ms};
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
      trash_bytes, pending_bytes, disabled, created_at";
@@ -61,7 +62,10 @@ pub struct AuditFilter {
 
 impl Meta {
     pub async fn count_users(&self) -> MetaResult<i64> {
-        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM users").fetch_one(p).await?))
+        Ok({
+            let mut db = self.db();
+            scalar::<i64>("SELECT COUNT(*) FROM users").fetch_one(&mut db).await?
+        })
     }
 
     /// Creates a user and the root of their space in one transaction.
@@ -74,39 +78,41 @@ impl Meta {
     ) -> MetaResult<UserRow> {
         let now = now_ms();
         let key = name_key(username);
-        on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
-            let id: i64 = sqlx::query_scalar(
+        {
+            let mut tx = self.begin_write().await?;
+            let id: i64 = scalar(
                 "INSERT INTO users (username, username_key, password_hash, role, quota_bytes, used_bytes, disabled, \
                  created_at, updated_at, usage_counted) VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6, TRUE) RETURNING id",
             )
             .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await
             .map_err(|e| MetaError::from_insert(e, || format!("a user named `{username}` already exists")))?;
-            sqlx::query(
+            sql(
                 "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) VALUES ($1, NULL, '', '', 'dir', 0, $2, $2)",
             )
             .bind(id).bind(now)
-            .execute(&mut *tx).await?;
+            .execute(&mut tx).await?;
             tx.commit().await?;
-        });
+        };
         self.user_by_name(username).await?.ok_or(MetaError::NotFound)
     }
 
     pub async fn user(&self, id: i64) -> MetaResult<Option<UserRow>> {
-        let sql = format!("SELECT {USER_COLS} FROM users WHERE id = $1");
-        Ok(
-            on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(p).await?),
-        )
+        let text = format!("SELECT {USER_COLS} FROM users WHERE id = $1");
+        Ok({
+            let mut db = self.db();
+            sql(sqlx::AssertSqlSafe(text)).bind(id).fetch_optional::<UserRow, _>(&mut db).await?
+        })
     }
 
     pub async fn user_by_name(&self, username: &str) -> MetaResult<Option<UserRow>> {
-        let sql = format!("SELECT {USER_COLS} FROM users WHERE username_key = $1");
+        let text = format!("SELECT {USER_COLS} FROM users WHERE username_key = $1");
         let key = name_key(username);
-        Ok(
-            on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql)).bind(&key).fetch_optional(p).await?),
-        )
+        Ok({
+            let mut db = self.db();
+            sql(sqlx::AssertSqlSafe(text)).bind(&key).fetch_optional::<UserRow, _>(&mut db).await?
+        })
     }
 
     /// A page of users in `sort` order, after `after` (the previous page's last row).
@@ -136,13 +142,21 @@ impl Meta {
             UserOrder::Name => format!("($2 IS NULL OR username_key {op} $2)"),
             _ => format!("($3 IS NULL OR ({col}, id) {op} ($3, $4))"),
         };
-        let sql = format!(
+        let text = format!(
             "SELECT {USER_COLS} FROM users WHERE ($1 IS NULL OR username_key LIKE $1 ESCAPE '\\') \
              AND {keyset} ORDER BY {col} {dir}, id {dir} LIMIT $5"
         );
-        Ok(on_pool!(self, p => sqlx::query_as::<_, UserRow>(sqlx::AssertSqlSafe(sql))
-            .bind(pattern.as_deref()).bind(text_after).bind(num_after).bind(id_after).bind(limit)
-            .fetch_all(p).await?))
+        Ok({
+            let mut db = self.db();
+            sql(sqlx::AssertSqlSafe(text))
+                .bind(pattern.as_deref())
+                .bind(text_after)
+                .bind(num_after)
+                .bind(id_after)
+                .bind(limit)
+                .fetch_all::<UserRow, _>(&mut db)
+                .await?
+        })
     }
 
     /// Applies an admin's changes. Disabling a user or resetting the password revokes every
@@ -150,17 +164,15 @@ impl Meta {
     pub async fn update_user(&self, id: i64, upd: &UserUpdate) -> MetaResult<UserRow> {
         let now = now_ms();
         let revoke = upd.disabled == Some(true) || upd.password_hash.is_some();
-        on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
-            let n = sqlx::query(
-                "UPDATE users SET \
+        {
+            let mut tx = self.begin_write().await?;
+            let n = sql("UPDATE users SET \
                    quota_bytes = CASE WHEN $2 THEN $3 ELSE quota_bytes END, \
                    disabled = COALESCE($4, disabled), \
                    password_hash = COALESCE($5, password_hash), \
                    role = COALESCE($6, role), \
                    updated_at = $7 \
-                 WHERE id = $1",
-            )
+                 WHERE id = $1")
             .bind(id)
             .bind(upd.quota_bytes.is_some())
             .bind(upd.quota_bytes.flatten())
@@ -168,47 +180,53 @@ impl Meta {
             .bind(upd.password_hash.as_deref())
             .bind(upd.role.as_deref())
             .bind(now)
-            .execute(&mut *tx).await?
-            .rows_affected();
+            .execute(&mut tx)
+            .await?;
             if n == 0 {
                 return Err(MetaError::NotFound);
             }
             if revoke {
-                sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
-                    .bind(id).bind(now).execute(&mut *tx).await?;
+                sql("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+                    .bind(id)
+                    .bind(now)
+                    .execute(&mut tx)
+                    .await?;
             }
             tx.commit().await?;
             // Role and disabled state are part of every cached token row.
             self.invalidate(super::notify::Invalidate::User(id)).await;
-        });
+        };
         self.user(id).await?.ok_or(MetaError::NotFound)
     }
 
     /// Deletes a user with everything in their space. Returns false if there was no such user.
     /// The caller removes the space's blocks from the object store afterwards.
     pub async fn delete_user(&self, id: i64) -> MetaResult<bool> {
-        on_pool!(self, p => {
-            let mut tx = p.begin_write().await?;
+        {
+            let mut tx = self.begin_write().await?;
             // Children before parents is not needed: nodes cascade through parent_id.
-            sqlx::query("DELETE FROM trash WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM nodes WHERE space_id = $1 AND parent_id IS NULL").bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM nodes WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM blocks WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM changes WHERE space_id = $1").bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM tokens WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM s3_keys WHERE user_id = $1").bind(id).execute(&mut *tx).await?;
-            let n = sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?.rows_affected();
+            sql("DELETE FROM trash WHERE space_id = $1").bind(id).execute(&mut tx).await?;
+            sql("DELETE FROM nodes WHERE space_id = $1 AND parent_id IS NULL").bind(id).execute(&mut tx).await?;
+            sql("DELETE FROM nodes WHERE space_id = $1").bind(id).execute(&mut tx).await?;
+            sql("DELETE FROM blocks WHERE space_id = $1").bind(id).execute(&mut tx).await?;
+            sql("DELETE FROM changes WHERE space_id = $1").bind(id).execute(&mut tx).await?;
+            sql("DELETE FROM tokens WHERE user_id = $1").bind(id).execute(&mut tx).await?;
+            sql("DELETE FROM s3_keys WHERE user_id = $1").bind(id).execute(&mut tx).await?;
+            let n = sql("DELETE FROM users WHERE id = $1").bind(id).execute(&mut tx).await?;
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::User(id)).await;
             self.invalidate(super::notify::Invalidate::Space(id)).await;
             Ok(n > 0)
-        })
+        }
     }
 
     pub async fn count_admins(&self) -> MetaResult<i64> {
-        Ok(
-            on_pool!(self, p => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = FALSE").fetch_one(p).await?),
-        )
+        Ok({
+            let mut db = self.db();
+            scalar::<i64>("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = FALSE")
+                .fetch_one(&mut db)
+                .await?
+        })
     }
 
     /// A new token; `ip` is the client address it was signed in from.
@@ -221,11 +239,14 @@ impl Meta {
         ip: Option<&str>,
     ) -> MetaResult<i64> {
         let now = now_ms();
-        Ok(on_pool!(self, p => sqlx::query_scalar::<_, i64>(
+        Ok({
+            let mut db = self.db();
+            scalar::<i64>(
             "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at, last_ip) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(user_id).bind(token_hash).bind(device).bind(now).bind(expires_at).bind(ip)
-        .fetch_one(p).await?))
+        .fetch_one(&mut db).await?
+        })
     }
 
     /// Looks a token up by its hash, with the user state needed to decide whether it works.
@@ -236,13 +257,15 @@ impl Meta {
         }
         // Before the database: a revocation committing meanwhile keeps this row out of memory.
         let stamp = self.hot.token_stamp();
-        let row = on_pool!(self, p => sqlx::query_as::<_, TokenAuthRow>(
-            "SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, t.last_ip, \
+        let row = {
+            let mut db = self.db();
+            sql("SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, t.last_ip, \
                     u.username, u.role, u.disabled \
-             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1",
-        )
-        .bind(token_hash)
-        .fetch_optional(p).await?);
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1")
+            .bind(token_hash)
+            .fetch_optional::<TokenAuthRow, _>(&mut db)
+            .await?
+        };
         if let Some(r) = &row {
             self.hot.put_token(token_hash.to_string(), r.clone(), stamp);
         }
@@ -256,62 +279,88 @@ impl Meta {
     }
 
     pub async fn touch_token(&self, token_id: i64, ip: Option<&str>) -> MetaResult<()> {
-        on_pool!(self, p => {
-            sqlx::query("UPDATE tokens SET last_used_at = $2, last_ip = COALESCE($3, last_ip) WHERE id = $1")
-                .bind(token_id).bind(now_ms()).bind(ip).execute(p).await?;
-        });
+        {
+            let mut db = self.db();
+            sql("UPDATE tokens SET last_used_at = $2, last_ip = COALESCE($3, last_ip) WHERE id = $1")
+                .bind(token_id)
+                .bind(now_ms())
+                .bind(ip)
+                .execute(&mut db)
+                .await?;
+        };
         Ok(())
     }
 
     /// The user's tokens that still work.
     pub async fn list_tokens(&self, user_id: i64) -> MetaResult<Vec<TokenRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, TokenRow>(
-            "SELECT id, device, created_at, expires_at, last_used_at, last_ip FROM tokens \
-             WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 ORDER BY id",
-        )
-        .bind(user_id).bind(now_ms())
-        .fetch_all(p).await?))
+        Ok({
+            let mut db = self.db();
+            sql("SELECT id, device, created_at, expires_at, last_used_at, last_ip FROM tokens \
+             WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > $2 ORDER BY id")
+            .bind(user_id)
+            .bind(now_ms())
+            .fetch_all::<TokenRow, _>(&mut db)
+            .await?
+        })
     }
 
     /// Revokes one of the user's own tokens; false if it is not theirs or not live.
     pub async fn revoke_token(&self, user_id: i64, token_id: i64) -> MetaResult<bool> {
-        let n = on_pool!(self, p => sqlx::query(
-            "UPDATE tokens SET revoked_at = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
-        )
-        .bind(token_id).bind(user_id).bind(now_ms())
-        .execute(p).await?.rows_affected());
+        let n = {
+            let mut db = self.db();
+            sql("UPDATE tokens SET revoked_at = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL")
+                .bind(token_id)
+                .bind(user_id)
+                .bind(now_ms())
+                .execute(&mut db)
+                .await?
+        };
         self.invalidate(super::notify::Invalidate::Token(token_id)).await;
         Ok(n > 0)
     }
 
     pub async fn revoke_all_tokens(&self, user_id: i64) -> MetaResult<u64> {
-        let n = on_pool!(self, p => sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
-            .bind(user_id).bind(now_ms()).execute(p).await?.rows_affected());
+        let n = {
+            let mut db = self.db();
+            sql("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+                .bind(user_id)
+                .bind(now_ms())
+                .execute(&mut db)
+                .await?
+        };
         self.invalidate(super::notify::Invalidate::User(user_id)).await;
         Ok(n)
     }
 
     pub async fn audit(&self, e: NewAudit) -> MetaResult<()> {
-        on_pool!(self, p => {
-            sqlx::query("INSERT INTO audit (at, actor_id, actor, action, target, detail, ip) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+        {
+            let mut db = self.db();
+            sql("INSERT INTO audit (at, actor_id, actor, action, target, detail, ip) VALUES ($1, $2, $3, $4, $5, $6, $7)")
                 .bind(now_ms()).bind(e.actor_id).bind(e.actor.as_deref()).bind(&e.action)
                 .bind(e.target.as_deref()).bind(e.detail.as_deref()).bind(e.ip.as_deref())
-                .execute(p).await?;
-        });
+                .execute(&mut db).await?;
+        };
         Ok(())
     }
 
     /// Audit entries newest first; `before_id` pages backwards.
     pub async fn list_audit(&self, f: &AuditFilter) -> MetaResult<Vec<AuditRow>> {
-        Ok(on_pool!(self, p => sqlx::query_as::<_, AuditRow>(
-            "SELECT id, at, actor, action, target, detail, ip FROM audit \
+        Ok({
+            let mut db = self.db();
+            sql("SELECT id, at, actor, action, target, detail, ip FROM audit \
              WHERE ($1 IS NULL OR actor = $1) AND ($2 IS NULL OR action = $2) AND ($3 IS NULL OR id < $3) \
              AND ($5 IS NULL OR target = $5) AND ($6 IS NULL OR at >= $6) AND ($7 IS NULL OR at <= $7) \
-             ORDER BY id DESC LIMIT $4",
-        )
-        .bind(f.actor.as_deref()).bind(f.action.as_deref()).bind(f.before_id).bind(f.limit)
-        .bind(f.target.as_deref()).bind(f.since_ms).bind(f.until_ms)
-        .fetch_all(p).await?))
+             ORDER BY id DESC LIMIT $4")
+            .bind(f.actor.as_deref())
+            .bind(f.action.as_deref())
+            .bind(f.before_id)
+            .bind(f.limit)
+            .bind(f.target.as_deref())
+            .bind(f.since_ms)
+            .bind(f.until_ms)
+            .fetch_all::<AuditRow, _>(&mut db)
+            .await?
+        })
     }
 }
 

@@ -12,7 +12,7 @@ use nimbus_proto::RemotePath;
 use crate::blocks::StoreError;
 use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{Base, BlockEntry, Claim, CommitSpec, NodeRow, SpaceId};
+use crate::meta::{Base, BlockEntry, Claim, CommitSpec, LockTokens, NodeRow, SpaceId};
 use crate::state::AppState;
 
 /// Blocks fetched ahead of the one being sent.
@@ -142,30 +142,16 @@ impl Drop for Claims {
     }
 }
 
-/// Streams a request body into the space as the new content of `path`.
+/// Streams a request body into the space as the new content of `path`, for a caller
+/// presenting the lock tokens `held` (see [`crate::meta::Meta::commit`]). A locked path is
+/// refused before the body is read, and again at the commit.
 pub async fn put_stream<S, E>(
     state: &AppState,
     space: SpaceId,
     path: &RemotePath,
     body: S,
     opts: PutOptions<'_>,
-) -> ApiResult<(NodeRow, bool, RemotePath)>
-where
-    S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
-    E: std::fmt::Display,
-{
-    put_stream_held(state, space, path, body, opts, &[]).await
-}
-
-/// [`put_stream`] for a caller holding the lock tokens `held` (see [`crate::meta::Meta::commit_held`]).
-/// A locked path is refused before the body is read, and again at the commit.
-pub async fn put_stream_held<S, E>(
-    state: &AppState,
-    space: SpaceId,
-    path: &RemotePath,
-    body: S,
-    opts: PutOptions<'_>,
-    held: &[String],
+    held: LockTokens<'_>,
 ) -> ApiResult<(NodeRow, bool, RemotePath)>
 where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
@@ -181,7 +167,7 @@ where
     }
     let block_size = state.settings.block_size as i64;
     let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
-    let done = state.meta.commit_held(space, path, &spec, held).await?;
+    let done = state.meta.commit(space, path, &spec, held).await?;
     claims.keep();
     Ok(done)
 }
@@ -280,7 +266,7 @@ pub async fn check_put(
     space: SpaceId,
     path: &RemotePath,
     content_length: Option<u64>,
-    held: &[String],
+    held: LockTokens<'_>,
 ) -> ApiResult<Room> {
     state.meta.check_unlocked(space, path, false, held).await?;
     let room = quota_room(state, space, path).await?;

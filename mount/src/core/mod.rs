@@ -14,6 +14,7 @@ mod namespace;
 mod problems;
 mod read;
 pub mod remote;
+mod resolve;
 pub mod status;
 pub mod tree;
 pub mod types;

@@ -1,6 +1,6 @@
 //! dav-server's `DavFileSystem` over one user's space: metadata and listings from the
 //! metadata database, reads through the block cache (`space::open_range`), writes streamed
-//! into `space::put_stream_held` and committed only when the whole body has arrived.
+//! into `space::put_stream` and committed only when the whole body has arrived.
 //!
 //! One `SpaceFs` is built per request: it carries the space, the lock tokens the request holds
 //! (checked again by the metadata layer on every change) and what the request deletes.
@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 
 use crate::cache::CacheMode;
 use crate::error::ApiError;
-use crate::meta::{Base, ChildRow, CommitSpec, MetaError, NodeRow, PropPatch, PropRow, SpaceId, lock_key};
+use crate::meta::{Base, ChildRow, CommitSpec, LockTokens, MetaError, NodeRow, PropPatch, PropRow, SpaceId, lock_key};
 use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
@@ -281,7 +281,7 @@ impl SpaceFs {
             // before it is moved or copied.
             return Err(FsError::Forbidden);
         }
-        self.st.meta.trash_held(self.space, &p, &self.held()).await.map(|_| ()).map_err(meta_error)
+        self.st.meta.trash(self.space, &p, LockTokens::new(&self.held())).await.map(|_| ()).map_err(meta_error)
     }
 }
 
@@ -345,7 +345,7 @@ impl DavFileSystem for SpaceFs {
                 Ok(_) | Err(MetaError::NotFound) => return Err(FsError::NotFound),
                 Err(e) => return Err(meta_error(e)),
             }
-            match self.st.meta.mkdir_held(self.space, &p, &self.held()).await {
+            match self.st.meta.mkdir(self.space, &p, LockTokens::new(&self.held())).await {
                 Ok((_, true, _)) => Ok(()),
                 Ok((_, false, _)) | Err(MetaError::NotADirectory(_)) => Err(FsError::Exists),
                 Err(e) => Err(meta_error(e)),
@@ -366,7 +366,11 @@ impl DavFileSystem for SpaceFs {
         async move {
             let (f, t) = (remote(from)?, remote(to)?);
             // dav-server has removed an existing destination already (Overwrite: T).
-            self.st.meta.move_node_held(self.space, &f, &t, false, &self.held()).await.map_err(meta_error)?;
+            self.st
+                .meta
+                .move_node(self.space, &f, &t, false, LockTokens::new(&self.held()))
+                .await
+                .map_err(meta_error)?;
             Ok(())
         }
         .boxed()
@@ -378,7 +382,7 @@ impl DavFileSystem for SpaceFs {
             let held = self.held();
             self.st
                 .meta
-                .copy_node_held(self.space, &f, &t, true, Some(&self.device), &held)
+                .copy_node(self.space, &f, &t, true, Some(&self.device), LockTokens::new(&held))
                 .await
                 .map_err(meta_error)?;
             self.st.meta.copy_dav_props(self.space, &f, &t).await.map_err(meta_error)
@@ -533,13 +537,13 @@ impl SpaceFs {
                         block_size: self.st.settings.block_size as i64,
                         device: Some(&self.device),
                     };
-                    self.st.meta.commit_held(self.space, &p, &spec, &held).await.map_err(meta_error)?.0
+                    self.st.meta.commit(self.space, &p, &spec, LockTokens::new(&held)).await.map_err(meta_error)?.0
                 }
             };
             return Ok(Box::new(NoWriteFile { meta: NodeMeta::of(&node, 0) }));
         }
         // Refuse before the body is read: a lock not held, a known length over quota.
-        space::check_put(&self.st, self.space, &p, o.size, &held).await.map_err(fs_error)?;
+        space::check_put(&self.st, self.space, &p, o.size, LockTokens::new(&held)).await.map_err(fs_error)?;
         Ok(Box::new(WriteFile::start(self, p, o.size, held)))
     }
 }
@@ -700,7 +704,7 @@ impl DavFile for NoWriteFile {
 type PutResult = Result<(NodeRow, bool, RemotePath), ApiError>;
 
 /// A whole-file PUT in flight. dav-server writes the body chunk by chunk and then flushes;
-/// the chunks feed a task running `space::put_stream_held` through a bounded queue
+/// the chunks feed a task running `space::put_stream` through a bounded queue
 /// (backpressure: the body is read no faster than blocks are stored). Only `flush` marks the
 /// body complete: if the request dies first, the queue closes unmarked, the upload fails and
 /// nothing is committed, so the old version stays.
@@ -744,7 +748,7 @@ impl WriteFile {
                 verify: None,
                 allowance: 0,
             };
-            let r = space::put_stream_held(&st, space, &path, Box::pin(body), opts, &held).await;
+            let r = space::put_stream(&st, space, &path, Box::pin(body), opts, LockTokens::new(&held)).await;
             if let Err(e) = &r {
                 tracing::info!(path = %path, error = %e, "WebDAV upload not committed");
             }

@@ -13,7 +13,7 @@ use nimbus_proto::RemotePath;
 use xmltree::Element;
 
 use super::fs::{Held, remote};
-use crate::meta::{LockRow, Meta, SpaceId, lock_key, now_ms};
+use crate::meta::{LockRow, LockTokens, Meta, SpaceId, lock_key, now_ms};
 
 /// Lock lifetime when the client asks for none or for "Infinite": a crashed client's lock
 /// must not stay forever. Clients refresh locks they keep (Office and Windows do).
@@ -214,7 +214,7 @@ impl DavLockSystem for SpaceLocks {
                     return Err(self.unavailable(&path));
                 }
             };
-            match crate::meta::locks::conflict(&locks, &lock_key(&p), deep, &tokens) {
+            match crate::meta::locks::conflict(&locks, &lock_key(&p), deep, LockTokens::new(&tokens)) {
                 Some(l) => Err(self.dav_lock(l, &path)),
                 None => Ok(()),
             }

@@ -24,7 +24,7 @@ use nimbus_proto::names::name_key;
 
 use crate::auth::{Attempt, AuthUser, ClientIp, TOKEN_PREFIX, verify_password_or_dummy};
 use crate::error::ApiError;
-use crate::meta::{NewAudit, SpaceId};
+use crate::meta::{LockTokens, NewAudit, SpaceId};
 use crate::state::AppState;
 
 pub mod fs;
@@ -207,7 +207,7 @@ async fn apply_times(
     let text = String::from_utf8_lossy(&bytes);
     let all_ok = text.matches("<D:status>").count() == text.matches("<D:status>HTTP/1.1 200 OK</D:status>").count();
     if all_ok {
-        st.meta.set_times(space, path, created, modified, held).await?;
+        st.meta.set_times(space, path, created, modified, LockTokens::new(held)).await?;
     }
     Ok(axum::http::Response::from_parts(parts, dav_server::body::Body::from(bytes)))
 }

@@ -15,7 +15,7 @@ use super::Door;
 use super::error::{meta, s3};
 use super::objects::{Md5Stream, finish_md5, key_path, owner};
 use crate::cache::CacheMode;
-use crate::meta::{Base, BlockEntry, CommitSpec, UploadRow};
+use crate::meta::{Base, BlockEntry, CommitSpec, LockTokens, UploadRow};
 use crate::space::{self, PutOptions};
 
 const MAX_PART_NUMBER: i32 = 10_000;
@@ -222,7 +222,7 @@ pub async fn complete(
     let block_size = st.settings.block_size as i64;
     let node = if uniform(&blocks, block_size) {
         let spec = CommitSpec { base: Base::Any, blocks: &blocks, block_size, device: Some("S3") };
-        st.meta.commit(user.space, &path, &spec).await.map_err(|e| super::error::write(e.into()))?.0
+        st.meta.commit(user.space, &path, &spec, LockTokens::NONE).await.map_err(|e| super::error::write(e.into()))?.0
     } else {
         // Parts that are not multiples of the block size leave short blocks in the middle;
         // re-split the content so the version has the layout the drive and sync rely on.
@@ -237,11 +237,17 @@ pub async fn complete(
         };
         if total == 0 {
             let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
-            space::put_stream(st, user.space, &path, empty, opts).await.map_err(super::error::write)?.0
+            space::put_stream(st, user.space, &path, empty, opts, LockTokens::NONE)
+                .await
+                .map_err(super::error::write)?
+                .0
         } else {
             let stream =
                 space::open_range(st, user.space, blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
-            space::put_stream(st, user.space, &path, Box::pin(stream), opts).await.map_err(super::error::write)?.0
+            space::put_stream(st, user.space, &path, Box::pin(stream), opts, LockTokens::NONE)
+                .await
+                .map_err(super::error::write)?
+                .0
         }
     };
     door.save_meta(&node, etag.clone(), upload.content_type.clone(), upload.user_meta.clone()).await?;

@@ -17,7 +17,7 @@ use super::error::{meta, s3};
 use super::listing::{self, Listed};
 use super::{Door, multipart};
 use crate::cache::CacheMode;
-use crate::meta::{Base, NodeRow, S3ObjectMeta};
+use crate::meta::{Base, LockTokens, NodeRow, S3ObjectMeta};
 use crate::space::{self, PutOptions};
 
 /// Listings return at most this many lines per page (S3's own limit).
@@ -345,7 +345,8 @@ impl Door {
             verify: Some(&verify),
             allowance: 0,
         };
-        let (node, _, _) = match space::put_stream(&self.state, user.space, path, stream, opts).await {
+        let (node, _, _) = match space::put_stream(&self.state, user.space, path, stream, opts, LockTokens::NONE).await
+        {
             Err(crate::error::ApiError::Conflict(m)) if base != Base::Any => {
                 return Err(s3_error!(PreconditionFailed, "{m}"));
             }
@@ -590,7 +591,7 @@ impl S3 for Door {
             if i.content_length.unwrap_or(0) > 0 {
                 return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
             }
-            self.state.meta.mkdir(user.space, &path).await.map_err(meta)?;
+            self.state.meta.mkdir(user.space, &path, LockTokens::NONE).await.map_err(meta)?;
             return Ok(S3Response::new(PutObjectOutput {
                 e_tag: parse_etag("\"d41d8cd98f00b204e9800998ecf8427e\""),
                 ..Default::default()
@@ -649,13 +650,13 @@ impl S3 for Door {
                 ));
             }
             // A metadata-only write still changes a locked object.
-            self.state.meta.check_unlocked(user.space, &dst, false, &[]).await.map_err(meta)?;
+            self.state.meta.check_unlocked(user.space, &dst, false, LockTokens::NONE).await.map_err(meta)?;
             src_m.node.clone()
         } else {
             let (node, _) = self
                 .state
                 .meta
-                .copy_node(user.space, &src_path, &dst, true, Some("S3"))
+                .copy_node(user.space, &src_path, &dst, true, Some("S3"), LockTokens::NONE)
                 .await
                 .map_err(|e| super::error::write(e.into()))?;
             node
@@ -786,7 +787,7 @@ impl Door {
             Err(crate::meta::MetaError::NotFound) => return Ok(()),
             Err(e) => return Err(meta(e)),
         }
-        match self.state.meta.trash(user.space, &path).await {
+        match self.state.meta.trash(user.space, &path, LockTokens::NONE).await {
             Ok(_) | Err(crate::meta::MetaError::NotFound) => {}
             Err(e) => return Err(meta(e)),
         }
