@@ -5,7 +5,9 @@
 #                                npm run build (when dist is missing or older than its sources)
 #   ./infra/admin-ui.sh test     the above, then the vitest suite (npm test)
 #
-# The gateway serves admin-ui/dist at /admin (see docs/ADMIN-UI.md). Needs Node >= 20.19.
+# `cargo build -p nimbus-gateway` does the same (gateway/build.rs, same rules) and embeds the
+# result; this script is for working on the console (serve it with --admin-ui-dir admin-ui/dist,
+# see docs/ADMIN-UI.md). Needs Node >= 20.19.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 exec bash "$ROOT/infra/frontend.sh" "$ROOT/admin-ui" admin-ui "$@"

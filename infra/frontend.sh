@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # infra/frontend.sh — install a front end's npm packages and build it, only when needed. Shared
-# by infra/admin-ui.sh and infra/desktop-ui.sh (same stack, same rules).
+# by infra/admin-ui.sh and infra/desktop-ui.sh (same stack, same rules). The build scripts of
+# nimbus-gateway and nimbus-desktop apply the same rules (infra/frontend_build.rs): keep them
+# in step, so that neither rebuilds what the other built.
 #
 #   infra/frontend.sh DIR LABEL          npm ci (when node_modules is missing or older than the
 #                                        lock), npm run build (when dist is missing or older
@@ -23,7 +25,7 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
     # Strict: the lock lists every platform's optional packages (rollup's, esbuild's), so
     # `npm ci` accepts it on Linux, Windows and macOS. If it refuses, the lock is out of date:
     # fix it (`npm install --no-audit --no-fund` and commit the lock), never install around it.
-    npm ci --no-audit --no-fund
+    npm ci --no-audit --no-fund --prefer-offline
 else
     log "node_modules is up to date with package-lock.json"
 fi

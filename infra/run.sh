@@ -57,8 +57,8 @@ log "cargo build --release -p nimbus-gateway -p nimbus-cli (target dir $CARGO_TA
 
 BIN=$CARGO_TARGET_DIR/release
 
-# The admin console (served at /admin from admin-ui/dist): npm ci / build only when stale.
-bash "$ROOT/infra/admin-ui.sh" || log "WARNING: the admin console was not built; /admin will say how to build it"
+# The admin console is inside the binary: the cargo build above built it (npm ci / vite build
+# only when stale); without npm cargo warned and /admin says how to get it.
 log "admin console: http://${NIMBUS_LISTEN:-127.0.0.1:8080}/admin"
 log "CLI: $BIN/nimbus  (e.g. $BIN/nimbus login http://${NIMBUS_LISTEN:-127.0.0.1:8080} --username admin)"
 

@@ -16,7 +16,8 @@
 #   0. python3 -m unittest discover -s infra/bench -t .   (the benchmarks' unit tests, seconds;
 #      their counts join the closing line; also in --fast)
 #   1. infra/install-deps.sh (Debian packages, MinIO built into /var/cache/nimbus/bin; cached)
-#   2. cargo build --workspace --all-targets   (so the nimbus-gateway and nimbus binaries exist)
+#   2. cargo build --workspace --all-targets   (so the nimbus-gateway and nimbus binaries exist;
+#      nimbus-gateway's build script builds the admin console, npm ci included, when stale)
 #      then the vitest suites of the admin console and the desktop app's UI (their counts join
 #      the closing line), and infra/validate-deploy.sh (the deployment artefacts
 #      under infra/deploy/, validated not run; one test in the closing line)
@@ -151,9 +152,9 @@ bash "$ROOT/infra/desktop-ui.sh"
 log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets
 
-# The admin console: npm ci / build when stale (tests/tests/admin_ui.rs drives the build in
-# chromium). Then both front ends' vitest suites, whose counts join the closing line.
-bash "$ROOT/infra/admin-ui.sh"
+# The admin console was built (and its npm packages installed) by nimbus-gateway's build script
+# above, into the binary that tests/tests/admin_ui.rs drives in chromium. Both front ends'
+# vitest suites, whose counts join the closing line.
 run_vitest "$ROOT/admin-ui"
 run_vitest "$ROOT/client/desktop/ui"
 

@@ -110,13 +110,16 @@ try {
   step('the admin sees the usage change');
   await page.getByRole('link', { name: USER }).click();
   await page.getByRole('heading', { name: USER }).waitFor();
-  await page.getByTestId('usage').filter({ hasText: '300000 bytes' }).waitFor();
-  await page.getByTestId('usage-current').filter({ hasText: '293.0 KiB' }).waitFor();
+  // Sizes in units, the quota field included (it was created as "10 MiB").
+  await page.getByTestId('usage').filter({ hasText: '293 KiB of 10 MiB' }).waitFor();
+  await page.getByTestId('usage-current').filter({ hasText: '293 KiB' }).waitFor();
+  const quotaField = page.getByRole('form', { name: 'Quota and role' }).getByLabel('Quota');
+  check((await quotaField.inputValue()) === '10 MiB', `the quota field: ${await quotaField.inputValue()}`);
   await page.getByTestId('usage-versions').filter({ hasText: '0 B' }).waitFor();
   await shot('05-user-page');
 
   step('the admin lowers the quota; the next upload is refused');
-  await page.getByRole('form', { name: 'Quota and role' }).getByLabel('Quota').fill('310000');
+  await quotaField.fill('310 KB');
   await page.getByRole('button', { name: 'Save' }).click();
   await page.getByText('Quota and role saved.').waitFor();
   await page.getByTestId('usage').filter({ hasText: 'of 302.7 KiB' }).waitFor();
@@ -143,6 +146,9 @@ try {
   r = await login(USER, PW2);
   check(r.status === 200, `the new password: ${r.status} ${r.text}`);
   await page.getByText('user_update').first().waitFor();
+  // Audit details in words and units.
+  await page.getByRole('cell', { name: 'quota 302.7 KiB', exact: true }).waitFor();
+  await page.getByRole('cell', { name: 'role user, quota 10 MiB', exact: true }).waitFor();
   await shot('07-user-activity');
 
   step("the admin sees the user's devices and revokes one");
@@ -178,11 +184,23 @@ try {
   await page.getByRole('link', { name: 'Dashboard' }).click();
   await page.locator('[aria-label="Request rate over time"]').waitFor();
   await page.locator('[aria-label="Cache hit ratio and size over time"]').waitFor();
+  // Every axis says what it counts.
+  for (const label of ['requests per second', 'hit ratio', 'cache size', 'local time', 'user']) {
+    await page.getByText(label, { exact: true }).first().waitFor();
+  }
+  // Size ticks carry their unit (storage by user: e2e-alice's 293 KiB puts the top at 300 KiB).
+  await page.getByText('300 KiB', { exact: true }).first().waitFor();
   await shot('07d-dashboard-history');
 
   step('cache and audit pages');
   await page.getByRole('link', { name: 'Cache' }).click();
   await page.getByText('Hit ratio').waitFor();
+  step("the admin warms a user's space, picking the user by name");
+  const warm = page.getByRole('form', { name: 'Warm a folder' });
+  await warm.getByLabel('User', { exact: true }).fill('e2e-al');
+  await page.getByRole('option', { name: USER }).click();
+  await warm.getByRole('button', { name: 'Warm' }).click();
+  await warm.getByText('Done: 1 of 1 files, 293 KiB of 293 KiB').waitFor();
   await shot('08-cache');
   await page.getByRole('link', { name: 'Audit log' }).click();
   await page.getByLabel('Action').fill('user_create');

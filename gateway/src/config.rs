@@ -142,7 +142,8 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_STATS_INTERVAL", default_value_t = 10)]
     pub stats_interval_secs: u64,
 
-    /// Directory of the built admin console (admin-ui/dist). Default: the source tree's.
+    /// Serve the admin console from this directory (a built admin-ui/dist) instead of the copy
+    /// inside the binary: for working on the console.
     #[arg(long, env = "NIMBUS_ADMIN_UI_DIR")]
     pub admin_ui_dir: Option<PathBuf>,
     /// Server key (32 bytes) that seals users' S3 secrets in the database; created with mode

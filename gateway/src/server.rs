@@ -34,6 +34,9 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         .with_context(|| format!("cannot create the data dir {}", args.data_dir.display()))?;
     let meta = open_meta(args).await?;
     let store = open_store(args).await?;
+    if args.admin_ui_dir.is_none() && !crate::api::console::embedded() {
+        tracing::warn!("this gateway was built without its admin console (npm was missing): /admin says how to get it");
+    }
     let settings = Settings {
         block_size: nimbus_proto::DEFAULT_BLOCK_SIZE,
         token_ttl_secs: args.token_ttl_secs,

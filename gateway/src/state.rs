@@ -45,7 +45,7 @@ pub struct Settings {
     pub default_quota: Option<u64>,
     /// Block uploads in flight per streaming PUT (memory: this many blocks + one buffering).
     pub upload_parallelism: usize,
-    /// Where the admin console's built files are (`--admin-ui-dir`); None: the default.
+    /// Where the admin console's built files are (`--admin-ui-dir`); None: inside the binary.
     pub admin_ui_dir: Option<std::path::PathBuf>,
     /// The gateway itself serves TLS: the WebDAV door accepts account passwords only then.
     pub tls: bool,

@@ -36,9 +36,43 @@ pub fn parse_size(raw: &str) -> Result<u64, String> {
     Ok(bytes.round() as u64)
 }
 
+/// A size for people to read, in 1024-based units with at most one decimal that says
+/// something: `512 B`, `10 MiB`, `1.5 GiB` (the admin console's `formatSize` writes the same).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut unit = 0;
+    let mut value = bytes as f64;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let rounded = (value * 10.0).round() / 10.0;
+    if unit == 0 || rounded.fract() == 0.0 {
+        format!("{rounded:.0} {}", UNITS[unit])
+    } else {
+        format!("{rounded:.1} {}", UNITS[unit])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_written_for_people() {
+        assert_eq!(format_size(0), "0 B");
+        assert_eq!(format_size(1023), "1023 B");
+        assert_eq!(format_size(1024), "1 KiB");
+        assert_eq!(format_size(10 << 20), "10 MiB");
+        assert_eq!(format_size(1_572_864), "1.5 MiB");
+        assert_eq!(format_size(500_000_000), "476.8 MiB");
+        assert_eq!(format_size((10 << 30) - 1), "10 GiB");
+        assert_eq!(format_size(u64::MAX), "16384 PiB");
+        // What it writes, parse_size reads back (to the precision shown).
+        for b in [0u64, 1024, 10 << 20, 3 << 40] {
+            assert_eq!(parse_size(&format_size(b)).ok(), Some(b));
+        }
+    }
 
     #[test]
     fn sizes_read_like_people_write_them() {

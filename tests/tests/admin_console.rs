@@ -1,5 +1,6 @@
 //! What the admin console needs from the gateway: `GET /api/v1/admin/usage` (admin-only,
-//! follows uploads and deletes) and the console's static files at `/admin`.
+//! follows uploads and deletes) and the console's static files at `/admin`: the copy built into
+//! the binary (gateway/build.rs), or a directory given with `--admin-ui-dir`.
 
 use anyhow::ensure;
 use nimbus_e2e::backend_test;
@@ -75,14 +76,60 @@ async fn serves_console_files() -> anyhow::Result<()> {
     .await
 }
 
+/// The console inside the binary: a gateway started without `--admin-ui-dir` serves the page
+/// and its hashed script with their types, caching and the console's CSP. (The harness builds
+/// the gateway with cargo, whose build script builds admin-ui: no npm step before this test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_embedded_console() -> anyhow::Result<()> {
+    run_on(Backend::SqliteLocal, GatewayOptions::default(), |gw| async move {
+        let api = gw.api().anonymous();
+        let check_console_headers = |r: &nimbus_e2e::Resp| -> anyhow::Result<()> {
+            let h = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            let csp = h("content-security-policy");
+            ensure!(
+                csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'") && !csp.contains("sandbox"),
+                "not the console's CSP: {r} {:?}",
+                r.headers
+            );
+            ensure!(h("x-frame-options") == "DENY" && h("x-content-type-options") == "nosniff", "{r} {:?}", r.headers);
+            Ok(())
+        };
+        for path in ["/admin/", "/admin/users/42"] {
+            let r = api.get(path).await?;
+            r.check(200)?;
+            ensure!(r.headers["content-type"] == "text/html; charset=utf-8", "{r} {:?}", r.headers);
+            ensure!(r.headers["cache-control"] == "no-cache", "{r} {:?}", r.headers);
+            ensure!(r.text().contains("<div id=\"root\">"), "not the console's page: {r}");
+            check_console_headers(&r)?;
+        }
+        // The entry script Vite named by its content hash, e.g. /admin/assets/index-B88DHIcr.js.
+        let page = api.get("/admin/").await?.text();
+        let script = page
+            .split('"')
+            .find(|s| s.starts_with("/admin/assets/index-") && s.ends_with(".js"))
+            .ok_or_else(|| anyhow::anyhow!("no hashed entry script in the page: {page}"))?
+            .to_string();
+        let r = api.get(&script).await?;
+        r.check(200)?;
+        ensure!(r.headers["content-type"] == "text/javascript; charset=utf-8", "{r} {:?}", r.headers);
+        ensure!(r.headers["cache-control"] == "public, max-age=31536000, immutable", "{r} {:?}", r.headers);
+        ensure!(r.body.len() > 1000 && !r.text().trim_start().starts_with('<'), "not a script: {r}");
+        check_console_headers(&r)?;
+        api.get("/admin/assets/index-0000.js").await?.check(404)?;
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn says_how_to_build_a_missing_console() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let opts = GatewayOptions::default().arg("--admin-ui-dir").arg(dir.path().display().to_string());
     run_on(Backend::SqliteLocal, opts, |gw| async move {
+        // An empty --admin-ui-dir (a console being worked on, not built yet).
         let r = gw.api().anonymous().get("/admin/users").await?;
         r.check(503)?;
-        ensure!(r.text().contains("npm run build"), "{r}");
+        ensure!(r.text().contains("npm run build") && r.text().contains("--admin-ui-dir"), "{r}");
         Ok(())
     })
     .await
@@ -112,5 +159,42 @@ backend_test!(audit_filters, |gw| async move {
     let r = admin.get("/api/v1/admin/audit?since=yesterday").await?;
     r.check(400)?;
     ensure!(r.text().contains("RFC 3339"), "{r}");
+    Ok(())
+});
+
+backend_test!(audit_details_in_words, |gw| async move {
+    use nimbus_proto::wire::AuditList;
+    let admin = gw.admin().await?;
+    let created: serde_json::Value = admin
+        .post_json(
+            "/api/v1/admin/users",
+            &serde_json::json!({"username": "lea", "password": "lea-password-1", "role": "user", "quota_bytes": 10485760}),
+        )
+        .await?
+        .ok(201)?;
+    let id = created["id"].as_i64().ok_or_else(|| anyhow::anyhow!("no id: {created}"))?;
+    let path = format!("/api/v1/admin/users/{id}");
+    // What the console sends: quota and role together, the role unchanged.
+    for body in [
+        serde_json::json!({"quota_bytes": 1073741824u64, "role": "user"}),
+        serde_json::json!({"quota_bytes": null, "role": "user"}),
+        serde_json::json!({"quota_bytes": 1536, "role": "admin"}),
+        serde_json::json!({"quota_bytes": 1536, "role": "admin"}),
+    ] {
+        admin.patch_json(&path, &body).await?.check(200)?;
+    }
+    let l: AuditList = admin.get("/api/v1/admin/audit?target=lea").await?.ok(200)?;
+    let details: Vec<&str> = l.entries.iter().rev().map(|e| e.detail.as_deref().unwrap_or("")).collect();
+    ensure!(
+        details
+            == [
+                "role user, quota 10 MiB",
+                "quota 1 GiB",
+                "quota removed (unlimited)",
+                "quota 1.5 KiB, role admin",
+                "nothing changed"
+            ],
+        "{details:?}"
+    );
     Ok(())
 });

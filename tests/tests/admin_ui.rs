@@ -1,6 +1,7 @@
 //! The admin console in a real browser: admin-ui/e2e/console.e2e.mjs (playwright-core driving
-//! Debian's chromium) against a real gateway serving the built console. Needs `npm ci` and
-//! `npm run build` in admin-ui/ (infra/test.sh does both); screenshots: admin-ui/e2e-artifacts/.
+//! Debian's chromium) against a real gateway serving the console built into it (gateway/build.rs
+//! builds admin-ui and runs `npm ci`, which also installs playwright-core); screenshots:
+//! admin-ui/e2e-artifacts/.
 
 use std::path::PathBuf;
 
@@ -14,15 +15,9 @@ fn admin_ui() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_in_chromium() -> anyhow::Result<()> {
     let ui = admin_ui();
-    let dist = ui.join("dist");
-    ensure!(dist.join("index.html").exists(), "build the console first: cd admin-ui && npm ci && npm run build");
     ensure!(ui.join("node_modules/playwright-core").exists(), "install the console's packages: cd admin-ui && npm ci");
     // One history point a second, so the dashboard's charts have data within the run.
-    let opts = GatewayOptions::default()
-        .arg("--admin-ui-dir")
-        .arg(dist.display().to_string())
-        .arg("--stats-interval-secs")
-        .arg("1");
+    let opts = GatewayOptions::default().arg("--stats-interval-secs").arg("1");
     run_on(Backend::SqliteLocal, opts, |gw| async move {
         let base = gw.api().base().trim_end_matches('/').to_string();
         let out = tokio::process::Command::new("node")

@@ -3,6 +3,7 @@ import { useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api } from '../api/client';
 import type { AuditList } from '../api/types';
+import { auditDetail } from '../format';
 
 export function AuditPage() {
   const [user, setUser] = useState('');
@@ -57,7 +58,7 @@ export function AuditPage() {
                   <Table.Td>{e.actor}</Table.Td>
                   <Table.Td>{e.action}</Table.Td>
                   <Table.Td>{e.target}</Table.Td>
-                  <Table.Td>{e.detail}</Table.Td>
+                  <Table.Td>{auditDetail(e.detail)}</Table.Td>
                   <Table.Td>{e.ip}</Table.Td>
                 </Table.Tr>
               ))}

@@ -5,6 +5,7 @@ import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
 import type { CacheStats, WarmJob, WarmRequest } from '../api/types';
 import { formatSize } from '../format';
+import { UserPicker } from './UserPicker';
 
 export function CachePage() {
   const qc = useQueryClient();
@@ -33,8 +34,8 @@ export function CachePage() {
           <Stat label="Hit ratio" value={`${(s.hit_ratio * 100).toFixed(1)} %`} />
           <Stat label="Memory" value={`${formatSize(s.mem_used_bytes)} of ${formatSize(s.mem_capacity_bytes)}`} />
           <Stat label="Disk" value={s.disk_enabled ? `${formatSize(s.disk_used_bytes)} of ${formatSize(s.disk_capacity_bytes)}` : 'off'} />
-          <Stat label="Hits (memory / disk)" value={`${s.hits_mem} / ${s.hits_disk}`} />
-          <Stat label="Misses" value={String(s.misses)} />
+          <Stat label="Hits (memory / disk)" value={`${s.hits_mem.toLocaleString()} / ${s.hits_disk.toLocaleString()}`} />
+          <Stat label="Misses" value={s.misses.toLocaleString()} />
           <Stat label="Served from store" value={formatSize(s.bytes_fetched_store)} />
         </SimpleGrid>
       )}
@@ -59,8 +60,15 @@ function Stat({ label, value }: { label: string; value: string }) {
   );
 }
 
+const WARM_STATES: Record<WarmJob['state'], string> = {
+  listing: 'Listing the folder',
+  warming: 'Warming',
+  done: 'Done',
+  failed: 'Failed',
+};
+
 function Warm() {
-  const [userId, setUserId] = useState('');
+  const [userId, setUserId] = useState<number | null>(null);
   const [path, setPath] = useState('');
   const [jobId, setJobId] = useState<number | null>(null);
   const [err, setErr] = useState<string | null>(null);
@@ -72,14 +80,13 @@ function Warm() {
   });
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    const id = Number(userId);
-    if (!Number.isInteger(id) || id <= 0) {
-      setErr('Enter the user id (shown on the user page URL)');
+    if (userId === null) {
+      setErr('Choose whose folder to warm');
       return;
     }
     setErr(null);
     try {
-      const body: WarmRequest = { user_id: id, path: path || null };
+      const body: WarmRequest = { user_id: userId, path: path || null };
       const j = await api<WarmJob>('POST', '/api/v1/admin/cache/warm', body);
       setJobId(j.id);
     } catch (x) {
@@ -94,14 +101,14 @@ function Warm() {
           <Text fw={500}>Warm a user's folder</Text>
           {err && <Alert color="red" role="alert">{err}</Alert>}
           <Group align="flex-end">
-            <TextInput label="User id" value={userId} onChange={(e) => setUserId(e.currentTarget.value)} />
+            <UserPicker label="User" value={userId} onChange={setUserId} />
             <TextInput label="Folder" placeholder="/ (whole space)" value={path} onChange={(e) => setPath(e.currentTarget.value)} />
             <Button type="submit">Warm</Button>
           </Group>
           {j && (
             <>
               <Text role="status">
-                {j.state}: {j.files_done}/{j.files_total} files, {formatSize(j.bytes_done)} of {formatSize(j.bytes_total)}
+                {WARM_STATES[j.state]}: {j.files_done} of {j.files_total} files, {formatSize(j.bytes_done)} of {formatSize(j.bytes_total)}
                 {j.error ? ` — ${j.error}` : ''}
               </Text>
               <Progress value={j.bytes_total ? (j.bytes_done / j.bytes_total) * 100 : j.state === 'done' ? 100 : 0} aria-label="Warm progress" />

@@ -3,7 +3,7 @@ import { Alert, Badge, Paper, SimpleGrid, Stack, Text, Title } from '@mantine/co
 import { useQuery } from '@tanstack/react-query';
 import { api } from '../api/client';
 import type { CacheStats, StatsHistory, UsageSummary } from '../api/types';
-import { formatSize } from '../format';
+import { formatSize, sizeUnit } from '../format';
 
 async function readyz(): Promise<{ ok: boolean; text: string }> {
   try {
@@ -30,7 +30,7 @@ export function Dashboard() {
       {usage.isError && <Alert color="red" role="alert">{usage.error.message}</Alert>}
       <SimpleGrid cols={{ base: 1, xs: 2, md: 4 }}>
         <Tile label="Total storage" value={u ? formatSize(u.total_bytes) : '…'} />
-        <Tile label="Files" value={u ? String(u.files) : '…'} />
+        <Tile label="Files" value={u ? u.files.toLocaleString() : '…'} />
         <Tile label="Active users" value={u ? `${u.active_users} of ${u.users}` : '…'} />
         <Tile label="Cache hit ratio" value={cache.data ? `${(cache.data.hit_ratio * 100).toFixed(1)} %` : '…'} />
       </SimpleGrid>
@@ -46,17 +46,28 @@ export function Dashboard() {
       <Paper withBorder p="md">
         <Text fw={500} mb="sm">Storage by user (largest {u?.top_users.length ?? 0})</Text>
         {u && u.top_users.length > 0 ? (
-          <BarChart
-            h={260}
-            data={u.top_users.map((t) => ({ user: t.username, MiB: +(t.used_bytes / 1048576).toFixed(2) }))}
-            dataKey="user"
-            series={[{ name: 'MiB', color: 'blue.6' }]}
-          />
-        ) : (
+          <StorageByUser users={u.top_users} />        ) : (
           <Text c="dimmed">No data yet.</Text>
         )}
       </Paper>
     </Stack>
+  );
+}
+
+/** Bars in the unit of the largest (a few KiB would be invisible against GiB bars anyway); the
+ * ticks carry the unit. */
+function StorageByUser({ users }: { users: UsageSummary['top_users'] }) {
+  const { unit, bytes } = sizeUnit(Math.max(...users.map((t) => t.used_bytes)));
+  return (
+    <BarChart
+      h={260}
+      data={users.map((t) => ({ user: t.username, [unit]: +(t.used_bytes / bytes).toFixed(2) }))}
+      dataKey="user"
+      series={[{ name: unit, label: 'stored', color: 'blue.6' }]}
+      unit={` ${unit}`}
+      xAxisLabel="user"
+      aria-label="Storage by user"
+    />
   );
 }
 
@@ -69,23 +80,26 @@ function Tile({ label, value }: { label: string; value: string }) {
   );
 }
 
-/** The chart rows of a history: times as local clock labels, ratios as percentages. */
+/** The chart rows of a history: times as local clock labels, ratios as percentages, the cache
+ * size in the unit of its largest sample (`cacheUnit`). */
 export function historyRows(h: StatsHistory) {
-  return h.samples.map((s) => ({
+  const { unit, bytes } = sizeUnit(Math.max(0, ...h.samples.map((s) => s.cache_used_bytes)));
+  const rows = h.samples.map((s) => ({
     time: new Date(s.at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }),
-    'requests/s': +s.requests_per_sec.toFixed(2),
-    '5xx/s': +s.server_errors_per_sec.toFixed(2),
+    requests: +s.requests_per_sec.toFixed(2),
+    errors: +s.server_errors_per_sec.toFixed(2),
     // No lookups in an interval: a gap in the line, not a made-up 0 %.
-    'hit ratio %': s.cache_hit_ratio === null ? null : +(s.cache_hit_ratio * 100).toFixed(1),
-    'cache MiB': +(s.cache_used_bytes / 1048576).toFixed(1),
+    hitRatio: s.cache_hit_ratio === null ? null : +(s.cache_hit_ratio * 100).toFixed(1),
+    cache: +(s.cache_used_bytes / bytes).toFixed(1),
   }));
+  return { rows, cacheUnit: unit };
 }
 
-type Row = ReturnType<typeof historyRows>[number];
+type Row = ReturnType<typeof historyRows>['rows'][number];
 
 function History({ data, error }: { data?: StatsHistory; error?: string }) {
   if (error) return <Alert color="red" role="alert">{error}</Alert>;
-  const rows = data ? historyRows(data) : [];
+  const { rows, cacheUnit } = data ? historyRows(data) : { rows: [], cacheUnit: 'B' };
   const secs = data ? data.samples.length * data.interval_secs : 0;
   const span = data ? `last ${secs < 120 ? `${secs} s` : `${Math.round(secs / 60)} min`}, every ${data.interval_secs} s` : '';
   return (
@@ -94,19 +108,22 @@ function History({ data, error }: { data?: StatsHistory; error?: string }) {
         title={<>Requests {span && <Text span c="dimmed" size="sm">({span})</Text>}</>}
         label="Request rate over time"
         rows={rows}
+        yAxisLabel="requests per second"
         series={[
-          { name: 'requests/s', color: 'blue.6' },
-          { name: '5xx/s', color: 'red.6' },
+          { name: 'requests', label: 'requests/s', color: 'blue.6' },
+          { name: 'errors', label: 'server errors/s', color: 'red.6' },
         ]}
       />
       <HistoryChart
         title="Cache hit ratio and size"
         label="Cache hit ratio and size over time"
         rows={rows}
-        rightAxis
+        yAxisLabel="hit ratio"
+        yAxisProps={{ domain: [0, 100], unit: ' %' }}
+        right={{ label: 'cache size', unit: ` ${cacheUnit}` }}
         series={[
-          { name: 'hit ratio %', color: 'teal.6' },
-          { name: 'cache MiB', color: 'grape.6', yAxisId: 'right' },
+          { name: 'hitRatio', label: 'hit ratio %', color: 'teal.6' },
+          { name: 'cache', label: `cache ${cacheUnit}`, color: 'grape.6', yAxisId: 'right' },
         ]}
       />
     </SimpleGrid>
@@ -117,8 +134,10 @@ function HistoryChart(props: {
   title: React.ReactNode;
   label: string;
   rows: Row[];
-  series: { name: string; color: string; yAxisId?: string }[];
-  rightAxis?: boolean;
+  series: { name: string; label: string; color: string; yAxisId?: string }[];
+  yAxisLabel: string;
+  yAxisProps?: { domain?: [number, number]; unit?: string };
+  right?: { label: string; unit: string };
 }) {
   return (
     <Paper withBorder p="md">
@@ -127,13 +146,18 @@ function HistoryChart(props: {
         <Text c="dimmed">Collecting data…</Text>
       ) : (
         <LineChart
-          h={220}
+          h={240}
           data={props.rows}
           dataKey="time"
           withDots={false}
+          withLegend
           connectNulls={false}
-          withRightYAxis={props.rightAxis}
-          yAxisProps={props.rightAxis ? { domain: [0, 100] } : undefined}
+          xAxisLabel="local time"
+          yAxisLabel={props.yAxisLabel}
+          yAxisProps={props.yAxisProps}
+          withRightYAxis={props.right !== undefined}
+          rightYAxisLabel={props.right?.label}
+          rightYAxisProps={props.right ? { unit: props.right.unit } : undefined}
           aria-label={props.label}
           series={props.series}
         />

@@ -4,7 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
 import type { AuditList, Role, TokenList, UpdateUserRequest, UserInfo } from '../api/types';
-import { formatSize, parseSize, passwordError } from '../format';
+import { auditDetail, formatSize, formatSizeInput, parseSize, passwordError } from '../format';
 import { navigate } from '../router';
 
 export function UserPage({ id }: { id: number }) {
@@ -42,7 +42,9 @@ export function UserPage({ id }: { id: number }) {
       <Paper withBorder p="md">
         <Text fw={500}>Usage</Text>
         <Text data-testid="usage">
-          {formatSize(u.used_bytes)} of {formatSize(u.quota_bytes)} ({u.used_bytes} bytes)
+          {u.quota_bytes === null
+            ? `${formatSize(u.used_bytes)} used, no quota`
+            : `${formatSize(u.used_bytes)} of ${formatSize(u.quota_bytes)} (${Math.round(pct)} %)`}
         </Text>
         {u.quota_bytes !== null && <Progress value={pct} aria-label="Usage of quota" mt="xs" />}
         <UsageParts usage={u.usage} />
@@ -90,7 +92,9 @@ function UsageParts({ usage }: { usage: UserInfo['usage'] }) {
 }
 
 function EditForm({ user, onSave, busy }: { user: UserInfo; onSave: (b: UpdateUserRequest) => void; busy: boolean }) {
-  const [quota, setQuota] = useState(user.quota_bytes === null ? '' : String(user.quota_bytes));
+  // In the units it was most likely set in ("10 GiB", "500 MB"), exactly: saving it unchanged
+  // keeps the quota to the byte.
+  const [quota, setQuota] = useState(formatSizeInput(user.quota_bytes));
   const [role, setRole] = useState<Role>(user.role);
   const [err, setErr] = useState<string | null>(null);
   const submit = (e: FormEvent) => {
@@ -108,7 +112,7 @@ function EditForm({ user, onSave, busy }: { user: UserInfo; onSave: (b: UpdateUs
       <form onSubmit={submit} aria-label="Quota and role">
         <Stack>
           <Text fw={500}>Quota and role</Text>
-          <TextInput label="Quota" description="bytes or e.g. 10 GiB; empty for unlimited" value={quota} error={err} onChange={(e) => setQuota(e.currentTarget.value)} />
+          <TextInput label="Quota" description="e.g. 10 GiB or 500 MB; empty for unlimited" value={quota} error={err} onChange={(e) => setQuota(e.currentTarget.value)} />
           <Select label="Role" data={[{ value: 'user', label: 'User' }, { value: 'admin', label: 'Administrator' }]} value={role} allowDeselect={false} onChange={(v) => setRole((v as Role) ?? 'user')} />
           <Group><Button type="submit" loading={busy}>Save</Button></Group>
         </Stack>
@@ -249,7 +253,7 @@ function Activity({ id, username }: { id: number; username: string }) {
                   <Table.Td>{new Date(e.at).toLocaleString()}</Table.Td>
                   <Table.Td>{e.actor}</Table.Td>
                   <Table.Td>{e.action}</Table.Td>
-                  <Table.Td>{e.detail}</Table.Td>
+                  <Table.Td>{auditDetail(e.detail)}</Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>

@@ -35,8 +35,9 @@ pub(super) fn user_id(raw: &str) -> ApiResult<i64> {
 }
 
 /// A quota as the audit log shows it.
+/// A quota as the audit log shows it: `10 MiB`, or `unlimited`.
 fn quota_text(q: Option<i64>) -> String {
-    q.map_or("unlimited".to_string(), |b| format!("{b} bytes"))
+    q.map_or("unlimited".to_string(), |b| nimbus_proto::size::format_size(b.max(0).unsigned_abs()))
 }
 
 fn quota(q: u64) -> ApiResult<i64> {
@@ -235,18 +236,26 @@ pub async fn update_user(
         role: req.role.map(|r| r.as_str().to_string()),
     };
     let user = st.meta.update_user(id, &upd).await?;
+    // What changed, in words: the console sends quota and role together, so a field sent with
+    // its current value is not a change.
     let mut changed = Vec::new();
-    if let Some(q) = upd.quota_bytes {
-        changed.push(format!("quota {}", quota_text(q)));
+    match upd.quota_bytes {
+        Some(q) if q == target.quota_bytes => {}
+        Some(Some(q)) => changed.push(format!("quota {}", quota_text(Some(q)))),
+        Some(None) => changed.push("quota removed (unlimited)".into()),
+        None => {}
     }
-    if let Some(d) = upd.disabled {
+    if let Some(d) = upd.disabled.filter(|d| *d != target.disabled) {
         changed.push(if d { "disabled".into() } else { "enabled".into() });
     }
     if upd.password_hash.is_some() {
         changed.push("password reset".into());
     }
-    if let Some(r) = &upd.role {
+    if let Some(r) = upd.role.as_ref().filter(|r| **r != target.role) {
         changed.push(format!("role {r}"));
+    }
+    if changed.is_empty() {
+        changed.push("nothing changed".into());
     }
     audit(&st, &admin, ip, "user_update", target.username, Some(changed.join(", "))).await?;
     Ok(Json(user_info(&user)))

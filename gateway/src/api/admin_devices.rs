@@ -54,7 +54,7 @@ pub async fn revoke(
     if !st.meta.revoke_token(user.id, token).await? {
         return Err(ApiError::NotFound("no such device".into()));
     }
-    let detail = device.map(|d| format!("device {d:?} (token {token})"));
+    let detail = device.map(|d| format!("device: {d}"));
     audit(&st, &admin, ip, "device_revoke", user.username, detail).await?;
     Ok(StatusCode::NO_CONTENT)
 }

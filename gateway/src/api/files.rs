@@ -416,7 +416,10 @@ pub async fn delete_version(
             actor: Some(user.username.clone()),
             action: "version.delete".into(),
             target: Some(path.to_string()),
-            detail: Some(format!("version {version}, {freed} bytes")),
+            detail: Some(format!(
+                "version {version}, {} freed",
+                nimbus_proto::size::format_size(u64::try_from(freed).unwrap_or(0))
+            )),
             ..Default::default()
         })
         .await?;

@@ -1,0 +1,67 @@
+import { MantineProvider } from '@mantine/core';
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { render, screen, waitFor } from '@testing-library/react';
+import userEvent from '@testing-library/user-event';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { AuditList, UserInfo } from '../api/types';
+import { UserPage } from './User';
+
+const alice: UserInfo = {
+  id: 7, username: 'alice', role: 'user', quota_bytes: 500e6, used_bytes: 300000,
+  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, created: '2026-11-23T10:00:00Z',
+};
+const activity: AuditList = {
+  entries: [{ id: 1, at: '2026-11-23T10:00:00Z', actor: 'admin', action: 'user_update', target: 'alice', detail: 'quota Some(10485760)', ip: null }],
+  next_cursor: null,
+};
+
+afterEach(() => vi.unstubAllGlobals());
+
+describe('UserPage', () => {
+  it('shows and takes the quota in units, keeps it to the byte, and shows audit details in words', async () => {
+    const patches: unknown[] = [];
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init?: RequestInit) => {
+        const path = new URL(url, 'http://x').pathname;
+        if (path === '/api/v1/admin/users/7' && init?.method === 'PATCH') {
+          const body = JSON.parse(String(init.body));
+          patches.push(body);
+          return new Response(JSON.stringify({ ...alice, quota_bytes: body.quota_bytes }));
+        }
+        if (path === '/api/v1/admin/users/7') return new Response(JSON.stringify(alice));
+        if (path === '/api/v1/admin/users/7/devices') return new Response(JSON.stringify({ tokens: [] }));
+        if (path === '/api/v1/admin/audit') return new Response(JSON.stringify(activity));
+        return new Response('{}', { status: 404 });
+      }),
+    );
+    render(
+      <MantineProvider env="test">
+        <QueryClientProvider client={new QueryClient()}>
+          <UserPage id={7} />
+        </QueryClientProvider>
+      </MantineProvider>,
+    );
+    const u = userEvent.setup();
+    expect(await screen.findByTestId('usage')).toHaveTextContent('293 KiB of 476.8 MiB (0 %)');
+    expect(screen.queryByText(/bytes/)).toBeNull();
+    expect(await screen.findByText('quota 10 MiB')).toBeInTheDocument();
+    const quota = screen.getByLabelText('Quota');
+    expect(quota).toHaveValue('500 MB');
+
+    // Saved untouched: the same bytes, not a rounded 476.8 MiB.
+    await u.click(screen.getByRole('button', { name: 'Save' }));
+    await waitFor(() => expect(patches).toEqual([{ quota_bytes: 500e6, role: 'user' }]));
+
+    await u.clear(quota);
+    await u.type(quota, '10 GiB');
+    await u.click(screen.getByRole('button', { name: 'Save' }));
+    await waitFor(() => expect(patches[1]).toEqual({ quota_bytes: 10 * 1024 ** 3, role: 'user' }));
+
+    await u.clear(quota);
+    await u.type(quota, 'a lot');
+    await u.click(screen.getByRole('button', { name: 'Save' }));
+    expect(await screen.findByText(/Enter a size such as 10 GiB/)).toBeInTheDocument();
+    expect(patches).toHaveLength(2);
+  });
+});
