@@ -1,6 +1,7 @@
 //! Nimbus gateway: users, per-user spaces stored as content-addressed blocks, the REST API.
 //! See docs/ARCHITECTURE.md for the map.
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod backends;

@@ -777,6 +777,83 @@ pub struct S3KeyList {
     pub keys: Vec<S3KeyInfo>,
 }
 
+/// What a share lets its recipient do: `read` (list, read, download) or `write` (also create,
+/// change, rename and delete inside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum SharePermission {
+    Read,
+    Write,
+}
+
+/// Body of `POST /api/v1/shares`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct CreateShareRequest {
+    /// A file or folder of your space (not the whole space).
+    pub path: String,
+    /// The user to share it with.
+    pub username: String,
+    pub permission: SharePermission,
+}
+
+/// Body of `PATCH /api/v1/shares/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct UpdateShareRequest {
+    pub permission: SharePermission,
+}
+
+/// A share you gave.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct ShareInfo {
+    pub id: i64,
+    /// Where the shared file or folder is in your space now; `null` while it is in the trash
+    /// (the share then leads nowhere until it is restored).
+    pub path: Option<String>,
+    /// Who it is shared with.
+    pub username: String,
+    pub permission: SharePermission,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct ShareList {
+    pub shares: Vec<ShareInfo>,
+}
+
+/// A share given to you: reach it at `/Shared with me/<name>`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct IncomingShareInfo {
+    pub id: i64,
+    /// Who shared it.
+    pub owner: String,
+    /// Its entry under `/Shared with me`.
+    pub name: String,
+    pub kind: EntryKind,
+    pub permission: SharePermission,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct IncomingShareList {
+    pub shares: Vec<IncomingShareInfo>,
+}
+
 /// `GET /admin/cache`: the gateway's block cache, counted since the gateway started.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

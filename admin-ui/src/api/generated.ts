@@ -258,6 +258,45 @@ export type S3KeyInfo = { id: number, access_key_id: string, name: string, creat
 
 export type S3KeyList = { keys: Array<S3KeyInfo>, };
 
+export type SharePermission = "read" | "write";
+
+export type CreateShareRequest = { 
+/**
+ * A file or folder of your space (not the whole space).
+ */
+path: string, 
+/**
+ * The user to share it with.
+ */
+username: string, permission: SharePermission, };
+
+export type UpdateShareRequest = { permission: SharePermission, };
+
+export type ShareInfo = { id: number, 
+/**
+ * Where the shared file or folder is in your space now; `null` while it is in the trash
+ * (the share then leads nowhere until it is restored).
+ */
+path: string | null, 
+/**
+ * Who it is shared with.
+ */
+username: string, permission: SharePermission, created: string, };
+
+export type ShareList = { shares: Array<ShareInfo>, };
+
+export type IncomingShareInfo = { id: number, 
+/**
+ * Who shared it.
+ */
+owner: string, 
+/**
+ * Its entry under `/Shared with me`.
+ */
+name: string, kind: EntryKind, permission: SharePermission, created: string, };
+
+export type IncomingShareList = { shares: Array<IncomingShareInfo>, };
+
 export type CacheStats = { mem_capacity_bytes: number, mem_used_bytes: number, mem_entries: number, disk_enabled: boolean, disk_dir: string | null, disk_capacity_bytes: number, disk_used_bytes: number, disk_entries: number, hits_mem: number, hits_disk: number, misses: number, bypassed: number, 
 /**
  * Hits over hits + misses (0 before the first lookup).

@@ -10,12 +10,14 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use headers::{ETag, HeaderMapExt, IfMatch, IfNoneMatch, IfRange, LastModified};
-use nimbus_proto::names::name_key;
-use nimbus_proto::wire::{DirListing, Entry, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+use nimbus_proto::wire::{DirListing, Entry, EntryKind, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::{Json, MAX_PAGE, Query, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path};
+use crate::access::{self, Place, Want};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, LockTokens, NewAudit};
@@ -56,9 +58,10 @@ pub async fn get_file(
     headers: HeaderMap,
     Query(q): Query<VersionQuery>,
 ) -> ApiResult<Response> {
-    let path = space_path(&uri, FILES)?;
+    let asked = space_path(&uri, FILES)?;
     let mode = cache_mode(&headers, &user)?;
-    let m = st.meta.manifest(user.space, &path, q.version).await?;
+    let (space, path) = locate(&st, &user, &asked).await?.target(Want::Read)?;
+    let m = st.meta.manifest(space, &path, q.version).await?;
     let size = m.version.size.max(0) as u64;
     let etag = etag_of(m.version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
     // Seconds precision: HTTP dates cannot carry more.
@@ -120,7 +123,7 @@ pub async fn get_file(
     if method == Method::HEAD || len == 0 {
         return Ok((status, resp_headers, Body::empty()).into_response());
     }
-    let stream = space::open_range(&st, user.space, m.blocks, (start, end), mode).await?;
+    let stream = space::open_range(&st, space, m.blocks, (start, end), mode).await?;
     Ok((status, resp_headers, Body::from_stream(stream)).into_response())
 }
 
@@ -140,10 +143,12 @@ pub async fn put_file(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let path = space_path(&uri, FILES)?;
-    if path.is_root() {
+    let asked = space_path(&uri, FILES)?;
+    if asked.is_root() {
         return Err(ApiError::BadRequest("give a file path after /api/v1/files/".into()));
     }
+    let place = access::locate_new(&st.meta, user.space, &asked).await?;
+    let (space, path) = place.target(Want::Write)?;
     let base = if let Some(inm) = headers.typed_get::<IfNoneMatch>() {
         if inm != IfNoneMatch::any() {
             return Err(ApiError::BadRequest("PUT supports only `If-None-Match: *` (create only)".into()));
@@ -164,7 +169,7 @@ pub async fn put_file(
     let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0 };
     let held = lock_tokens(&headers);
     let mut stream = body.into_data_stream();
-    let result = space::put_stream(&st, user.space, &path, &mut stream, opts, LockTokens::new(&held)).await;
+    let result = space::put_stream(&st, space, &path, &mut stream, opts, LockTokens::new(&held)).await;
     if result.is_err() {
         drain_rejected(&mut stream).await;
     }
@@ -174,7 +179,7 @@ pub async fn put_file(
         other => other?,
     };
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    let mut resp = (status, Json(entry(&node, &path))).into_response();
+    let mut resp = (status, Json(entry(&node, &place.show(&path)?))).into_response();
     if let Some(e) = node.version_id.and_then(etag_of) {
         resp.headers_mut().typed_insert(e);
     }
@@ -212,17 +217,24 @@ where
     responses((status = 204, description = "in the trash; header X-Nimbus-Trash-Id"))
 )]
 pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
-    let path = space_path(&uri, FILES)?;
-    let trash_id = st.meta.trash(user.space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
+    let asked = space_path(&uri, FILES)?;
+    let place = locate(&st, &user, &asked).await?;
+    refuse_share_root(&place, &asked)?;
+    let (space, path) = place.target(Want::Write)?;
+    let trash_id = st.meta.trash(space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
             actor: Some(user.username),
             action: "delete".into(),
-            target: Some(path.to_string()),
+            target: Some(asked.to_string()),
             ..Default::default()
         })
         .await?;
+    if place.is_shared() {
+        // The item is in the owner's trash, which the caller cannot reach.
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
     // The trash item's id, so a client can offer "undo" without searching the trash.
     Ok((StatusCode::NO_CONTENT, [(TRASH_ID, trash_id.to_string())]).into_response())
 }
@@ -236,9 +248,14 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
     responses((status = 200, description = "success", body = Entry))
 )]
 pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<Entry>> {
-    let path = space_path(&uri, "/api/v1/stat/")?;
-    let (node, path) = st.meta.stat(user.space, &path).await?;
-    Ok(Json(entry(&node, &path)))
+    let asked = space_path(&uri, "/api/v1/stat/")?;
+    let place = locate(&st, &user, &asked).await?;
+    if let Place::SharedIndex = place {
+        return Ok(Json(shared_index_entry()));
+    }
+    let (space, path) = place.target(Want::Read)?;
+    let (node, path) = st.meta.stat(space, &path).await?;
+    Ok(Json(entry(&node, &place.show(&path)?)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -264,8 +281,13 @@ pub async fn list_dir(
     uri: Uri,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<DirListing>> {
-    let path = space_path(&uri, "/api/v1/dirs/")?;
+    let asked = space_path(&uri, "/api/v1/dirs/")?;
     let limit = page_limit(q.limit, MAX_PAGE)?;
+    let place = locate(&st, &user, &asked).await?;
+    if let Place::SharedIndex = place {
+        return Ok(Json(shared_index(&st, &user).await?));
+    }
+    let (space, path) = place.target(Want::Read)?;
     // The cursor is the last name key of the previous page, opaque to clients.
     let after = match &q.cursor {
         Some(c) => Some(
@@ -277,9 +299,18 @@ pub async fn list_dir(
         ),
         None => None,
     };
-    let (rows, path) = st.meta.list_dir(user.space, &path, after.as_deref(), limit + 1).await?;
+    let (mut rows, path) = st.meta.list_dir(space, &path, after.as_deref(), limit + 1).await?;
+    let shown = place.show(&path)?;
+    let at_top = shown.is_root();
+    if at_top {
+        // A folder of the space named like the virtual one is hidden behind it.
+        rows.retain(|n| name_key(&n.name) != name_key(SHARED_WITH_ME));
+    }
     let (rows, next_cursor) = page(rows, limit, |n| URL_SAFE_NO_PAD.encode(name_key(&n.name)));
-    let entries = rows.iter().map(|n| path.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
+    let mut entries = rows.iter().map(|n| shown.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
+    if at_top && after.is_none() && !st.meta.incoming_shares(user.space).await?.is_empty() {
+        entries.insert(0, shared_index_entry());
+    }
     Ok(Json(DirListing { entries, next_cursor }))
 }
 
@@ -292,10 +323,12 @@ pub async fn list_dir(
     responses((status = 201, description = "created", body = Entry), (status = 200, description = "already there", body = Entry))
 )]
 pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers: HeaderMap) -> ApiResult<Response> {
-    let path = space_path(&uri, "/api/v1/dirs/")?;
-    let (node, created, path) = st.meta.mkdir(user.space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
+    let asked = space_path(&uri, "/api/v1/dirs/")?;
+    let place = access::locate_new(&st.meta, user.space, &asked).await?;
+    let (space, path) = place.target(Want::Write)?;
+    let (node, created, path) = st.meta.mkdir(space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(entry(&node, &path))).into_response())
+    Ok((status, Json(entry(&node, &place.show(&path)?))).into_response())
 }
 
 #[utoipa::path(
@@ -313,9 +346,10 @@ pub async fn move_entry(
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
+    let (space, from, to, place) = same_space(&st, &user, &from, &to, "moved").await?;
     let (node, to) =
-        st.meta.move_node(user.space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers))).await?;
-    Ok(Json(entry(&node, &to)))
+        st.meta.move_node(space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers))).await?;
+    Ok(Json(entry(&node, &place.show(&to)?)))
 }
 
 #[utoipa::path(
@@ -334,9 +368,10 @@ pub async fn copy_entry(
 ) -> ApiResult<Response> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
     let held = lock_tokens(&headers);
+    let (space, from, to, place) = same_space(&st, &user, &from, &to, "copied").await?;
     let (node, to) =
-        st.meta.copy_node(user.space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held)).await?;
-    Ok((StatusCode::CREATED, Json(entry(&node, &to))).into_response())
+        st.meta.copy_node(space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held)).await?;
+    Ok((StatusCode::CREATED, Json(entry(&node, &place.show(&to)?))).into_response())
 }
 
 #[utoipa::path(
@@ -348,8 +383,9 @@ pub async fn copy_entry(
     responses((status = 200, description = "success", body = VersionList))
 )]
 pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<VersionList>> {
-    let path = space_path(&uri, "/api/v1/versions/")?;
-    let (node, rows) = st.meta.versions(user.space, &path).await?;
+    let asked = space_path(&uri, "/api/v1/versions/")?;
+    let (space, path) = locate(&st, &user, &asked).await?.target(Want::Read)?;
+    let (node, rows) = st.meta.versions(space, &path).await?;
     let versions = rows
         .into_iter()
         .map(|v| VersionInfo {
@@ -378,9 +414,11 @@ pub async fn restore_version(
     uri: Uri,
     Json(req): Json<RestoreVersionRequest>,
 ) -> ApiResult<Json<Entry>> {
-    let path = space_path(&uri, "/api/v1/versions/")?;
-    let (node, path) = st.meta.restore_version(user.space, &path, req.version, Some(&user.device)).await?;
-    Ok(Json(entry(&node, &path)))
+    let asked = space_path(&uri, "/api/v1/versions/")?;
+    let place = locate(&st, &user, &asked).await?;
+    let (space, path) = place.target(Want::Write)?;
+    let (node, path) = st.meta.restore_version(space, &path, req.version, Some(&user.device)).await?;
+    Ok(Json(entry(&node, &place.show(&path)?)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -405,11 +443,12 @@ pub async fn delete_version(
     uri: Uri,
     Query(q): Query<DeleteVersionQuery>,
 ) -> ApiResult<StatusCode> {
-    let path = space_path(&uri, "/api/v1/versions/")?;
+    let asked = space_path(&uri, "/api/v1/versions/")?;
+    let (space, path) = locate(&st, &user, &asked).await?.target(Want::Write)?;
     let raw = q.version.ok_or_else(|| ApiError::BadRequest("say which version to delete with ?version=ID".into()))?;
     // Not a version id of this file (whatever it looks like) is the same as a missing one.
     let version: i64 = raw.parse().map_err(|_| ApiError::NotFound("no such version".into()))?;
-    let freed = st.meta.delete_version(user.space, &path, version).await?;
+    let freed = st.meta.delete_version(space, &path, version).await?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -424,4 +463,84 @@ pub async fn delete_version(
         })
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Where `path` leads for the caller (their space, or a share given to them).
+async fn locate(st: &AppState, user: &AuthUser, path: &RemotePath) -> ApiResult<Place> {
+    access::locate(&st.meta, user.space, path).await
+}
+
+/// The entry of `/Shared with me` itself.
+fn shared_index_entry() -> Entry {
+    Entry {
+        id: 0,
+        name: SHARED_WITH_ME.to_string(),
+        path: access::shared_root().to_string(),
+        kind: EntryKind::Dir,
+        size: 0,
+        modified: rfc3339(0),
+        version: None,
+    }
+}
+
+/// The listing of `/Shared with me`: one folder or file per share given to the caller.
+async fn shared_index(st: &AppState, user: &AuthUser) -> ApiResult<DirListing> {
+    let root = access::shared_root();
+    let mut entries = Vec::new();
+    for s in st.meta.incoming_shares(user.space).await? {
+        let dir = s.kind == "dir";
+        entries.push(Entry {
+            id: s.row.node_id,
+            path: root.join(&s.row.name)?.to_string(),
+            name: s.row.name,
+            kind: if dir { EntryKind::Dir } else { EntryKind::File },
+            size: if dir { 0 } else { s.size.max(0) as u64 },
+            modified: rfc3339(s.modified_at),
+            version: None,
+        });
+    }
+    Ok(DirListing { entries, next_cursor: None })
+}
+
+/// A share's own entry is the owner's: the recipient leaves it (`DELETE /api/v1/shares/{id}`)
+/// rather than deleting or moving the owner's file or folder.
+fn refuse_share_root(place: &Place, asked: &RemotePath) -> ApiResult<()> {
+    if let Place::Shared { grant, path } = place
+        && path.components().len() == grant.root.components().len()
+    {
+        return Err(ApiError::Forbidden(format!(
+            "`{asked}` is shared with you by {}: leave the share with DELETE /api/v1/shares/{} instead",
+            grant.owner_name, grant.share_id
+        )));
+    }
+    if let Place::SharedIndex = place {
+        return Err(ApiError::Forbidden(format!("`/{SHARED_WITH_ME}` cannot be changed")));
+    }
+    Ok(())
+}
+
+/// The one space both ends of a move or copy are in. Between the caller's space and a share,
+/// or two owners' shares, nothing moves yet: download and upload instead.
+async fn same_space(
+    st: &AppState,
+    user: &AuthUser,
+    from: &RemotePath,
+    to: &RemotePath,
+    verb: &str,
+) -> ApiResult<(crate::meta::SpaceId, RemotePath, RemotePath, Place)> {
+    let from_place = locate(st, user, from).await?;
+    let to_place = access::locate_new(&st.meta, user.space, to).await?;
+    if verb == "moved" {
+        refuse_share_root(&from_place, from)?;
+    }
+    refuse_share_root(&to_place, to)?;
+    let (from_space, from_path) = from_place.target(if verb == "moved" { Want::Write } else { Want::Read })?;
+    let (to_space, to_path) = to_place.target(Want::Write)?;
+    if from_space != to_space {
+        return Err(ApiError::BadRequest(format!(
+            "`{from}` and `{to}` are in different spaces (yours and a share's); files are not {verb} across \
+             that boundary yet: download and upload instead"
+        )));
+    }
+    Ok((to_space, from_path, to_path, to_place))
 }

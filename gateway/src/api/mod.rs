@@ -33,6 +33,7 @@ mod files;
 mod health;
 mod keys;
 pub mod openapi;
+mod shares;
 mod trash;
 
 /// Largest JSON body accepted (a commit of a 40 GiB file lists 10,240 blocks: ~1 MiB).
@@ -82,6 +83,9 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(auth::me))
         .routes(routes!(keys::list, keys::create))
         .routes(routes!(keys::revoke))
+        .routes(routes!(shares::list, shares::create))
+        .routes(routes!(shares::incoming))
+        .routes(routes!(shares::update, shares::delete))
         .routes(routes!(files::stat))
         .route("/api/v1/stat", get(files::stat))
         .route("/api/v1/stat/", get(files::stat))
@@ -168,7 +172,8 @@ pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
 pub fn entry(node: &NodeRow, path: &RemotePath) -> Entry {
     Entry {
         id: node.id,
-        name: node.name.clone(),
+        // The name as the caller sees it: a share's entry under `Shared with me` may differ.
+        name: path.name().map_or_else(|| node.name.clone(), str::to_string),
         path: path.to_string(),
         kind: if node.is_dir() { EntryKind::Dir } else { EntryKind::File },
         size: node.size.max(0) as u64,

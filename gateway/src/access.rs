@@ -1,0 +1,113 @@
+//! Where a caller's path leads: into their own space, or through `/Shared with me/<name>` into
+//! the space of a user who shared a file or folder with them, with that share's permission.
+//!
+//! A path inside a share maps to the shared node's path in the owner's space plus the rest of
+//! the caller's path, component by component (`RemotePath` holds no `..`), so it cannot leave
+//! the shared subtree. Answers name paths as the caller sees them ([`Place::show`]): nothing of
+//! the owner's space above the shared node is ever shown. `Shared with me` itself is a virtual
+//! folder, listed from the caller's incoming shares; nothing can be written there.
+
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{Grant, Meta, SharePermission, SpaceId};
+
+/// Where a path leads.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// In the caller's own space.
+    Own { space: SpaceId, path: RemotePath },
+    /// `/Shared with me` itself.
+    SharedIndex,
+    /// Inside a share: `path` is in the owner's space.
+    Shared { grant: Box<Grant>, path: RemotePath },
+}
+
+/// What the caller means to do at a place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    Read,
+    Write,
+}
+
+impl Place {
+    /// The space and the path in it, for a read or a write (a write through a read-only share,
+    /// or into `Shared with me` itself, is refused with 403).
+    pub fn target(&self, want: Want) -> ApiResult<(SpaceId, RemotePath)> {
+        match self {
+            Place::Own { space, path } => Ok((*space, path.clone())),
+            Place::SharedIndex => Err(index_is_read_only()),
+            Place::Shared { grant, path } => {
+                if want == Want::Write && grant.permission != SharePermission::Write {
+                    return Err(ApiError::Forbidden(format!(
+                        "`{}` is shared with you read-only by {}; ask them for write access",
+                        grant.name, grant.owner_name
+                    )));
+                }
+                Ok((grant.owner, path.clone()))
+            }
+        }
+    }
+
+    /// The caller's view of `canon`, a canonical path in the target space: the same path in
+    /// their own space, or `/Shared with me/<name>/...` for a path under a share's node.
+    pub fn show(&self, canon: &RemotePath) -> ApiResult<RemotePath> {
+        match self {
+            Place::Own { .. } => Ok(canon.clone()),
+            Place::SharedIndex => Ok(shared_root()),
+            Place::Shared { grant, .. } => {
+                let base = grant.root.components();
+                let all = canon.components();
+                let inside = all.len() >= base.len() && all.iter().zip(base).all(|(a, b)| name_key(a) == name_key(b));
+                if !inside {
+                    // A concurrent move took it out of the share: never show the owner's path.
+                    return Err(ApiError::not_found());
+                }
+                let mut shown = shared_root().join(&grant.name)?;
+                for c in &all[base.len()..] {
+                    shown = shown.join(c)?;
+                }
+                Ok(shown)
+            }
+        }
+    }
+
+    pub fn is_shared(&self) -> bool {
+        !matches!(self, Place::Own { .. })
+    }
+}
+
+/// `/Shared with me`.
+pub fn shared_root() -> RemotePath {
+    RemotePath::root().join(SHARED_WITH_ME).unwrap_or_else(|_| RemotePath::root())
+}
+
+/// Where `path` leads for the caller whose space is `caller`. A share that does not exist (or
+/// was revoked, or whose node is in the trash) is NotFound, as any missing path.
+pub async fn locate(meta: &Meta, caller: SpaceId, path: &RemotePath) -> ApiResult<Place> {
+    let comps = path.components();
+    if comps.first().is_none_or(|c| name_key(c) != name_key(SHARED_WITH_ME)) {
+        return Ok(Place::Own { space: caller, path: path.clone() });
+    }
+    let Some(name) = comps.get(1) else { return Ok(Place::SharedIndex) };
+    let grant = meta.shared_grant(caller, name).await?.ok_or_else(ApiError::not_found)?;
+    let mut target = grant.root.clone();
+    for c in &comps[2..] {
+        target = target.join(c)?;
+    }
+    Ok(Place::Shared { grant: Box::new(grant), path: target })
+}
+
+/// [`locate`] for a path about to be created: a new name directly in `/Shared with me` is
+/// refused as a write there (403), not reported missing.
+pub async fn locate_new(meta: &Meta, caller: SpaceId, path: &RemotePath) -> ApiResult<Place> {
+    match locate(meta, caller, path).await {
+        Err(ApiError::NotFound(_)) if path.components().len() == 2 => Err(index_is_read_only()),
+        other => other,
+    }
+}
+
+fn index_is_read_only() -> ApiError {
+    ApiError::Forbidden(format!("`/{SHARED_WITH_ME}` lists what others shared with you; nothing can be stored there"))
+}

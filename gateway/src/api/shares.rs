@@ -1,0 +1,180 @@
+//! Shares between users: the owner shares a file or folder with a colleague (`read` or
+//! `write`), lists, changes and revokes them; the recipient lists what is shared with them and
+//! may leave a share. What a share gives access to is in `crate::access`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use nimbus_proto::RemotePath;
+use nimbus_proto::wire::{
+    CreateShareRequest, EntryKind, IncomingShareInfo, IncomingShareList, ShareInfo, ShareList, SharePermission,
+    UpdateShareRequest,
+};
+
+use super::{Json, rfc3339};
+use crate::auth::AuthUser;
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{self, NewAudit, ShareRow};
+use crate::state::AppState;
+
+fn permission(p: SharePermission) -> meta::SharePermission {
+    match p {
+        SharePermission::Read => meta::SharePermission::Read,
+        SharePermission::Write => meta::SharePermission::Write,
+    }
+}
+
+fn wire_permission(raw: &str) -> SharePermission {
+    match meta::SharePermission::parse(raw) {
+        Some(meta::SharePermission::Write) => SharePermission::Write,
+        _ => SharePermission::Read,
+    }
+}
+
+fn share_id(raw: &str) -> ApiResult<i64> {
+    raw.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(ApiError::not_found)
+}
+
+async fn audit(st: &AppState, user: &AuthUser, action: &str, row: &ShareRow, detail: String) -> ApiResult<()> {
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: action.into(),
+            target: Some(format!("share {}", row.id)),
+            detail: Some(detail),
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/shares",
+    tag = "shares",
+    summary = "Share a file or folder of your space with another user (read or write)",
+    request_body = CreateShareRequest,
+    responses((status = 201, description = "created", body = ShareInfo))
+)]
+pub async fn create(
+    State(st): State<AppState>,
+    user: AuthUser,
+    Json(req): Json<CreateShareRequest>,
+) -> ApiResult<(StatusCode, Json<ShareInfo>)> {
+    let path = RemotePath::parse(&req.path)?;
+    if crate::access::locate(&st.meta, user.space, &path).await?.is_shared() {
+        return Err(ApiError::BadRequest(
+            "only files and folders of your own space can be shared; ask the owner to share it".into(),
+        ));
+    }
+    let row = st.meta.create_share(user.space, &path, req.username.trim(), permission(req.permission)).await?;
+    let (_, canon) = st.meta.stat(user.space, &path).await?;
+    audit(&st, &user, "share_created", &row, format!("{canon} with {} ({})", req.username.trim(), row.permission))
+        .await?;
+    let info = ShareInfo {
+        id: row.id,
+        path: Some(canon.to_string()),
+        username: req.username.trim().to_string(),
+        permission: wire_permission(&row.permission),
+        created: rfc3339(row.created_at),
+    };
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/shares",
+    tag = "shares",
+    summary = "The shares you gave",
+    responses((status = 200, description = "success", body = ShareList))
+)]
+pub async fn list(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<ShareList>> {
+    let shares = st
+        .meta
+        .outgoing_shares(user.space)
+        .await?
+        .into_iter()
+        .map(|s| ShareInfo {
+            id: s.row.id,
+            path: s.path.map(|p| p.to_string()),
+            username: s.recipient,
+            permission: wire_permission(&s.row.permission),
+            created: rfc3339(s.row.created_at),
+        })
+        .collect();
+    Ok(Json(ShareList { shares }))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/shares/incoming",
+    tag = "shares",
+    summary = "The shares given to you (each at /Shared with me/<name>)",
+    responses((status = 200, description = "success", body = IncomingShareList))
+)]
+pub async fn incoming(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<IncomingShareList>> {
+    let shares = st
+        .meta
+        .incoming_shares(user.space)
+        .await?
+        .into_iter()
+        .map(|s| IncomingShareInfo {
+            id: s.row.id,
+            owner: s.owner,
+            name: s.row.name,
+            kind: if s.kind == "dir" { EntryKind::Dir } else { EntryKind::File },
+            permission: wire_permission(&s.row.permission),
+            created: rfc3339(s.row.created_at),
+        })
+        .collect();
+    Ok(Json(IncomingShareList { shares }))
+}
+
+#[utoipa::path(
+    patch,
+    path = "/api/v1/shares/{id}",
+    tag = "shares",
+    summary = "Change a share's permission (its owner only)",
+    params(("id" = i64, Path, description = "The share's id")),
+    request_body = UpdateShareRequest,
+    responses((status = 200, description = "success", body = ShareInfo))
+)]
+pub async fn update(
+    State(st): State<AppState>,
+    user: AuthUser,
+    Path(id): Path<String>,
+    Json(req): Json<UpdateShareRequest>,
+) -> ApiResult<Json<ShareInfo>> {
+    let id = share_id(&id)?;
+    let row = st.meta.share(user.space, id).await?;
+    if row.owner_id != user.space.get() {
+        return Err(ApiError::Forbidden("only the owner of a share can change it; you can leave it".into()));
+    }
+    let row = st.meta.update_share(user.space, id, permission(req.permission)).await?;
+    audit(&st, &user, "share_changed", &row, format!("permission {}", row.permission)).await?;
+    let out = st.meta.outgoing_shares(user.space).await?.into_iter().find(|s| s.row.id == id);
+    let out = out.ok_or_else(ApiError::not_found)?;
+    Ok(Json(ShareInfo {
+        id,
+        path: out.path.map(|p| p.to_string()),
+        username: out.recipient,
+        permission: wire_permission(&row.permission),
+        created: rfc3339(row.created_at),
+    }))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/api/v1/shares/{id}",
+    tag = "shares",
+    summary = "Revoke a share (its owner) or leave it (its recipient)",
+    params(("id" = i64, Path, description = "The share's id")),
+    responses((status = 204, description = "revoked or left"))
+)]
+pub async fn delete(State(st): State<AppState>, user: AuthUser, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    let id = share_id(&id)?;
+    let row = st.meta.delete_share(user.space, id).await?;
+    let action = if row.owner_id == user.space.get() { "share_revoked" } else { "share_left" };
+    audit(&st, &user, action, &row, format!("node {}", row.node_id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,325 @@
+//! Shares between users: a file or folder of the owner's space given to another user with a
+//! permission. A share follows its node (by id), so the owner may rename or move it; it ends
+//! when the owner revokes it, the recipient leaves it, or the node is deleted for good. While
+//! the node is in the trash the share leads nowhere.
+//!
+//! The recipient reaches a share only through [`Meta::shared_grant`], which reads the row on
+//! every call (no cache): a revocation or a permission change holds on every gateway at once.
+//! The grant carries the owner's `SpaceId`, made here from the share row: the only way a
+//! request gets a space other than its own.
+
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::name_key;
+
+use super::engine::{scalar, sql};
+use super::retention::is_live;
+use super::tree::NODE_SQL;
+use super::{Meta, MetaError, MetaResult, NodeRow, SpaceId, now_ms};
+
+/// What a share lets its recipient do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharePermission {
+    /// List, read, download.
+    Read,
+    /// Also create, change, rename and delete inside.
+    Write,
+}
+
+impl SharePermission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SharePermission::Read => "read",
+            SharePermission::Write => "write",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SharePermission> {
+        match s {
+            "read" => Some(SharePermission::Read),
+            "write" => Some(SharePermission::Write),
+            _ => None,
+        }
+    }
+}
+
+/// A share as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ShareRow {
+    pub id: i64,
+    pub owner_id: i64,
+    pub node_id: i64,
+    pub recipient_id: i64,
+    pub permission: String,
+    /// The recipient's entry under `Shared with me`.
+    pub name: String,
+    pub created_at: i64,
+}
+
+/// An outgoing share as its owner lists it.
+#[derive(Debug, Clone)]
+pub struct OutgoingShare {
+    pub row: ShareRow,
+    /// Where the shared node is now in the owner's space (None while it is in the trash).
+    pub path: Option<RemotePath>,
+    pub recipient: String,
+}
+
+/// An incoming share as its recipient lists it.
+#[derive(Debug, Clone)]
+pub struct IncomingShare {
+    pub row: ShareRow,
+    pub owner: String,
+    pub kind: String,
+    pub size: i64,
+    pub modified_at: i64,
+}
+
+/// What a recipient may reach through one share: the owner's space, the shared node there
+/// and where it is now, and the permission.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub share_id: i64,
+    pub owner: SpaceId,
+    pub owner_name: String,
+    pub node: NodeRow,
+    /// The shared node's path in the owner's space, now.
+    pub root: RemotePath,
+    pub permission: SharePermission,
+    /// The recipient's name for it under `Shared with me`.
+    pub name: String,
+}
+
+const SHARE_COLS: &str = "s.id, s.owner_id, s.node_id, s.recipient_id, s.permission, s.name, s.created_at";
+
+impl Meta {
+    /// Shares the node at `path` of `owner`'s space with the user `recipient`. Its entry under
+    /// the recipient's `Shared with me` takes the node's name, made unique among the
+    /// recipient's shares with " (2)", " (3)", ... Sharing again with the same user is refused.
+    pub async fn create_share(
+        &self,
+        owner: SpaceId,
+        path: &RemotePath,
+        recipient: &str,
+        permission: SharePermission,
+    ) -> MetaResult<ShareRow> {
+        if path.is_root() {
+            return Err(MetaError::Invalid("the whole space cannot be shared; share a folder or a file in it".into()));
+        }
+        let (node, _) = self.stat(owner, path).await?;
+        let to = self
+            .user_by_name(recipient)
+            .await?
+            .filter(|u| !u.disabled)
+            .ok_or_else(|| MetaError::Invalid(format!("there is no active user named `{recipient}`")))?;
+        if to.id == owner.get() {
+            return Err(MetaError::Invalid("a space cannot be shared with its own owner".into()));
+        }
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let taken: Vec<String> =
+            scalar("SELECT name_key FROM shares WHERE recipient_id = $1").bind(to.id).fetch_all(&mut tx).await?;
+        let name = unique_name(&node.name, &taken);
+        let row: ShareRow =
+            sql("INSERT INTO shares (owner_id, node_id, recipient_id, permission, name, name_key, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             RETURNING id, owner_id, node_id, recipient_id, permission, name, created_at")
+            .bind(owner.get())
+            .bind(node.id)
+            .bind(to.id)
+            .bind(permission.as_str())
+            .bind(&name)
+            .bind(name_key(&name))
+            .bind(now)
+            .fetch_one(&mut tx)
+            .await
+            .map_err(|e| MetaError::from_insert(e, || format!("`{path}` is already shared with `{}`", to.username)))?;
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    /// The shares `owner` gave, newest first.
+    pub async fn outgoing_shares(&self, owner: SpaceId) -> MetaResult<Vec<OutgoingShare>> {
+        let text = format!(
+            "SELECT {SHARE_COLS}, u.username FROM shares s JOIN users u ON u.id = s.recipient_id \
+             WHERE s.owner_id = $1 ORDER BY s.id DESC"
+        );
+        let rows: Vec<(ShareRow, String)> = {
+            let raw: Vec<OutgoingRaw> =
+                sql(sqlx::AssertSqlSafe(text)).bind(owner.get()).fetch_all(&mut self.db()).await?;
+            raw.into_iter().map(|r| (r.row, r.username)).collect()
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (row, recipient) in rows {
+            let path = self.live_path(owner.get(), row.node_id).await?;
+            out.push(OutgoingShare { row, path, recipient });
+        }
+        Ok(out)
+    }
+
+    /// The shares given to `recipient` whose node is live, by name.
+    pub async fn incoming_shares(&self, recipient: SpaceId) -> MetaResult<Vec<IncomingShare>> {
+        let text = format!(
+            "SELECT {SHARE_COLS}, u.username AS owner, n.kind, n.size, n.modified_at FROM shares s \
+             JOIN users u ON u.id = s.owner_id JOIN nodes n ON n.id = s.node_id \
+             WHERE s.recipient_id = $1 AND NOT u.disabled ORDER BY s.name_key"
+        );
+        let raw: Vec<IncomingRaw> =
+            sql(sqlx::AssertSqlSafe(text)).bind(recipient.get()).fetch_all(&mut self.db()).await?;
+        let mut out = Vec::with_capacity(raw.len());
+        for r in raw {
+            if is_live(&mut self.db(), r.row.node_id).await? {
+                out.push(IncomingShare {
+                    row: r.row,
+                    owner: r.owner,
+                    kind: r.kind,
+                    size: r.size,
+                    modified_at: r.modified_at,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The share `id` as its owner (`by_owner`) or its recipient sees it; NotFound for anyone
+    /// else.
+    pub async fn share(&self, caller: SpaceId, id: i64) -> MetaResult<ShareRow> {
+        let text =
+            format!("SELECT {SHARE_COLS} FROM shares s WHERE s.id = $1 AND (s.owner_id = $2 OR s.recipient_id = $2)");
+        sql(sqlx::AssertSqlSafe(text))
+            .bind(id)
+            .bind(caller.get())
+            .fetch_optional(&mut self.db())
+            .await?
+            .ok_or(MetaError::NotFound)
+    }
+
+    /// Changes the permission of the owner's share `id`.
+    pub async fn update_share(&self, owner: SpaceId, id: i64, permission: SharePermission) -> MetaResult<ShareRow> {
+        let n = sql("UPDATE shares SET permission = $3 WHERE id = $1 AND owner_id = $2")
+            .bind(id)
+            .bind(owner.get())
+            .bind(permission.as_str())
+            .execute(&mut self.db())
+            .await?;
+        if n == 0 {
+            return Err(MetaError::NotFound);
+        }
+        self.share(owner, id).await
+    }
+
+    /// Ends share `id`: its owner revokes it, or its recipient leaves it. Returns the row.
+    pub async fn delete_share(&self, caller: SpaceId, id: i64) -> MetaResult<ShareRow> {
+        let row = self.share(caller, id).await?;
+        sql("DELETE FROM shares WHERE id = $1").bind(id).execute(&mut self.db()).await?;
+        Ok(row)
+    }
+
+    /// What `recipient` reaches as `Shared with me/<name>`: None if there is no such share, its
+    /// owner is disabled, or its node is in the trash. Read from the database on every call.
+    pub async fn shared_grant(&self, recipient: SpaceId, name: &str) -> MetaResult<Option<Grant>> {
+        let text = format!(
+            "SELECT {SHARE_COLS}, u.username, u.disabled FROM shares s JOIN users u ON u.id = s.owner_id \
+             WHERE s.recipient_id = $1 AND s.name_key = $2"
+        );
+        let found: Option<GrantRaw> = sql(sqlx::AssertSqlSafe(text))
+            .bind(recipient.get())
+            .bind(name_key(name))
+            .fetch_optional(&mut self.db())
+            .await?;
+        let Some(g) = found.filter(|g| !g.disabled) else { return Ok(None) };
+        let Some(root) = self.live_path(g.row.owner_id, g.row.node_id).await? else { return Ok(None) };
+        let node: NodeRow = sql(NODE_SQL).bind(g.row.node_id).fetch_one(&mut self.db()).await?;
+        let permission = SharePermission::parse(&g.row.permission).unwrap_or(SharePermission::Read);
+        Ok(Some(Grant {
+            share_id: g.row.id,
+            owner: SpaceId::stored(g.row.owner_id),
+            owner_name: g.username,
+            node,
+            root,
+            permission,
+            name: g.row.name,
+        }))
+    }
+
+    /// The path of node `node` in `space` now, or None if it (or a folder above it) is in the
+    /// trash, or it is not a node of that space.
+    async fn live_path(&self, space: i64, node: i64) -> MetaResult<Option<RemotePath>> {
+        let mut names = Vec::new();
+        let mut cur: Option<NodeRow> = sql(NODE_SQL).bind(node).fetch_optional(&mut self.db()).await?;
+        while let Some(n) = cur {
+            if n.space_id != space {
+                return Ok(None);
+            }
+            let trashed: Option<i64> =
+                scalar("SELECT trashed_at FROM nodes WHERE id = $1").bind(n.id).fetch_one(&mut self.db()).await?;
+            if trashed.is_some() {
+                return Ok(None);
+            }
+            match n.parent_id {
+                None => break,
+                Some(p) => {
+                    names.push(n.name);
+                    cur = sql(NODE_SQL).bind(p).fetch_optional(&mut self.db()).await?;
+                }
+            }
+        }
+        let mut path = RemotePath::root();
+        for name in names.iter().rev() {
+            path = path.join(name)?;
+        }
+        Ok(Some(path))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct OutgoingRaw {
+    #[sqlx(flatten)]
+    row: ShareRow,
+    username: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct IncomingRaw {
+    #[sqlx(flatten)]
+    row: ShareRow,
+    owner: String,
+    kind: String,
+    size: i64,
+    modified_at: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct GrantRaw {
+    #[sqlx(flatten)]
+    row: ShareRow,
+    username: String,
+    disabled: bool,
+}
+
+/// `name`, or `name (2)`, `name (3)`, ... (before the extension of a file name), whichever
+/// first is not among `taken` (name keys).
+fn unique_name(name: &str, taken: &[String]) -> String {
+    let free = |n: &str| !taken.iter().any(|t| *t == name_key(n));
+    if free(name) {
+        return name.to_string();
+    }
+    let (stem, ext) = match name.rfind('.') {
+        Some(i) if i > 0 => (&name[..i], &name[i..]),
+        _ => (name, ""),
+    };
+    (2..).map(|i| format!("{stem} ({i}){ext}")).find(|n| free(n)).unwrap_or_else(|| name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_made_unique_per_recipient() {
+        let taken = vec![name_key("Report.pdf"), name_key("Report (2).pdf"), name_key("Team")];
+        assert_eq!(unique_name("report.PDF", &taken), "report (3).PDF");
+        assert_eq!(unique_name("team", &taken), "team (2)");
+        assert_eq!(unique_name("Other", &taken), "Other");
+        assert_eq!(unique_name(".hidden", &[name_key(".hidden")]), ".hidden (2)");
+    }
+}

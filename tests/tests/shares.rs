@@ -1,0 +1,199 @@
+//! Sharing between users over REST, against every backend: the owner shares a folder or a
+//! file with a permission, lists, changes and revokes; the recipient finds it under
+//! `/Shared with me/<name>`, reads (and with `write` changes) it there, and leaves it; and
+//! every trick to reach past a share's edge answers as a missing path would.
+
+use anyhow::ensure;
+use nimbus_e2e::{Api, backend_test};
+use nimbus_proto::wire::{DirListing, Entry, IncomingShareList, ShareInfo, ShareList, SharePermission};
+use serde_json::json;
+
+const SHARED: &str = "/Shared with me";
+
+async fn share(owner: &Api, path: &str, with: &str, permission: &str) -> anyhow::Result<ShareInfo> {
+    let r =
+        owner.post_json("/api/v1/shares", &json!({"path": path, "username": with, "permission": permission})).await?;
+    r.ok(201)
+}
+
+fn names(l: &DirListing) -> Vec<String> {
+    l.entries.iter().map(|e| e.name.clone()).collect()
+}
+
+backend_test!(share_a_folder_read_then_write, |gw| async move {
+    let (_, alice) = gw.user("alice", Some(10 << 20)).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    alice.put_file("/Projects/Plan/notes.txt", "the plan").await?.check(201)?;
+    alice.put_file("/Projects/secret.txt", "not shared").await?.check(201)?;
+    alice.put_file("/private.txt", "mine").await?.check(201)?;
+
+    // Before: bob has no shares and no `Shared with me` folder.
+    let r = bob.list_dir("/", None, None).await?;
+    ensure!(!names(&r.ok(200)?).contains(&"Shared with me".to_string()), "{r}");
+    bob.list_dir(SHARED, None, None).await?.ok::<DirListing>(200)?;
+    bob.stat(&format!("{SHARED}/Plan")).await?.check_error(404, "not_found")?;
+
+    let s = share(&alice, "/Projects/Plan", "bob", "read").await?;
+    ensure!(s.path.as_deref() == Some("/Projects/Plan") && s.username == "bob", "{s:?}");
+    ensure!(s.permission == SharePermission::Read, "{s:?}");
+    ensure!(s.created.ends_with('Z'), "{s:?}");
+    let list: ShareList = alice.get("/api/v1/shares").await?.ok(200)?;
+    ensure!(list.shares.len() == 1 && list.shares[0].id == s.id, "{list:?}");
+    let incoming: IncomingShareList = bob.get("/api/v1/shares/incoming").await?.ok(200)?;
+    ensure!(incoming.shares.len() == 1, "{incoming:?}");
+    ensure!(incoming.shares[0].owner == "alice" && incoming.shares[0].name == "Plan", "{incoming:?}");
+
+    // Bob sees it at the top of his space and reads it.
+    let top: DirListing = bob.list_dir("/", None, None).await?.ok(200)?;
+    ensure!(names(&top) == ["Shared with me"], "{top:?}");
+    let shared: DirListing = bob.list_dir(SHARED, None, None).await?.ok(200)?;
+    ensure!(names(&shared) == ["Plan"], "{shared:?}");
+    let inside: DirListing = bob.list_dir(&format!("{SHARED}/Plan"), None, None).await?.ok(200)?;
+    ensure!(names(&inside) == ["notes.txt"], "{inside:?}");
+    ensure!(inside.entries[0].path == "/Shared with me/Plan/notes.txt", "the owner's path leaks: {inside:?}");
+    let r = bob.get_file(&format!("{SHARED}/Plan/notes.txt")).await?;
+    r.check(200)?;
+    ensure!(r.body.as_ref() == b"the plan", "{r}");
+    let e: Entry = bob.stat(&format!("{SHARED}/plan/NOTES.txt")).await?.ok(200)?;
+    ensure!(e.path == "/Shared with me/Plan/notes.txt", "{e:?}");
+
+    // Read-only: every write is 403 forbidden and changes nothing.
+    bob.put_file(&format!("{SHARED}/Plan/new.txt"), "x").await?.check_error(403, "forbidden")?;
+    bob.put_file(&format!("{SHARED}/Plan/notes.txt"), "x").await?.check_error(403, "forbidden")?;
+    bob.delete("/api/v1/files/Shared%20with%20me/Plan/notes.txt").await?.check_error(403, "forbidden")?;
+    bob.mkdir(&format!("{SHARED}/Plan/sub")).await?.check_error(403, "forbidden")?;
+    bob.put_file(&format!("{SHARED}/mine.txt"), "x").await?.check_error(403, "forbidden")?;
+    let r = alice.get_file("/Projects/Plan/notes.txt").await?;
+    ensure!(r.body.as_ref() == b"the plan", "{r}");
+
+    // Write: bob changes and adds files; they land in alice's space, on her quota.
+    let r = alice.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "write"})).await?;
+    ensure!(r.ok::<ShareInfo>(200)?.permission == SharePermission::Write, "{r}");
+    bob.put_file(&format!("{SHARED}/Plan/notes.txt"), "bob's plan").await?.check(200)?;
+    let e: Entry = bob.put_file(&format!("{SHARED}/Plan/Sub/new.txt"), "new").await?.ok(201)?;
+    ensure!(e.path == "/Shared with me/Plan/Sub/new.txt", "{e:?}");
+    let r = alice.get_file("/Projects/Plan/notes.txt").await?;
+    ensure!(r.body.as_ref() == b"bob's plan", "{r}");
+    alice.get_file("/Projects/Plan/Sub/new.txt").await?.check(200)?;
+    let me: serde_json::Value = bob.get("/api/v1/me").await?.ok(200)?;
+    ensure!(me["used_bytes"] == 0, "bob was charged for alice's files: {me}");
+    let r = bob
+        .post_json(
+            "/api/v1/move",
+            &json!({"from": "/Shared with me/Plan/Sub/new.txt", "to": "/Shared with me/Plan/renamed.txt"}),
+        )
+        .await?;
+    ensure!(r.ok::<Entry>(200)?.path == "/Shared with me/Plan/renamed.txt", "{r}");
+    alice.get_file("/Projects/Plan/renamed.txt").await?.check(200)?;
+    // Versions through the share are the owner's.
+    bob.get("/api/v1/versions/Shared%20with%20me/Plan/notes.txt").await?.check(200)?;
+
+    // The share's edge: nothing outside it is reachable or shown.
+    for probe in [
+        "/Shared with me/Plan/../secret.txt",
+        "/Shared with me/Plan/%2e%2e/secret.txt",
+        "/Shared with me/Projects/secret.txt",
+        "/Shared with me/alice/private.txt",
+        "/Shared with me/Plan/../../private.txt",
+    ] {
+        let r = bob.get(&format!("/api/v1/files{}", probe.replace(' ', "%20"))).await?;
+        ensure!(r.status == 404 || r.status == 400, "{probe}: {r}");
+        ensure!(!r.text().contains("not shared") && !r.text().contains("mine"), "{probe} leaked: {r}");
+    }
+    // Moving a file out of the share into bob's own space is not a move.
+    bob.post_json("/api/v1/move", &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/stolen.txt"}))
+        .await?
+        .check_error(400, "bad_request")?;
+    bob.post_json("/api/v1/copy", &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/copy.txt"}))
+        .await?
+        .check_error(400, "bad_request")?;
+    // The share's own entry is alice's: bob leaves it rather than deleting it.
+    bob.delete("/api/v1/files/Shared%20with%20me/Plan").await?.check_error(403, "forbidden")?;
+    alice.stat("/Projects/Plan").await?.check(200)?;
+
+    // Only the owner changes a share; others cannot see or touch it.
+    let (_, carol) = gw.user("carol", None).await?;
+    bob.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "read"}))
+        .await?
+        .check_error(403, "forbidden")?;
+    carol
+        .patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "read"}))
+        .await?
+        .check_error(404, "not_found")?;
+    carol.delete(&format!("/api/v1/shares/{}", s.id)).await?.check_error(404, "not_found")?;
+    ensure!(carol.get("/api/v1/shares").await?.ok::<ShareList>(200)?.shares.is_empty());
+    carol.stat(&format!("{SHARED}/Plan")).await?.check_error(404, "not_found")?;
+
+    // Revocation holds at once.
+    alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+    bob.get_file(&format!("{SHARED}/Plan/notes.txt")).await?.check_error(404, "not_found")?;
+    let top: DirListing = bob.list_dir("/", None, None).await?.ok(200)?;
+    ensure!(top.entries.is_empty(), "{top:?}");
+    alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check_error(404, "not_found")?;
+    Ok(())
+});
+
+backend_test!(share_a_file_rename_trash_and_leave, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    alice.put_file("/Report.pdf", "v1").await?.check(201)?;
+    alice.put_file("/Other/Report.pdf", "other").await?.check(201)?;
+    let a = share(&alice, "/Report.pdf", "bob", "read").await?;
+    let b = share(&alice, "/Other/Report.pdf", "bob", "write").await?;
+    // Two shares with one name: the second gets its own.
+    let incoming: IncomingShareList = bob.get("/api/v1/shares/incoming").await?.ok(200)?;
+    let mut got: Vec<String> = incoming.shares.iter().map(|s| s.name.clone()).collect();
+    got.sort();
+    ensure!(got == ["Report (2).pdf", "Report.pdf"], "{incoming:?}");
+    let r = bob.get_file(&format!("{SHARED}/Report.pdf")).await?;
+    ensure!(r.body.as_ref() == b"v1", "{r}");
+
+    // The share follows the file when the owner renames it.
+    alice.post_json("/api/v1/move", &json!({"from": "/Report.pdf", "to": "/Archive/Final.pdf"})).await?.check(200)?;
+    let list: ShareList = alice.get("/api/v1/shares").await?.ok(200)?;
+    ensure!(list.shares.iter().any(|s| s.id == a.id && s.path.as_deref() == Some("/Archive/Final.pdf")), "{list:?}");
+    let r = bob.get_file(&format!("{SHARED}/Report.pdf")).await?;
+    ensure!(r.body.as_ref() == b"v1", "{r}");
+
+    // In the trash it leads nowhere; restored, it is back.
+    alice.delete("/api/v1/files/Archive/Final.pdf").await?.check(204)?;
+    bob.get_file(&format!("{SHARED}/Report.pdf")).await?.check_error(404, "not_found")?;
+    let incoming: IncomingShareList = bob.get("/api/v1/shares/incoming").await?.ok(200)?;
+    ensure!(incoming.shares.len() == 1, "{incoming:?}");
+
+    // Bad requests change nothing.
+    for body in [
+        json!({"path": "/", "username": "bob", "permission": "read"}),
+        json!({"path": "/Other", "username": "alice", "permission": "read"}),
+        json!({"path": "/Other", "username": "nobody", "permission": "read"}),
+        json!({"path": "/Other", "username": "bob", "permission": "admin"}),
+        json!({"path": "/Other", "username": "bob"}),
+        json!({"path": "/../x", "username": "bob", "permission": "read"}),
+    ] {
+        let r = alice.post_json("/api/v1/shares", &body).await?;
+        ensure!((400..500).contains(&r.status) && r.status != 401, "{body}: {r}");
+    }
+    alice
+        .post_json("/api/v1/shares", &json!({"path": "/Missing", "username": "bob", "permission": "read"}))
+        .await?
+        .check_error(404, "not_found")?;
+    // Sharing the same thing twice with one user is refused.
+    alice
+        .post_json("/api/v1/shares", &json!({"path": "/Other/Report.pdf", "username": "bob", "permission": "read"}))
+        .await?
+        .check_error(409, "already_exists")?;
+    // A recipient cannot pass on what was shared with them.
+    bob.post_json(
+        "/api/v1/shares",
+        &json!({"path": "/Shared with me/Report (2).pdf", "username": "alice", "permission": "read"}),
+    )
+    .await?
+    .check_error(400, "bad_request")?;
+
+    // The recipient leaves; the owner's file stays.
+    bob.delete(&format!("/api/v1/shares/{}", b.id)).await?.check(204)?;
+    ensure!(bob.get("/api/v1/shares/incoming").await?.ok::<IncomingShareList>(200)?.shares.is_empty());
+    alice.get_file("/Other/Report.pdf").await?.check(200)?;
+    ensure!(alice.get("/api/v1/shares").await?.ok::<ShareList>(200)?.shares.len() == 1);
+    Ok(())
+});
