@@ -21,8 +21,8 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Deepest path in components.
 pub const MAX_DEPTH: usize = 256;
 /// The virtual folder at the top of every space that holds what others shared with its owner
-/// (`/Shared with me/<name>`), in every door. A folder of that name in the space itself is
-/// hidden behind it.
+/// (`/Shared with me/<name>`). No door creates a file or folder of that name at the top of a
+/// space; one made there before sharing existed is hidden behind it.
 pub const SHARED_WITH_ME: &str = "Shared with me";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

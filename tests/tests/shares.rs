@@ -190,6 +190,21 @@ backend_test!(share_a_file_rename_trash_and_leave, |gw| async move {
     .await?
     .check_error(400, "bad_request")?;
 
+    // No door makes a folder of that name at the top of a space, where it would hide.
+    let r = bob.req(reqwest::Method::from_bytes(b"MKCOL")?, "/dav/Shared%20with%20me").send().await?;
+    ensure!((400..500).contains(&r.status), "{r}");
+    let r = alice.req(reqwest::Method::from_bytes(b"MKCOL")?, "/dav/shared%20WITH%20me").send().await?;
+    ensure!((400..500).contains(&r.status), "{r}");
+    ensure!(
+        alice
+            .list_dir("/", None, None)
+            .await?
+            .ok::<DirListing>(200)?
+            .entries
+            .iter()
+            .all(|e| e.name != "shared WITH me")
+    );
+
     // The recipient leaves; the owner's file stays.
     bob.delete(&format!("/api/v1/shares/{}", b.id)).await?.check(204)?;
     ensure!(bob.get("/api/v1/shares/incoming").await?.ok::<IncomingShareList>(200)?.shares.is_empty());

@@ -278,6 +278,7 @@ impl Meta {
             (Some(pp), Some(n)) => (pp, n),
             _ => return Err(MetaError::IsADirectory("the root is a folder".into())),
         };
+        super::tree::not_reserved(&parent_path, name)?;
         let size: i64 = spec.blocks.iter().map(|b| b.size).sum();
         let shown = path.to_string();
         let key = name_key(name);

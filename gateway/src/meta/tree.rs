@@ -64,6 +64,7 @@ pub(crate) async fn ensure_dir(c: &mut impl TxConn, space: i64, path: &RemotePat
             Some(n) if n.is_dir() => n,
             Some(_) => return Err(MetaError::NotADirectory(format!("`{walked}` is a file, not a folder"))),
             None => {
+                not_reserved(&canon, comp)?;
                 let inserted = sql(
                     "INSERT INTO nodes (space_id, parent_id, name, name_key, kind, size, created_at, modified_at) \
                      VALUES ($1, $2, $3, $4, 'dir', 0, $5, $5) \
@@ -276,6 +277,7 @@ impl Meta {
     ) -> MetaResult<(NodeRow, RemotePath)> {
         let space = space.get();
         let (to_parent, to_name) = split(to)?;
+        not_reserved(&to_parent, to_name)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be moved".into()));
         }
@@ -330,6 +332,7 @@ impl Meta {
     ) -> MetaResult<(NodeRow, RemotePath)> {
         let space = space.get();
         let (to_parent, to_name) = split(to)?;
+        not_reserved(&to_parent, to_name)?;
         if from.is_root() {
             return Err(MetaError::Invalid("the root folder cannot be copied".into()));
         }
@@ -464,6 +467,7 @@ impl Meta {
         };
         check_locks(&mut tx, space, &target, true, held).await?;
         let (target_parent, target_name) = split(&target)?;
+        not_reserved(&target_parent, target_name)?;
         let parent = ensure_dir(&mut tx, space, &target_parent, now).await?;
         let target = parent.canon.join(target_name)?;
         let key = name_key(target_name);
@@ -561,4 +565,15 @@ fn split(path: &RemotePath) -> MetaResult<(RemotePath, &str)> {
         (Some(parent), Some(name)) => Ok((parent, name)),
         _ => Err(MetaError::Invalid("the root folder cannot be the target".into())),
     }
+}
+
+/// `Shared with me` at the top of a space is where every door shows what others shared with
+/// its owner: nothing of the space itself may take that name there.
+pub(crate) fn not_reserved(parent: &RemotePath, name: &str) -> MetaResult<()> {
+    if parent.is_root() && name_key(name) == name_key(nimbus_proto::names::SHARED_WITH_ME) {
+        return Err(MetaError::Invalid(format!(
+            "`/{name}` is reserved for what others share with you; choose another name"
+        )));
+    }
+    Ok(())
 }
