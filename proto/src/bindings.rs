@@ -68,6 +68,8 @@ pub fn typescript() -> String {
         ShareList::decl(&cfg),
         IncomingShareInfo::decl(&cfg),
         IncomingShareList::decl(&cfg),
+        AdminShareInfo::decl(&cfg),
+        AdminShareList::decl(&cfg),
         CacheStats::decl(&cfg),
         WarmRequest::decl(&cfg),
         WarmState::decl(&cfg),

@@ -847,6 +847,29 @@ pub struct IncomingShareInfo {
     pub created: String,
 }
 
+/// A share as an administrator sees it (`GET /api/v1/admin/shares`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct AdminShareInfo {
+    pub id: i64,
+    /// Who shared it.
+    pub owner: String,
+    /// Where it is in the owner's space now; `null` while it is in the trash.
+    pub path: Option<String>,
+    /// Who it is shared with.
+    pub username: String,
+    pub permission: SharePermission,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct AdminShareList {
+    pub shares: Vec<AdminShareInfo>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

@@ -5,7 +5,7 @@
 
 use anyhow::ensure;
 use nimbus_e2e::{Api, backend_test};
-use nimbus_proto::wire::{DirListing, Entry, IncomingShareList, ShareInfo, ShareList, SharePermission};
+use nimbus_proto::wire::{AdminShareList, DirListing, Entry, IncomingShareList, ShareInfo, ShareList, SharePermission};
 use serde_json::json;
 
 const SHARED: &str = "/Shared with me";
@@ -210,5 +210,74 @@ backend_test!(share_a_file_rename_trash_and_leave, |gw| async move {
     ensure!(bob.get("/api/v1/shares/incoming").await?.ok::<IncomingShareList>(200)?.shares.is_empty());
     alice.get_file("/Other/Report.pdf").await?.check(200)?;
     ensure!(alice.get("/api/v1/shares").await?.ok::<ShareList>(200)?.shares.len() == 1);
+    Ok(())
+});
+
+backend_test!(
+    share_changes_hold_at_once_on_every_gateway,
+    only = postgres_s3,
+    opts = nimbus_e2e::GatewayOptions::default(),
+    |gw| async move {
+        let (_, alice) = gw.user("alice", None).await?;
+        let (_, bob_a) = gw.user("bob", None).await?;
+        let other = gw.start_sibling().await?;
+        let bob_b = other.api.with_token(bob_a.token().unwrap_or_default());
+        alice.put_file("/Team/doc.txt", "one").await?.check(201)?;
+        let s = share(&alice, "/Team", "bob", "write").await?;
+
+        // Bob works through gateway B on what alice shared through gateway A.
+        let r = bob_b.get_file(&format!("{SHARED}/Team/doc.txt")).await?;
+        ensure!(r.body.as_ref() == b"one", "{r}");
+        bob_b.put_file(&format!("{SHARED}/Team/doc.txt"), "two").await?.check(200)?;
+        ensure!(alice.get_file("/Team/doc.txt").await?.body.as_ref() == b"two");
+
+        // Read-only on A: B refuses the very next write (no waiting: the share is read per request).
+        alice.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "read"})).await?.check(200)?;
+        bob_b.put_file(&format!("{SHARED}/Team/doc.txt"), "three").await?.check_error(403, "forbidden")?;
+        // Revoked on A: B answers 404 at once, for reads and listings.
+        alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+        bob_b.get_file(&format!("{SHARED}/Team/doc.txt")).await?.check_error(404, "not_found")?;
+        bob_b.list_dir(&format!("{SHARED}/Team"), None, None).await?.check_error(404, "not_found")?;
+        ensure!(alice.get_file("/Team/doc.txt").await?.body.as_ref() == b"two");
+        Ok(())
+    }
+);
+
+backend_test!(admins_see_and_revoke_any_share, |gw| async move {
+    let admin = gw.admin().await?;
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    let (_, carol) = gw.user("carol", None).await?;
+    alice.put_file("/A/x.txt", "a").await?.check(201)?;
+    carol.put_file("/C/y.txt", "c").await?.check(201)?;
+    let s1 = share(&alice, "/A", "bob", "read").await?;
+    let s2 = share(&carol, "/C/y.txt", "alice", "write").await?;
+
+    let all: AdminShareList = admin.get("/api/v1/admin/shares").await?.ok(200)?;
+    let ids: Vec<i64> = all.shares.iter().map(|s| s.id).collect();
+    ensure!(ids == [s2.id, s1.id], "newest first: {all:?}");
+    ensure!(all.shares[1].owner == "alice" && all.shares[1].username == "bob", "{all:?}");
+    ensure!(all.shares[1].path.as_deref() == Some("/A"), "{all:?}");
+    // Those one user gave or got.
+    let bobs: AdminShareList = admin.get("/api/v1/admin/shares?user=bob").await?.ok(200)?;
+    ensure!(bobs.shares.len() == 1 && bobs.shares[0].id == s1.id, "{bobs:?}");
+    let alices: AdminShareList = admin.get("/api/v1/admin/shares?user=ALICE").await?.ok(200)?;
+    ensure!(alices.shares.len() == 2, "{alices:?}");
+    ensure!(admin.get("/api/v1/admin/shares?user=nobody").await?.ok::<AdminShareList>(200)?.shares.is_empty());
+    admin.get("/api/v1/admin/shares?limit=0").await?.check_error(400, "bad_request")?;
+
+    // Not for users.
+    alice.get("/api/v1/admin/shares").await?.check_error(403, "forbidden")?;
+    alice.delete(&format!("/api/v1/admin/shares/{}", s2.id)).await?.check_error(403, "forbidden")?;
+
+    // Revoked by an administrator: gone for the recipient at once, audited.
+    admin.delete(&format!("/api/v1/admin/shares/{}", s1.id)).await?.check(204)?;
+    bob.stat(&format!("{SHARED}/A")).await?.check_error(404, "not_found")?;
+    admin.delete(&format!("/api/v1/admin/shares/{}", s1.id)).await?.check_error(404, "not_found")?;
+    admin.delete("/api/v1/admin/shares/x").await?.check_error(404, "not_found")?;
+    let audit: serde_json::Value = admin.get("/api/v1/admin/audit?action=share_revoked").await?.ok(200)?;
+    ensure!(audit.to_string().contains(&format!("share {}", s1.id)), "{audit}");
+    let audit: serde_json::Value = admin.get("/api/v1/admin/audit?action=share_created").await?.ok(200)?;
+    ensure!(audit.to_string().contains("/A with bob"), "{audit}");
     Ok(())
 });

@@ -297,6 +297,22 @@ name: string, kind: EntryKind, permission: SharePermission, created: string, };
 
 export type IncomingShareList = { shares: Array<IncomingShareInfo>, };
 
+export type AdminShareInfo = { id: number, 
+/**
+ * Who shared it.
+ */
+owner: string, 
+/**
+ * Where it is in the owner's space now; `null` while it is in the trash.
+ */
+path: string | null, 
+/**
+ * Who it is shared with.
+ */
+username: string, permission: SharePermission, created: string, };
+
+export type AdminShareList = { shares: Array<AdminShareInfo>, };
+
 export type CacheStats = { mem_capacity_bytes: number, mem_used_bytes: number, mem_entries: number, disk_enabled: boolean, disk_dir: string | null, disk_capacity_bytes: number, disk_used_bytes: number, disk_entries: number, hits_mem: number, hits_disk: number, misses: number, bypassed: number, 
 /**
  * Hits over hits + misses (0 before the first lookup).

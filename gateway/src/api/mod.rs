@@ -105,6 +105,8 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(admin_devices::list, admin_devices::revoke_all))
         .routes(routes!(admin_devices::revoke))
         .routes(routes!(admin::audit_log))
+        .routes(routes!(shares::admin_list))
+        .routes(routes!(shares::admin_revoke))
         .routes(routes!(admin_usage::history))
         .routes(routes!(admin_usage::usage))
         .routes(routes!(admin::cache_stats, admin::cache_purge))

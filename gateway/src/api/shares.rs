@@ -2,16 +2,16 @@
 //! `write`), lists, changes and revokes them; the recipient lists what is shared with them and
 //! may leave a share. What a share gives access to is in `crate::access`.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use nimbus_proto::RemotePath;
 use nimbus_proto::wire::{
-    CreateShareRequest, EntryKind, IncomingShareInfo, IncomingShareList, ShareInfo, ShareList, SharePermission,
-    UpdateShareRequest,
+    AdminShareInfo, AdminShareList, CreateShareRequest, EntryKind, IncomingShareInfo, IncomingShareList, ShareInfo,
+    ShareList, SharePermission, UpdateShareRequest,
 };
 
 use super::{Json, rfc3339};
-use crate::auth::AuthUser;
+use crate::auth::{AdminUser, AuthUser, ClientIp};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, NewAudit, ShareRow};
 use crate::state::AppState;
@@ -176,5 +176,73 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, Path(id): Path<S
     let row = st.meta.delete_share(user.space, id).await?;
     let action = if row.owner_id == user.space.get() { "share_revoked" } else { "share_left" };
     audit(&st, &user, action, &row, format!("node {}", row.node_id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AdminSharesQuery {
+    /// Only the shares this user gave or got.
+    pub user: Option<String>,
+    /// Most shares returned, newest first (1-1000, default 1000).
+    pub limit: Option<i64>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/shares",
+    tag = "admin",
+    summary = "Every share, newest first; ?user= those one user gave or got",
+    params(AdminSharesQuery),
+    responses((status = 200, description = "success", body = AdminShareList))
+)]
+pub async fn admin_list(
+    State(st): State<AppState>,
+    _admin: AdminUser,
+    Query(q): Query<AdminSharesQuery>,
+) -> ApiResult<Json<AdminShareList>> {
+    let limit = super::page_limit(q.limit, super::MAX_PAGE)?;
+    let user = match q.user.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+        Some(name) => match st.meta.user_by_name(name).await? {
+            Some(u) => Some(u.id),
+            None => return Ok(Json(AdminShareList { shares: Vec::new() })),
+        },
+        None => None,
+    };
+    let shares = st
+        .meta
+        .all_shares(user, limit)
+        .await?
+        .into_iter()
+        .map(|(s, owner)| AdminShareInfo {
+            id: s.row.id,
+            owner,
+            path: s.path.map(|p| p.to_string()),
+            username: s.recipient,
+            permission: wire_permission(&s.row.permission),
+            created: rfc3339(s.row.created_at),
+        })
+        .collect();
+    Ok(Json(AdminShareList { shares }))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/shares/{id}",
+    tag = "admin",
+    summary = "Revoke any share",
+    params(("id" = i64, Path, description = "The share's id")),
+    responses((status = 204, description = "revoked"))
+)]
+pub async fn admin_revoke(
+    State(st): State<AppState>,
+    admin: AdminUser,
+    ip: ClientIp,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id = share_id(&id)?;
+    let row = st.meta.revoke_share(id).await?;
+    let detail = format!("owner {}, recipient {}, node {}", row.owner_id, row.recipient_id, row.node_id);
+    super::admin::audit(&st, &admin, ip, "share_revoked", format!("share {id}"), Some(detail)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

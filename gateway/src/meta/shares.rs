@@ -214,6 +214,34 @@ impl Meta {
         Ok(row)
     }
 
+    /// Up to `limit` shares of every space, newest first; with `user`, those it gave or got
+    /// (an administrator's view).
+    pub async fn all_shares(&self, user: Option<i64>, limit: i64) -> MetaResult<Vec<(OutgoingShare, String)>> {
+        let text = format!(
+            "SELECT {SHARE_COLS}, r.username, o.username AS owner FROM shares s JOIN users r ON r.id = s.recipient_id \
+             JOIN users o ON o.id = s.owner_id WHERE ($1 IS NULL OR s.owner_id = $1 OR s.recipient_id = $1) \
+             ORDER BY s.id DESC LIMIT $2"
+        );
+        let raw: Vec<AdminRaw> =
+            sql(sqlx::AssertSqlSafe(text)).bind(user).bind(limit).fetch_all(&mut self.db()).await?;
+        let mut out = Vec::with_capacity(raw.len());
+        for r in raw {
+            let path = self.live_path(r.row.owner_id, r.row.node_id).await?;
+            out.push((OutgoingShare { row: r.row, path, recipient: r.username }, r.owner));
+        }
+        Ok(out)
+    }
+
+    /// Ends share `id` whoever's it is (an administrator revoking it). Returns the row.
+    pub async fn revoke_share(&self, id: i64) -> MetaResult<ShareRow> {
+        sql("DELETE FROM shares WHERE id = $1 \
+             RETURNING id, owner_id, node_id, recipient_id, permission, name, created_at")
+        .bind(id)
+        .fetch_optional(&mut self.db())
+        .await?
+        .ok_or(MetaError::NotFound)
+    }
+
     /// What `recipient` reaches as `Shared with me/<name>`: None if there is no such share, its
     /// owner is disabled, or its node is in the trash. Read from the database on every call.
     pub async fn shared_grant(&self, recipient: SpaceId, name: &str) -> MetaResult<Option<Grant>> {
@@ -286,6 +314,14 @@ struct IncomingRaw {
     kind: String,
     size: i64,
     modified_at: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct AdminRaw {
+    #[sqlx(flatten)]
+    row: ShareRow,
+    username: String,
+    owner: String,
 }
 
 #[derive(sqlx::FromRow)]
