@@ -76,6 +76,16 @@ impl Place {
     pub fn is_shared(&self) -> bool {
         !matches!(self, Place::Own { .. })
     }
+
+    /// `/Shared with me` itself or a share's own entry in it: the recipient leaves a share
+    /// rather than deleting, moving or replacing the owner's file or folder.
+    pub fn is_share_entry(&self) -> bool {
+        match self {
+            Place::Own { .. } => false,
+            Place::SharedIndex => true,
+            Place::Shared { grant, path } => path.components().len() == grant.root.components().len(),
+        }
+    }
 }
 
 /// `/Shared with me`.

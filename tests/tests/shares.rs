@@ -281,3 +281,92 @@ backend_test!(admins_see_and_revoke_any_share, |gw| async move {
     ensure!(audit.to_string().contains("/A with bob"), "{audit}");
     Ok(())
 });
+
+/// `method path` on the WebDAV door with the caller's token and `headers`.
+async fn dav(
+    api: &Api,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> anyhow::Result<nimbus_e2e::Resp> {
+    let mut r = api.req(reqwest::Method::from_bytes(method.as_bytes())?, path);
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    r.body(body.to_string()).send().await
+}
+
+backend_test!(share_through_webdav, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    alice.put_file("/Projects/Plan/notes.txt", "the plan").await?.check(201)?;
+    alice.put_file("/Projects/secret.txt", "not shared").await?.check(201)?;
+    bob.put_file("/own.txt", "bob's").await?.check(201)?;
+    let s = share(&alice, "/Projects/Plan", "bob", "read").await?;
+
+    // Listings: the virtual folder at the top, the share in it, the share's content.
+    let top = dav(&bob, "PROPFIND", "/dav/", &[("depth", "1")], "").await?;
+    ensure!(top.status == 207 && top.text().contains("Shared%20with%20me") && top.text().contains("own.txt"), "{top}");
+    let index = dav(&bob, "PROPFIND", "/dav/Shared%20with%20me/", &[("depth", "1")], "").await?;
+    ensure!(index.status == 207 && index.text().contains("/dav/Shared%20with%20me/Plan"), "{index}");
+    let inside = dav(&bob, "PROPFIND", "/dav/Shared%20with%20me/Plan/", &[("depth", "1")], "").await?;
+    ensure!(inside.status == 207 && inside.text().contains("notes.txt"), "{inside}");
+    ensure!(!inside.text().contains("Projects") && !inside.text().contains("secret"), "{inside}");
+    let r = dav(&bob, "GET", "/dav/Shared%20with%20me/Plan/notes.txt", &[], "").await?;
+    ensure!(r.status == 200 && r.body.as_ref() == b"the plan", "{r}");
+
+    // Read-only: writes refused, nothing changes.
+    for (method, path, headers) in [
+        ("PUT", "/dav/Shared%20with%20me/Plan/notes.txt", vec![]),
+        ("PUT", "/dav/Shared%20with%20me/Plan/new.txt", vec![]),
+        ("MKCOL", "/dav/Shared%20with%20me/Plan/sub", vec![]),
+        ("DELETE", "/dav/Shared%20with%20me/Plan/notes.txt", vec![]),
+        ("PUT", "/dav/Shared%20with%20me/mine.txt", vec![]),
+    ] {
+        let r = dav(&bob, method, path, &headers, if method == "PUT" { "x" } else { "" }).await?;
+        ensure!(r.status == 403, "{method} {path}: {r}");
+    }
+    ensure!(alice.get_file("/Projects/Plan/notes.txt").await?.body.as_ref() == b"the plan");
+
+    // Writable: bob's changes land in alice's space.
+    alice.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "write"})).await?.check(200)?;
+    let r = dav(&bob, "PUT", "/dav/Shared%20with%20me/Plan/notes.txt", &[], "bob's plan").await?;
+    ensure!(r.status == 204 || r.status == 201, "{r}");
+    ensure!(alice.get_file("/Projects/Plan/notes.txt").await?.body.as_ref() == b"bob's plan");
+    dav(&bob, "MKCOL", "/dav/Shared%20with%20me/Plan/Sub", &[], "").await?.check(201)?;
+    let r = dav(
+        &bob,
+        "MOVE",
+        "/dav/Shared%20with%20me/Plan/notes.txt",
+        &[("destination", "/dav/Shared%20with%20me/Plan/Sub/moved.txt")],
+        "",
+    )
+    .await?;
+    ensure!(r.status == 201 || r.status == 204, "{r}");
+    alice.get_file("/Projects/Plan/Sub/moved.txt").await?.check(200)?;
+
+    // The edge: out of the share, onto the share's entry, past it.
+    let r = dav(&bob, "MOVE", "/dav/Shared%20with%20me/Plan/Sub/moved.txt", &[("destination", "/dav/stolen.txt")], "")
+        .await?;
+    ensure!(r.status == 403, "{r}");
+    let r = dav(&bob, "COPY", "/dav/own.txt", &[("destination", "/dav/Shared%20with%20me/Plan/own.txt")], "").await?;
+    ensure!(r.status == 403, "{r}");
+    ensure!(dav(&bob, "DELETE", "/dav/Shared%20with%20me/Plan", &[], "").await?.status == 403);
+    ensure!(
+        dav(&bob, "MOVE", "/dav/Shared%20with%20me/Plan", &[("destination", "/dav/Mine")], "").await?.status == 403
+    );
+    for probe in ["/dav/Shared%20with%20me/Plan/%2e%2e/secret.txt", "/dav/Shared%20with%20me/Projects/secret.txt"] {
+        let r = dav(&bob, "GET", probe, &[], "").await?;
+        ensure!((400..500).contains(&r.status) && !r.text().contains("not shared"), "{probe}: {r}");
+    }
+    alice.stat("/Projects/Plan").await?.check(200)?;
+    ensure!(bob.get_file("/stolen.txt").await?.status == 404);
+
+    // Revoked: the folder and the virtual one are gone for bob.
+    alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+    ensure!(dav(&bob, "GET", "/dav/Shared%20with%20me/Plan/Sub/moved.txt", &[], "").await?.status == 404);
+    let top = dav(&bob, "PROPFIND", "/dav/", &[("depth", "1")], "").await?;
+    ensure!(top.status == 207 && !top.text().contains("Shared%20with%20me"), "{top}");
+    Ok(())
+});

@@ -505,18 +505,14 @@ async fn shared_index(st: &AppState, user: &AuthUser) -> ApiResult<DirListing> {
 /// A share's own entry is the owner's: the recipient leaves it (`DELETE /api/v1/shares/{id}`)
 /// rather than deleting or moving the owner's file or folder.
 fn refuse_share_root(place: &Place, asked: &RemotePath) -> ApiResult<()> {
-    if let Place::Shared { grant, path } = place
-        && path.components().len() == grant.root.components().len()
-    {
-        return Err(ApiError::Forbidden(format!(
+    match place {
+        Place::Shared { grant, .. } if place.is_share_entry() => Err(ApiError::Forbidden(format!(
             "`{asked}` is shared with you by {}: leave the share with DELETE /api/v1/shares/{} instead",
             grant.owner_name, grant.share_id
-        )));
+        ))),
+        Place::SharedIndex => Err(ApiError::Forbidden(format!("`/{SHARED_WITH_ME}` cannot be changed"))),
+        _ => Ok(()),
     }
-    if let Place::SharedIndex = place {
-        return Err(ApiError::Forbidden(format!("`/{SHARED_WITH_ME}` cannot be changed")));
-    }
-    Ok(())
 }
 
 /// The one space both ends of a move or copy are in. Between the caller's space and a share,

@@ -20,10 +20,11 @@ use dav_server::fs::{
 };
 use futures::{FutureExt, Stream, StreamExt};
 use nimbus_proto::RemotePath;
-use nimbus_proto::names::name_key;
+use nimbus_proto::names::{SHARED_WITH_ME, name_key};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::access::{self, Place, Want};
 use crate::cache::CacheMode;
 use crate::error::ApiError;
 use crate::meta::{Base, ChildRow, CommitSpec, LockTokens, MetaError, NodeRow, PropPatch, PropRow, SpaceId, lock_key};
@@ -67,8 +68,10 @@ pub struct SpaceFs {
 /// What a listing knows about the children of the page it last read (one page: bounded).
 #[derive(Debug, Default)]
 pub struct Hints {
-    /// [`lock_key`] of the folder listed.
+    /// [`lock_key`] of the folder listed (as the caller named it).
     dir_key: String,
+    /// The space its children are in (the caller's, or a share's owner's).
+    space: Option<SpaceId>,
     /// By name key.
     children: HashMap<String, Hint>,
 }
@@ -86,6 +89,9 @@ const LIST_PAGE: i64 = 1000;
 struct DirPager {
     st: AppState,
     space: SpaceId,
+    /// At the top of the caller's space: a folder named like `Shared with me` is hidden
+    /// behind the virtual one.
+    top: bool,
     dir: i64,
     dir_key: String,
     used: u64,
@@ -100,11 +106,15 @@ impl DirPager {
     async fn next(mut self) -> Option<(Result<Box<dyn DavDirEntry>, FsError>, DirPager)> {
         if self.buf.is_empty() && !self.done {
             match self.st.meta.list_children(self.space, self.dir, self.after.as_deref(), LIST_PAGE).await {
-                Ok(rows) => {
+                Ok(mut rows) => {
                     self.done = (rows.len() as i64) < LIST_PAGE;
                     self.after = rows.last().map(|r| name_key(&r.node.name));
+                    if self.top {
+                        rows.retain(|r| name_key(&r.node.name) != name_key(SHARED_WITH_ME));
+                    }
                     let mut hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
                     hints.dir_key.clone_from(&self.dir_key);
+                    hints.space = Some(self.space);
                     hints.children = rows
                         .iter()
                         .map(|r| (name_key(&r.node.name), Hint { node: r.node.id, has_props: r.has_props }))
@@ -153,6 +163,25 @@ pub fn fs_error(e: ApiError) -> FsError {
 
 fn meta_error(e: MetaError) -> FsError {
     fs_error(e.into())
+}
+
+/// A folder that is no node of any space: `Shared with me`, and the entries in it.
+fn virtual_row(name: &str, kind: &str, id: i64, size: i64, modified_at: i64) -> NodeRow {
+    NodeRow {
+        id,
+        space_id: 0,
+        parent_id: None,
+        name: name.to_string(),
+        kind: kind.to_string(),
+        size,
+        version_id: None,
+        created_at: modified_at,
+        modified_at,
+    }
+}
+
+fn virtual_dir(name: &str) -> Entry {
+    Entry { meta: NodeMeta::of(&virtual_row(name, "dir", 0, 0, 0), 0), name: name.to_string() }
 }
 
 fn ms_time(ms: i64) -> SystemTime {
@@ -240,22 +269,66 @@ impl SpaceFs {
     }
 
     /// What the listing in progress knows about `path`, if it is a child of the folder listed.
-    fn hint(&self, path: &DavPath) -> Option<Hint> {
+    fn hint(&self, path: &DavPath) -> Option<(SpaceId, Hint)> {
         let p = remote(path).ok()?;
         let (parent, name) = (p.parent()?, p.name()?);
         let hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
         if hints.dir_key != lock_key(&parent) {
             return None;
         }
-        hints.children.get(&name_key(name)).copied()
+        Some((hints.space?, hints.children.get(&name_key(name)).copied()?))
+    }
+
+    /// The listing of `/Shared with me`: an entry per share given to the caller.
+    async fn shared_index(&self) -> Result<FsStream<Box<dyn DavDirEntry>>, FsError> {
+        let shares = self.st.meta.incoming_shares(self.space).await.map_err(meta_error)?;
+        let entries: Vec<Result<Box<dyn DavDirEntry>, FsError>> = shares
+            .into_iter()
+            .map(|s| {
+                let row = virtual_row(&s.row.name, &s.kind, s.row.node_id, s.size, s.modified_at);
+                Ok(Box::new(Entry { meta: NodeMeta::of(&row, 0), name: s.row.name }) as Box<dyn DavDirEntry>)
+            })
+            .collect();
+        Ok(Box::pin(futures::stream::iter(entries)))
+    }
+
+    /// Where `p` leads for this caller: their own space, or a share given to them.
+    async fn place(&self, p: &RemotePath) -> Result<Place, FsError> {
+        access::locate(&self.st.meta, self.space, p).await.map_err(fs_error)
+    }
+
+    /// The space and path `p` reads.
+    async fn read_at(&self, p: &RemotePath) -> Result<(SpaceId, RemotePath), FsError> {
+        self.place(p).await?.target(Want::Read).map_err(fs_error)
+    }
+
+    /// The space and path `p` writes (a new name directly in `Shared with me` is refused).
+    async fn write_at(&self, p: &RemotePath) -> Result<(SpaceId, RemotePath), FsError> {
+        access::locate_new(&self.st.meta, self.space, p).await.and_then(|pl| pl.target(Want::Write)).map_err(fs_error)
+    }
+
+    /// [`SpaceFs::write_at`] for removing, moving or replacing: a share's own entry is the
+    /// owner's (the recipient leaves the share instead).
+    async fn change_at(&self, p: &RemotePath) -> Result<(SpaceId, RemotePath), FsError> {
+        let place = access::locate_new(&self.st.meta, self.space, p).await.map_err(fs_error)?;
+        if place.is_share_entry() {
+            return Err(FsError::Forbidden);
+        }
+        place.target(Want::Write).map_err(fs_error)
     }
 
     /// The dead properties of `path` (by node id when a listing knows it: no path walk).
     async fn props(&self, path: &DavPath) -> Result<Vec<PropRow>, FsError> {
         match self.hint(path) {
-            Some(Hint { has_props: false, .. }) => Ok(Vec::new()),
-            Some(Hint { node, .. }) => self.st.meta.dav_props_of(self.space, node).await.map_err(meta_error),
-            None => self.st.meta.dav_props(self.space, &remote(path)?).await.map_err(meta_error),
+            Some((_, Hint { has_props: false, .. })) => Ok(Vec::new()),
+            Some((space, Hint { node, .. })) => self.st.meta.dav_props_of(space, node).await.map_err(meta_error),
+            None => match self.place(&remote(path)?).await? {
+                Place::SharedIndex => Ok(Vec::new()),
+                place => {
+                    let (space, p) = place.target(Want::Read).map_err(fs_error)?;
+                    self.st.meta.dav_props(space, &p).await.map_err(meta_error)
+                }
+            },
         }
     }
 
@@ -281,7 +354,8 @@ impl SpaceFs {
             // before it is moved or copied.
             return Err(FsError::Forbidden);
         }
-        self.st.meta.trash(self.space, &p, LockTokens::new(&self.held())).await.map(|_| ()).map_err(meta_error)
+        let (space, p) = self.change_at(&p).await?;
+        self.st.meta.trash(space, &p, LockTokens::new(&self.held())).await.map(|_| ()).map_err(meta_error)
     }
 }
 
@@ -304,13 +378,20 @@ impl DavFileSystem for SpaceFs {
     fn read_dir<'a>(&'a self, path: &'a DavPath, _meta: ReadDirMeta) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
         async move {
             let p = remote(path)?;
-            let (dir, _) = self.st.meta.stat(self.space, &p).await.map_err(meta_error)?;
+            let place = self.place(&p).await?;
+            if let Place::SharedIndex = place {
+                return self.shared_index().await;
+            }
+            let (space, target) = place.target(Want::Read).map_err(fs_error)?;
+            let (dir, _) = self.st.meta.stat(space, &target).await.map_err(meta_error)?;
             if !dir.is_dir() {
                 return Err(FsError::Forbidden);
             }
+            let top = p.is_root();
             let pager = DirPager {
                 st: self.st.clone(),
-                space: self.space,
+                space,
+                top,
                 dir: dir.id,
                 dir_key: lock_key(&p),
                 used: self.space_used().await?,
@@ -319,7 +400,10 @@ impl DavFileSystem for SpaceFs {
                 done: false,
                 hints: self.hints.clone(),
             };
-            let s: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures::stream::unfold(pager, DirPager::next));
+            let listing = futures::stream::unfold(pager, DirPager::next);
+            let shares = top && !self.st.meta.incoming_shares(self.space).await.map_err(meta_error)?.is_empty();
+            let index = shares.then(|| Ok(Box::new(virtual_dir(SHARED_WITH_ME)) as Box<dyn DavDirEntry>));
+            let s: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures::stream::iter(index).chain(listing));
             Ok(s)
         }
         .boxed()
@@ -328,7 +412,12 @@ impl DavFileSystem for SpaceFs {
     fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
         async move {
             let p = remote(path)?;
-            let (node, _) = self.st.meta.stat(self.space, &p).await.map_err(meta_error)?;
+            let place = self.place(&p).await?;
+            if let Place::SharedIndex = place {
+                return Ok(Box::new(virtual_dir(SHARED_WITH_ME).meta) as Box<dyn DavMetaData>);
+            }
+            let (space, target) = place.target(Want::Read).map_err(fs_error)?;
+            let (node, _) = self.st.meta.stat(space, &target).await.map_err(meta_error)?;
             let used = if node.is_dir() { self.space_used().await? } else { 0 };
             Ok(Box::new(NodeMeta::of(&node, used)) as Box<dyn DavMetaData>)
         }
@@ -337,15 +426,15 @@ impl DavFileSystem for SpaceFs {
 
     fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
-            let p = remote(path)?;
+            let (space, p) = self.write_at(&remote(path)?).await?;
             let parent = p.parent().ok_or(FsError::Exists)?;
             // MKCOL creates one level: a missing parent is 409, unlike the REST API's mkdir -p.
-            match self.st.meta.stat(self.space, &parent).await {
+            match self.st.meta.stat(space, &parent).await {
                 Ok((n, _)) if n.is_dir() => {}
                 Ok(_) | Err(MetaError::NotFound) => return Err(FsError::NotFound),
                 Err(e) => return Err(meta_error(e)),
             }
-            match self.st.meta.mkdir(self.space, &p, LockTokens::new(&self.held())).await {
+            match self.st.meta.mkdir(space, &p, LockTokens::new(&self.held())).await {
                 Ok((_, true, _)) => Ok(()),
                 Ok((_, false, _)) | Err(MetaError::NotADirectory(_)) => Err(FsError::Exists),
                 Err(e) => Err(meta_error(e)),
@@ -364,13 +453,14 @@ impl DavFileSystem for SpaceFs {
 
     fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
-            let (f, t) = (remote(from)?, remote(to)?);
+            let (space, f) = self.change_at(&remote(from)?).await?;
+            let (to_space, t) = self.change_at(&remote(to)?).await?;
+            if space != to_space {
+                // Between the caller's space and a share nothing moves: copy, then delete.
+                return Err(FsError::Forbidden);
+            }
             // dav-server has removed an existing destination already (Overwrite: T).
-            self.st
-                .meta
-                .move_node(self.space, &f, &t, false, LockTokens::new(&self.held()))
-                .await
-                .map_err(meta_error)?;
+            self.st.meta.move_node(space, &f, &t, false, LockTokens::new(&self.held())).await.map_err(meta_error)?;
             Ok(())
         }
         .boxed()
@@ -378,14 +468,19 @@ impl DavFileSystem for SpaceFs {
 
     fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
-            let (f, t) = (remote(from)?, remote(to)?);
+            let (space, f) = self.read_at(&remote(from)?).await?;
+            let (to_space, t) = self.change_at(&remote(to)?).await?;
+            if space != to_space {
+                // Blocks belong to a space: between the caller's and a share's, nothing is copied yet.
+                return Err(FsError::Forbidden);
+            }
             let held = self.held();
             self.st
                 .meta
-                .copy_node(self.space, &f, &t, true, Some(&self.device), LockTokens::new(&held))
+                .copy_node(space, &f, &t, true, Some(&self.device), LockTokens::new(&held))
                 .await
                 .map_err(meta_error)?;
-            self.st.meta.copy_dav_props(self.space, &f, &t).await.map_err(meta_error)
+            self.st.meta.copy_dav_props(space, &f, &t).await.map_err(meta_error)
         }
         .boxed()
     }
@@ -393,7 +488,7 @@ impl DavFileSystem for SpaceFs {
     /// False only for a child of the folder being listed that has no dead properties: a
     /// listing of a large folder then reads no properties for most entries.
     fn have_props<'a>(&'a self, path: &'a DavPath) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
-        async move { !matches!(self.hint(path), Some(Hint { has_props: false, .. })) }.boxed()
+        async move { !matches!(self.hint(path), Some((_, Hint { has_props: false, .. }))) }.boxed()
     }
 
     fn patch_props<'a>(
@@ -416,7 +511,8 @@ impl DavFileSystem for SpaceFs {
                     ops.push(PropPatch::Remove { ns, name: prop.name.clone() });
                 }
             }
-            let applied = self.st.meta.patch_dav_props(self.space, &p, &ops).await.map_err(meta_error)?;
+            let (space, target) = self.write_at(&p).await?;
+            let applied = self.st.meta.patch_dav_props(space, &target, &ops).await.map_err(meta_error)?;
             // RFC 4918 §9.2.1: a property the server has no room to record is 507, and in an
             // all-or-nothing PROPPATCH every other one is then 424 (Failed Dependency).
             let status = |i: usize| match &applied {
@@ -483,10 +579,11 @@ impl DavFileSystem for SpaceFs {
 
 impl SpaceFs {
     async fn open_read(&self, p: RemotePath) -> Result<Box<dyn DavFile>, FsError> {
-        let m = self.st.meta.manifest(self.space, &p, None).await.map_err(meta_error)?;
+        let (space, p) = self.read_at(&p).await?;
+        let m = self.st.meta.manifest(space, &p, None).await.map_err(meta_error)?;
         Ok(Box::new(ReadFile {
             st: self.st.clone(),
-            space: self.space,
+            space,
             meta: NodeMeta::of(&m.node, 0),
             blocks: m.blocks,
             size: m.version.size.max(0) as u64,
@@ -497,7 +594,8 @@ impl SpaceFs {
     }
 
     async fn open_write(&self, p: RemotePath, o: OpenOptions) -> Result<Box<dyn DavFile>, FsError> {
-        let existing = match self.st.meta.stat(self.space, &p).await {
+        let (space, p) = self.write_at(&p).await?;
+        let existing = match self.st.meta.stat(space, &p).await {
             Ok((n, _)) => Some(n),
             Err(MetaError::NotFound) => None,
             Err(e) => return Err(meta_error(e)),
@@ -514,7 +612,7 @@ impl SpaceFs {
         if existing.is_none() {
             // Like a local file system, a file is created only inside an existing folder.
             let parent = p.parent().ok_or(FsError::Forbidden)?;
-            match self.st.meta.stat(self.space, &parent).await {
+            match self.st.meta.stat(space, &parent).await {
                 Ok((n, _)) if n.is_dir() => {}
                 Ok(_) | Err(MetaError::NotFound) => return Err(FsError::NotFound),
                 Err(e) => return Err(meta_error(e)),
@@ -537,14 +635,14 @@ impl SpaceFs {
                         block_size: self.st.settings.block_size as i64,
                         device: Some(&self.device),
                     };
-                    self.st.meta.commit(self.space, &p, &spec, LockTokens::new(&held)).await.map_err(meta_error)?.0
+                    self.st.meta.commit(space, &p, &spec, LockTokens::new(&held)).await.map_err(meta_error)?.0
                 }
             };
             return Ok(Box::new(NoWriteFile { meta: NodeMeta::of(&node, 0) }));
         }
         // Refuse before the body is read: a lock not held, a known length over quota.
-        space::check_put(&self.st, self.space, &p, o.size, LockTokens::new(&held)).await.map_err(fs_error)?;
-        Ok(Box::new(WriteFile::start(self, p, o.size, held)))
+        space::check_put(&self.st, space, &p, o.size, LockTokens::new(&held)).await.map_err(fs_error)?;
+        Ok(Box::new(WriteFile::start(self, space, p, o.size, held)))
     }
 }
 
@@ -725,7 +823,7 @@ impl std::fmt::Debug for WriteFile {
 }
 
 impl WriteFile {
-    fn start(fs: &SpaceFs, path: RemotePath, expected: Option<u64>, held: Vec<String>) -> WriteFile {
+    fn start(fs: &SpaceFs, space: SpaceId, path: RemotePath, expected: Option<u64>, held: Vec<String>) -> WriteFile {
         let (tx, rx) = mpsc::channel::<Bytes>(PUT_QUEUE);
         let complete = Arc::new(AtomicBool::new(false));
         let flag = complete.clone();
@@ -739,7 +837,7 @@ impl WriteFile {
                 None => Some((Err("the request ended before the whole body arrived"), (rx, flag, true))),
             }
         });
-        let (st, space, device) = (fs.st.clone(), fs.space, fs.device.clone());
+        let (st, device) = (fs.st.clone(), fs.device.clone());
         let task = tokio::spawn(async move {
             let opts = PutOptions {
                 base: Base::Any,

@@ -207,7 +207,8 @@ async fn apply_times(
     let text = String::from_utf8_lossy(&bytes);
     let all_ok = text.matches("<D:status>").count() == text.matches("<D:status>HTTP/1.1 200 OK</D:status>").count();
     if all_ok {
-        st.meta.set_times(space, path, created, modified, LockTokens::new(held)).await?;
+        let (space, path) = crate::access::locate(&st.meta, space, path).await?.target(crate::access::Want::Write)?;
+        st.meta.set_times(space, &path, created, modified, LockTokens::new(held)).await?;
     }
     Ok(axum::http::Response::from_parts(parts, dav_server::body::Body::from(bytes)))
 }
