@@ -292,7 +292,7 @@ async fn dav(
 ) -> anyhow::Result<nimbus_e2e::Resp> {
     let mut r = api.req(reqwest::Method::from_bytes(method.as_bytes())?, path);
     for (k, v) in headers {
-        r = r.header(*k, *v);
+        r = r.header(k, v);
     }
     r.body(body.to_string()).send().await
 }
