@@ -468,6 +468,10 @@ pub struct UserInfo {
     pub used_bytes: u64,
     pub usage: UsageBreakdown,
     pub disabled: bool,
+    /// May the user share files and folders with others (`true` unless an administrator
+    /// turned it off)?
+    #[serde(default = "yes")]
+    pub sharing: bool,
     pub created: String,
 }
 
@@ -510,6 +514,15 @@ pub struct UpdateUserRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub role: Option<Role>,
+    /// Turns sharing with others on or off for the user (shares made before stay until
+    /// revoked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub sharing: Option<bool>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `"field": null` (Some(None)) versus an absent field (None, by `#[serde(default)]`).

@@ -245,7 +245,7 @@ backend_test!(
 
 backend_test!(admins_see_and_revoke_any_share, |gw| async move {
     let admin = gw.admin().await?;
-    let (_, alice) = gw.user("alice", None).await?;
+    let (alice_id, alice) = gw.user("alice", None).await?;
     let (_, bob) = gw.user("bob", None).await?;
     let (_, carol) = gw.user("carol", None).await?;
     alice.put_file("/A/x.txt", "a").await?.check(201)?;
@@ -269,6 +269,20 @@ backend_test!(admins_see_and_revoke_any_share, |gw| async move {
     // Not for users.
     alice.get("/api/v1/admin/shares").await?.check_error(403, "forbidden")?;
     alice.delete(&format!("/api/v1/admin/shares/{}", s2.id)).await?.check_error(403, "forbidden")?;
+
+    // The policy: with sharing turned off, alice shares nothing new; what she shared stays.
+    let r = admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &json!({"sharing": false})).await?;
+    ensure!(r.json::<serde_json::Value>()?["sharing"] == false, "{r}");
+    alice.put_file("/B/z.txt", "b").await?.check(201)?;
+    alice
+        .post_json("/api/v1/shares", &json!({"path": "/B", "username": "carol", "permission": "read"}))
+        .await?
+        .check_error(403, "forbidden")?;
+    bob.stat(&format!("{SHARED}/A")).await?.check(200)?;
+    admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &json!({"sharing": true})).await?.check(200)?;
+    share(&alice, "/B", "carol", "read").await?;
+    let audit: serde_json::Value = admin.get("/api/v1/admin/audit?action=user_update").await?.ok(200)?;
+    ensure!(audit.to_string().contains("sharing turned off"), "{audit}");
 
     // Revoked by an administrator: gone for the recipient at once, audited.
     admin.delete(&format!("/api/v1/admin/shares/{}", s1.id)).await?.check(204)?;

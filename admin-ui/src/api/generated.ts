@@ -177,17 +177,32 @@ password?: string | null,
  */
 quota_bytes?: number | null, role: Role, };
 
-export type UserInfo = { id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, created: string, };
+export type UserInfo = { id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, 
+/**
+ * May the user share files and folders with others (`true` unless an administrator
+ * turned it off)?
+ */
+sharing: boolean, created: string, };
 
 export type CreatedUser = { 
 /**
  * Set only when the server generated the password; shown once, never stored in clear.
  */
-generated_password?: string, id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, created: string, };
+generated_password?: string, id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, 
+/**
+ * May the user share files and folders with others (`true` unless an administrator
+ * turned it off)?
+ */
+sharing: boolean, created: string, };
 
 export type UserList = { users: Array<UserInfo>, next_cursor: string | null, };
 
-export type UpdateUserRequest = { quota_bytes?: number | null, disabled?: boolean, password?: string, role?: Role, };
+export type UpdateUserRequest = { quota_bytes?: number | null, disabled?: boolean, password?: string, role?: Role, 
+/**
+ * Turns sharing with others on or off for the user (shares made before stay until
+ * revoked).
+ */
+sharing?: boolean, };
 
 export type AuditEntry = { id: number, at: string, actor: string | null, action: string, target: string | null, detail: string | null, ip: string | null, };
 

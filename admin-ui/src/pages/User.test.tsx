@@ -8,7 +8,7 @@ import { UserPage } from './User';
 
 const alice: UserInfo = {
   id: 7, username: 'alice', role: 'user', quota_bytes: 500e6, used_bytes: 300000,
-  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, created: '2026-11-23T10:00:00Z',
+  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, created: '2026-11-23T10:00:00Z',
 };
 const activity: AuditList = {
   entries: [{ id: 1, at: '2026-11-23T10:00:00Z', actor: 'admin', action: 'user_update', target: 'alice', detail: 'quota Some(10485760)', ip: null }],
@@ -63,5 +63,53 @@ describe('UserPage', () => {
     await u.click(screen.getByRole('button', { name: 'Save' }));
     expect(await screen.findByText(/Enter a size such as 10 GiB/)).toBeInTheDocument();
     expect(patches).toHaveLength(2);
+  });
+
+  it('turns sharing off and revokes one of the user\'s shares', async () => {
+    const calls: string[] = [];
+    let shares = [
+      { id: 3, owner: 'alice', path: '/Projects/Plan', username: 'bob', permission: 'write', created: '2026-11-26T10:00:00Z' },
+      { id: 2, owner: 'carol', path: null, username: 'alice', permission: 'read', created: '2026-11-25T10:00:00Z' },
+    ];
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init?: RequestInit) => {
+        const u = new URL(url, 'http://x');
+        calls.push(`${init?.method ?? 'GET'} ${u.pathname}${u.search}`);
+        if (u.pathname === '/api/v1/admin/users/7' && init?.method === 'PATCH') {
+          return new Response(JSON.stringify({ ...alice, ...JSON.parse(String(init.body)) }));
+        }
+        if (u.pathname === '/api/v1/admin/users/7') return new Response(JSON.stringify(alice));
+        if (u.pathname === '/api/v1/admin/users/7/devices') return new Response(JSON.stringify({ tokens: [] }));
+        if (u.pathname === '/api/v1/admin/audit') return new Response(JSON.stringify({ entries: [], next_cursor: null }));
+        if (u.pathname === '/api/v1/admin/shares') return new Response(JSON.stringify({ shares }));
+        if (u.pathname === '/api/v1/admin/shares/3' && init?.method === 'DELETE') {
+          shares = shares.filter((s) => s.id !== 3);
+          return new Response(null, { status: 204 });
+        }
+        return new Response('{}', { status: 404 });
+      }),
+    );
+    render(
+      <MantineProvider env="test">
+        <QueryClientProvider client={new QueryClient()}>
+          <UserPage id={7} />
+        </QueryClientProvider>
+      </MantineProvider>,
+    );
+    const u = userEvent.setup();
+    expect(await screen.findByTestId('sharing')).toHaveTextContent('May share files and folders');
+    await u.click(screen.getByRole('button', { name: 'Turn sharing off' }));
+    expect(await screen.findByText('Sharing turned off for this user.')).toBeInTheDocument();
+    expect(calls).toContain('PATCH /api/v1/admin/users/7');
+    expect(screen.getByTestId('sharing')).toHaveTextContent('May not share');
+    expect(calls).toContain('GET /api/v1/admin/shares?user=alice');
+
+    expect(await screen.findByText('/Projects/Plan')).toBeInTheDocument();
+    expect(screen.getByText('in the trash')).toBeInTheDocument();
+    await u.click(screen.getByRole('button', { name: 'Revoke /Projects/Plan of alice with bob' }));
+    expect(await screen.findByText('Share revoked: /Projects/Plan of alice with bob.')).toBeInTheDocument();
+    expect(calls).toContain('DELETE /api/v1/admin/shares/3');
+    await waitFor(() => expect(screen.queryByText('/Projects/Plan')).toBeNull());
   });
 });

@@ -3,7 +3,7 @@ import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
-import type { AuditList, Role, TokenList, UpdateUserRequest, UserInfo } from '../api/types';
+import type { AdminShareList, AuditList, Role, TokenList, UpdateUserRequest, UserInfo } from '../api/types';
 import { auditDetail, formatSize, formatSizeInput, parseSize, passwordError } from '../format';
 import { navigate } from '../router';
 
@@ -59,10 +59,22 @@ export function UserPage({ id }: { id: number }) {
             </Button>
           </Group>
           <Text size="sm" c="dimmed">Disabling or resetting the password signs the user out of every device.</Text>
+          <Group>
+            <Button
+              variant="default"
+              onClick={() => patch.mutate({ body: { sharing: !u.sharing }, done: u.sharing ? 'Sharing turned off for this user.' : 'Sharing allowed for this user.' })}
+            >
+              {u.sharing ? 'Turn sharing off' : 'Allow sharing'}
+            </Button>
+            <Text size="sm" data-testid="sharing">
+              {u.sharing ? 'May share files and folders with other users.' : 'May not share with other users; shares made before stay until revoked below.'}
+            </Text>
+          </Group>
           <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
         </Stack>
       </Paper>
       <Devices id={id} />
+      <Shares username={u.username} />
       <Activity id={id} username={u.username} />
       <DeleteUser user={u} />
     </Stack>
@@ -139,6 +151,71 @@ function ResetPassword({ onReset }: { onReset: (p: string) => void }) {
         <Button type="submit" variant="default">Reset password</Button>
       </Group>
     </form>
+  );
+}
+
+/** The shares the user gave or got, each revocable. */
+function Shares({ username }: { username: string }) {
+  const qc = useQueryClient();
+  const key = ['shares', username];
+  const q = useQuery({
+    queryKey: key,
+    queryFn: () => api<AdminShareList>('GET', `/api/v1/admin/shares?user=${encodeURIComponent(username)}`),
+  });
+  const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
+  const revoke = async (id: number, what: string) => {
+    try {
+      await api('DELETE', `/api/v1/admin/shares/${id}`);
+      setMsg({ ok: true, text: `Share revoked: ${what}.` });
+    } catch (e) {
+      setMsg({ ok: false, text: errorMessage(e) });
+    }
+    qc.invalidateQueries({ queryKey: key });
+  };
+  const shares = q.data?.shares ?? [];
+  return (
+    <Paper withBorder p="md">
+      <Text fw={500}>Shares</Text>
+      {msg && <Alert color={msg.ok ? 'green' : 'red'} role={msg.ok ? 'status' : 'alert'} mt="xs">{msg.text}</Alert>}
+      {q.isPending && <Text>Loading…</Text>}
+      {q.isError && <Alert color="red" role="alert">{q.error.message}</Alert>}
+      {q.data && shares.length === 0 && <Text c="dimmed">Shares nothing and has nothing shared with them.</Text>}
+      {shares.length > 0 && (
+        <Table.ScrollContainer minWidth={520}>
+          <Table aria-label="Shares">
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Owner</Table.Th>
+                <Table.Th>What</Table.Th>
+                <Table.Th>Shared with</Table.Th>
+                <Table.Th>Permission</Table.Th>
+                <Table.Th>Since</Table.Th>
+                <Table.Th />
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {shares.map((s) => {
+                const what = `${s.path ?? '(in the trash)'} of ${s.owner} with ${s.username}`;
+                return (
+                  <Table.Tr key={s.id}>
+                    <Table.Td>{s.owner}</Table.Td>
+                    <Table.Td>{s.path ?? <Text span c="dimmed">in the trash</Text>}</Table.Td>
+                    <Table.Td>{s.username}</Table.Td>
+                    <Table.Td>{s.permission === 'write' ? 'can edit' : 'can view'}</Table.Td>
+                    <Table.Td>{new Date(s.created).toLocaleString()}</Table.Td>
+                    <Table.Td>
+                      <Button size="xs" variant="default" aria-label={`Revoke ${what}`} onClick={() => revoke(s.id, what)}>
+                        Revoke
+                      </Button>
+                    </Table.Td>
+                  </Table.Tr>
+                );
+              })}
+            </Table.Tbody>
+          </Table>
+        </Table.ScrollContainer>
+      )}
+    </Paper>
   );
 }
 

@@ -26,6 +26,7 @@ fn user_info(u: &UserRow) -> UserInfo {
         used_bytes: u.used_bytes.max(0) as u64,
         usage: super::usage_breakdown(u),
         disabled: u.disabled,
+        sharing: u.sharing,
         created: rfc3339(u.created_at),
     }
 }
@@ -34,7 +35,6 @@ pub(super) fn user_id(raw: &str) -> ApiResult<i64> {
     raw.parse().map_err(|_| ApiError::NotFound("no such user".into()))
 }
 
-/// A quota as the audit log shows it.
 /// A quota as the audit log shows it: `10 MiB`, or `unlimited`.
 fn quota_text(q: Option<i64>) -> String {
     q.map_or("unlimited".to_string(), |b| nimbus_proto::size::format_size(b.max(0).unsigned_abs()))
@@ -234,6 +234,7 @@ pub async fn update_user(
             None => None,
         },
         role: req.role.map(|r| r.as_str().to_string()),
+        sharing: req.sharing,
     };
     let user = st.meta.update_user(id, &upd).await?;
     // What changed, in words: the console sends quota and role together, so a field sent with
@@ -253,6 +254,9 @@ pub async fn update_user(
     }
     if let Some(r) = upd.role.as_ref().filter(|r| **r != target.role) {
         changed.push(format!("role {r}"));
+    }
+    if let Some(s) = upd.sharing.filter(|s| *s != target.sharing) {
+        changed.push(if s { "sharing allowed".into() } else { "sharing turned off".into() });
     }
     if changed.is_empty() {
         changed.push("nothing changed".into());

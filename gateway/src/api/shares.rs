@@ -62,6 +62,11 @@ pub async fn create(
     Json(req): Json<CreateShareRequest>,
 ) -> ApiResult<(StatusCode, Json<ShareInfo>)> {
     let path = RemotePath::parse(&req.path)?;
+    if !st.meta.user(user.id).await?.is_some_and(|u| u.sharing) {
+        return Err(ApiError::Forbidden(
+            "an administrator has turned sharing off for your account; ask them to turn it on".into(),
+        ));
+    }
     if crate::access::locate(&st.meta, user.space, &path).await?.is_shared() {
         return Err(ApiError::BadRequest(
             "only files and folders of your own space can be shared; ask the owner to share it".into(),

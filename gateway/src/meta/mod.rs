@@ -157,6 +157,8 @@ pub struct UserRow {
     pub trash_bytes: i64,
     pub pending_bytes: i64,
     pub disabled: bool,
+    /// May the user share with others (an administrator's policy)?
+    pub sharing: bool,
     pub created_at: i64,
 }
 

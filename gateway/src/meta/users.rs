@@ -6,7 +6,7 @@ use super::engine::{scalar, sql};
 use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, now_ms};
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
-     trash_bytes, pending_bytes, disabled, created_at";
+     trash_bytes, pending_bytes, disabled, sharing, created_at";
 
 /// What the admin user list is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,8 @@ pub struct UserUpdate {
     pub disabled: Option<bool>,
     pub password_hash: Option<String>,
     pub role: Option<String>,
+    /// May the user share with others?
+    pub sharing: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -171,6 +173,7 @@ impl Meta {
                    disabled = COALESCE($4, disabled), \
                    password_hash = COALESCE($5, password_hash), \
                    role = COALESCE($6, role), \
+                   sharing = COALESCE($8, sharing), \
                    updated_at = $7 \
                  WHERE id = $1")
             .bind(id)
@@ -180,6 +183,7 @@ impl Meta {
             .bind(upd.password_hash.as_deref())
             .bind(upd.role.as_deref())
             .bind(now)
+            .bind(upd.sharing)
             .execute(&mut tx)
             .await?;
             if n == 0 {
