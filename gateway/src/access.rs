@@ -73,6 +73,36 @@ impl Place {
         }
     }
 
+    /// `e` as the caller may read it: through a share, a message names paths as the caller
+    /// sees them (never the owner's folders above the shared node), and a full space is the
+    /// owner's, without their figures.
+    pub fn scrub(&self, e: impl Into<ApiError>) -> ApiError {
+        let e = e.into();
+        let Place::Shared { grant, .. } = self else { return e };
+        let from = format!("`{}", grant.root);
+        let to = format!("`{}/{}", shared_root(), grant.name);
+        let fix = |m: String| m.replace(&from, &to);
+        match e {
+            ApiError::QuotaExceeded(_) => ApiError::QuotaExceeded(format!(
+                "the space of {} (who shared `{}` with you) is full; ask them to make room",
+                grant.owner_name, grant.name
+            )),
+            ApiError::BadRequest(m) => ApiError::BadRequest(fix(m)),
+            ApiError::Forbidden(m) => ApiError::Forbidden(fix(m)),
+            ApiError::NotFound(m) => ApiError::NotFound(fix(m)),
+            ApiError::Conflict(m) => ApiError::Conflict(fix(m)),
+            ApiError::AlreadyExists(m) => ApiError::AlreadyExists(fix(m)),
+            ApiError::NotADirectory(m) => ApiError::NotADirectory(fix(m)),
+            ApiError::IsADirectory(m) => ApiError::IsADirectory(fix(m)),
+            ApiError::PayloadTooLarge(m) => ApiError::PayloadTooLarge(fix(m)),
+            ApiError::PreconditionFailed(m) => ApiError::PreconditionFailed(fix(m)),
+            ApiError::Locked(m) => ApiError::Locked(fix(m)),
+            ApiError::HashMismatch(m) => ApiError::HashMismatch(fix(m)),
+            ApiError::MissingBlocks(m) => ApiError::MissingBlocks(fix(m)),
+            other => other,
+        }
+    }
+
     pub fn is_shared(&self) -> bool {
         !matches!(self, Place::Own { .. })
     }

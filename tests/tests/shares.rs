@@ -100,6 +100,25 @@ backend_test!(share_a_folder_read_then_write, |gw| async move {
         ensure!(r.status == 404 || r.status == 400, "{probe}: {r}");
         ensure!(!r.text().contains("not shared") && !r.text().contains("mine"), "{probe} leaked: {r}");
     }
+    // Refusals name paths as bob sees them, never alice's folders above the share, and a full
+    // space is alice's, without her figures.
+    let refusals = [
+        bob.mkdir(&format!("{SHARED}/Plan/notes.txt/sub")).await?,
+        bob.post_json(
+            "/api/v1/move",
+            &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/Shared with me/Plan/Sub"}),
+        )
+        .await?,
+        bob.put_file(&format!("{SHARED}/Plan/big.bin"), vec![7u8; 11 << 20]).await?,
+        bob.get("/api/v1/versions/Shared%20with%20me/Plan/Sub").await?,
+    ];
+    for r in &refusals {
+        ensure!((400..500).contains(&r.status), "{r}");
+        ensure!(!r.text().contains("Projects") && !r.text().contains("10485760"), "leaks the owner's space: {r}");
+    }
+    ensure!(refusals[0].text().contains("/Shared with me/Plan/notes.txt"), "{}", refusals[0]);
+    ensure!(refusals[2].text().contains("alice"), "{}", refusals[2]);
+
     // Moving a file out of the share into bob's own space is not a move.
     bob.post_json("/api/v1/move", &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/stolen.txt"}))
         .await?

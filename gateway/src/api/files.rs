@@ -60,8 +60,9 @@ pub async fn get_file(
 ) -> ApiResult<Response> {
     let asked = space_path(&uri, FILES)?;
     let mode = cache_mode(&headers, &user)?;
-    let (space, path) = locate(&st, &user, &asked).await?.target(Want::Read)?;
-    let m = st.meta.manifest(space, &path, q.version).await?;
+    let place = locate(&st, &user, &asked).await?;
+    let (space, path) = place.target(Want::Read)?;
+    let m = st.meta.manifest(space, &path, q.version).await.map_err(|e| place.scrub(e))?;
     let size = m.version.size.max(0) as u64;
     let etag = etag_of(m.version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
     // Seconds precision: HTTP dates cannot carry more.
@@ -175,8 +176,8 @@ pub async fn put_file(
     }
     let (node, created, path) = match result {
         // For PUT, a failed base check is a failed precondition (the headers set it).
-        Err(ApiError::Conflict(m)) if base != Base::Any => return Err(ApiError::PreconditionFailed(m)),
-        other => other?,
+        Err(ApiError::Conflict(m)) if base != Base::Any => return Err(place.scrub(ApiError::PreconditionFailed(m))),
+        other => other.map_err(|e| place.scrub(e))?,
     };
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     let mut resp = (status, Json(entry(&node, &place.show(&path)?))).into_response();
@@ -221,7 +222,8 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
     let place = locate(&st, &user, &asked).await?;
     refuse_share_root(&place, &asked)?;
     let (space, path) = place.target(Want::Write)?;
-    let trash_id = st.meta.trash(space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
+    let trash_id =
+        st.meta.trash(space, &path, LockTokens::new(&lock_tokens(&headers))).await.map_err(|e| place.scrub(e))?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -254,7 +256,7 @@ pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiRe
         return Ok(Json(shared_index_entry()));
     }
     let (space, path) = place.target(Want::Read)?;
-    let (node, path) = st.meta.stat(space, &path).await?;
+    let (node, path) = st.meta.stat(space, &path).await.map_err(|e| place.scrub(e))?;
     Ok(Json(entry(&node, &place.show(&path)?)))
 }
 
@@ -299,7 +301,8 @@ pub async fn list_dir(
         ),
         None => None,
     };
-    let (mut rows, path) = st.meta.list_dir(space, &path, after.as_deref(), limit + 1).await?;
+    let (mut rows, path) =
+        st.meta.list_dir(space, &path, after.as_deref(), limit + 1).await.map_err(|e| place.scrub(e))?;
     let shown = place.show(&path)?;
     let at_top = shown.is_root();
     if at_top {
@@ -326,7 +329,8 @@ pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers
     let asked = space_path(&uri, "/api/v1/dirs/")?;
     let place = access::locate_new(&st.meta, user.space, &asked).await?;
     let (space, path) = place.target(Want::Write)?;
-    let (node, created, path) = st.meta.mkdir(space, &path, LockTokens::new(&lock_tokens(&headers))).await?;
+    let (node, created, path) =
+        st.meta.mkdir(space, &path, LockTokens::new(&lock_tokens(&headers))).await.map_err(|e| place.scrub(e))?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(entry(&node, &place.show(&path)?))).into_response())
 }
@@ -347,8 +351,11 @@ pub async fn move_entry(
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
     let (space, from, to, place) = same_space(&st, &user, &from, &to, "moved").await?;
-    let (node, to) =
-        st.meta.move_node(space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers))).await?;
+    let (node, to) = st
+        .meta
+        .move_node(space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers)))
+        .await
+        .map_err(|e| place.scrub(e))?;
     Ok(Json(entry(&node, &place.show(&to)?)))
 }
 
@@ -369,8 +376,11 @@ pub async fn copy_entry(
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
     let held = lock_tokens(&headers);
     let (space, from, to, place) = same_space(&st, &user, &from, &to, "copied").await?;
-    let (node, to) =
-        st.meta.copy_node(space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held)).await?;
+    let (node, to) = st
+        .meta
+        .copy_node(space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held))
+        .await
+        .map_err(|e| place.scrub(e))?;
     Ok((StatusCode::CREATED, Json(entry(&node, &place.show(&to)?))).into_response())
 }
 
@@ -384,8 +394,9 @@ pub async fn copy_entry(
 )]
 pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<VersionList>> {
     let asked = space_path(&uri, "/api/v1/versions/")?;
-    let (space, path) = locate(&st, &user, &asked).await?.target(Want::Read)?;
-    let (node, rows) = st.meta.versions(space, &path).await?;
+    let place = locate(&st, &user, &asked).await?;
+    let (space, path) = place.target(Want::Read)?;
+    let (node, rows) = st.meta.versions(space, &path).await.map_err(|e| place.scrub(e))?;
     let versions = rows
         .into_iter()
         .map(|v| VersionInfo {
@@ -417,7 +428,8 @@ pub async fn restore_version(
     let asked = space_path(&uri, "/api/v1/versions/")?;
     let place = locate(&st, &user, &asked).await?;
     let (space, path) = place.target(Want::Write)?;
-    let (node, path) = st.meta.restore_version(space, &path, req.version, Some(&user.device)).await?;
+    let (node, path) =
+        st.meta.restore_version(space, &path, req.version, Some(&user.device)).await.map_err(|e| place.scrub(e))?;
     Ok(Json(entry(&node, &place.show(&path)?)))
 }
 
@@ -444,11 +456,12 @@ pub async fn delete_version(
     Query(q): Query<DeleteVersionQuery>,
 ) -> ApiResult<StatusCode> {
     let asked = space_path(&uri, "/api/v1/versions/")?;
-    let (space, path) = locate(&st, &user, &asked).await?.target(Want::Write)?;
+    let place = locate(&st, &user, &asked).await?;
+    let (space, path) = place.target(Want::Write)?;
     let raw = q.version.ok_or_else(|| ApiError::BadRequest("say which version to delete with ?version=ID".into()))?;
     // Not a version id of this file (whatever it looks like) is the same as a missing one.
     let version: i64 = raw.parse().map_err(|_| ApiError::NotFound("no such version".into()))?;
-    let freed = st.meta.delete_version(space, &path, version).await?;
+    let freed = st.meta.delete_version(space, &path, version).await.map_err(|e| place.scrub(e))?;
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
@@ -515,8 +528,8 @@ fn refuse_share_root(place: &Place, asked: &RemotePath) -> ApiResult<()> {
     }
 }
 
-/// The one space both ends of a move or copy are in. Between the caller's space and a share,
-/// or two owners' shares, nothing moves yet: download and upload instead.
+/// The one space both ends of a move or copy are in: the caller's, or one share. Between the
+/// caller's space and a share, or two shares, nothing moves yet: download and upload instead.
 async fn same_space(
     st: &AppState,
     user: &AuthUser,
@@ -532,7 +545,12 @@ async fn same_space(
     refuse_share_root(&to_place, to)?;
     let (from_space, from_path) = from_place.target(if verb == "moved" { Want::Write } else { Want::Read })?;
     let (to_space, to_path) = to_place.target(Want::Write)?;
-    if from_space != to_space {
+    let one_share = match (&from_place, &to_place) {
+        (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) => a.share_id == b.share_id,
+        (Place::Own { .. }, Place::Own { .. }) => true,
+        _ => false,
+    };
+    if from_space != to_space || !one_share {
         return Err(ApiError::BadRequest(format!(
             "`{from}` and `{to}` are in different spaces (yours and a share's); files are not {verb} across \
              that boundary yet: download and upload instead"
