@@ -32,7 +32,9 @@ pub mod console;
 mod files;
 mod health;
 mod keys;
+mod links;
 pub mod openapi;
+pub mod public_links;
 mod trash;
 
 /// Largest JSON body accepted (a commit of a 40 GiB file lists 10,240 blocks: ~1 MiB).
@@ -51,6 +53,7 @@ pub fn router(state: AppState, doors: Router<AppState>) -> Router {
         .route("/admin/", get(console::serve))
         .route("/admin/{*path}", get(console::serve))
         .merge(api)
+        .merge(public_links::routes())
         .merge(doors)
         .fallback(not_found)
         .with_state(state)
@@ -82,6 +85,8 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(auth::me))
         .routes(routes!(keys::list, keys::create))
         .routes(routes!(keys::revoke))
+        .routes(routes!(links::list, links::create))
+        .routes(routes!(links::update, links::revoke))
         .routes(routes!(files::stat))
         .route("/api/v1/stat", get(files::stat))
         .route("/api/v1/stat/", get(files::stat))
