@@ -337,6 +337,18 @@ backend_test!(link_folders_pages_zips_and_path_tricks, |gw| async move {
     r.check(200)?;
     ensure!(r.header("content-type").as_deref() == Some("application/zip"), "{r:?}");
     ensure!(r.header("content-disposition").is_some_and(|d| d.contains("share.zip")), "{r:?}");
+    // Another reader agrees (Python's zipfile checks every CRC): data descriptors and ZIP64
+    // fields as common tools read them.
+    let dir = tempfile::tempdir()?;
+    let zip_file = dir.path().join("share.zip");
+    std::fs::write(&zip_file, &r.body)?;
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; print(len(z.namelist()))"])
+        .arg(&zip_file)
+        .output()
+        .context("run python3")?;
+    ensure!(out.status.success(), "python's zipfile refuses the zip: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(String::from_utf8_lossy(&out.stdout).trim() == (files.len() + 4).to_string(), "{out:?}");
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(r.body.to_vec())).context("a valid zip")?;
     let mut seen = std::collections::BTreeMap::new();
     for i in 0..zip.len() {
