@@ -890,6 +890,112 @@ pub struct IncomingShareList {
     pub shares: Vec<IncomingShareInfo>,
 }
 
+/// What a public link lets its visitors do.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum LinkMode {
+    /// Download the file, or browse the folder and download it (files, or all as a zip).
+    #[default]
+    View,
+    /// A file drop on a folder: visitors add files, and never see or overwrite any.
+    Upload,
+}
+
+impl LinkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkMode::View => "view",
+            LinkMode::Upload => "upload",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LinkMode> {
+        match s {
+            "view" => Some(LinkMode::View),
+            "upload" => Some(LinkMode::Upload),
+            _ => None,
+        }
+    }
+}
+
+/// Body of `POST /api/v1/links`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct CreateLinkRequest {
+    /// The file or folder of your space the link opens.
+    pub path: String,
+    pub mode: LinkMode,
+    /// Visitors must send it (`X-Nimbus-Link-Password`, or the HTTP Basic password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub password: Option<String>,
+    /// RFC 3339; the link answers 404 from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub expires_at: Option<String>,
+    /// Downloads allowed (view links); the link answers 404 once they are used up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub max_downloads: Option<u64>,
+}
+
+/// Body of `PATCH /api/v1/links/{id}`: an absent field stays as it is, `null` removes it
+/// (the password, the expiry, the download limit).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct UpdateLinkRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub mode: Option<LinkMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "string | null"))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub password: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "string | null"))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub expires_at: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "number | null"))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    pub max_downloads: Option<Option<u64>>,
+}
+
+/// A public link as its owner sees it (creation, listing, change).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct LinkInfo {
+    pub id: i64,
+    /// The secret part of the URL (`/s/{token}`).
+    pub token: String,
+    /// The link's page, as this gateway was addressed when asked.
+    pub url: String,
+    /// Where the target is now (links follow renames and moves).
+    pub path: String,
+    pub mode: LinkMode,
+    pub expires_at: Option<String>,
+    pub max_downloads: Option<u64>,
+    /// Downloads counted so far (see docs/API.md, "Public links").
+    pub downloads: u64,
+    pub created: String,
+    pub has_password: bool,
+    /// False while the link opens nothing: its target is in the trash, it expired, or its
+    /// downloads are used up.
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct LinkList {
+    pub links: Vec<LinkInfo>,
+}
+
 /// `GET /admin/cache`: the gateway's block cache, counted since the gateway started.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -328,6 +328,53 @@ username: string, permission: SharePermission, created: string, };
 
 export type AdminShareList = { shares: Array<AdminShareInfo>, };
 
+export type LinkMode = "view" | "upload";
+
+export type CreateLinkRequest = { 
+/**
+ * The file or folder of your space the link opens.
+ */
+path: string, mode: LinkMode, 
+/**
+ * Visitors must send it (`X-Nimbus-Link-Password`, or the HTTP Basic password).
+ */
+password?: string, 
+/**
+ * RFC 3339; the link answers 404 from then on.
+ */
+expires_at?: string, 
+/**
+ * Downloads allowed (view links); the link answers 404 once they are used up.
+ */
+max_downloads?: number, };
+
+export type UpdateLinkRequest = { mode?: LinkMode, password?: string | null, expires_at?: string | null, max_downloads?: number | null, };
+
+export type LinkInfo = { id: number, 
+/**
+ * The secret part of the URL (`/s/{token}`).
+ */
+token: string, 
+/**
+ * The link's page, as this gateway was addressed when asked.
+ */
+url: string, 
+/**
+ * Where the target is now (links follow renames and moves).
+ */
+path: string, mode: LinkMode, expires_at: string | null, max_downloads: number | null, 
+/**
+ * Downloads counted so far (see docs/API.md, "Public links").
+ */
+downloads: number, created: string, has_password: boolean, 
+/**
+ * False while the link opens nothing: its target is in the trash, it expired, or its
+ * downloads are used up.
+ */
+active: boolean, };
+
+export type LinkList = { links: Array<LinkInfo>, };
+
 export type CacheStats = { mem_capacity_bytes: number, mem_used_bytes: number, mem_entries: number, disk_enabled: boolean, disk_dir: string | null, disk_capacity_bytes: number, disk_used_bytes: number, disk_entries: number, hits_mem: number, hits_disk: number, misses: number, bypassed: number, 
 /**
  * Hits over hits + misses (0 before the first lookup).

@@ -63,69 +63,120 @@ pub async fn get_file(
     let place = locate(&st, &user, &asked).await?;
     let (space, path) = place.target(Want::Read)?;
     let m = st.meta.manifest(space, &path, q.version).await.map_err(|e| place.scrub(e))?;
-    let size = m.version.size.max(0) as u64;
-    let etag = etag_of(m.version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
-    // Seconds precision: HTTP dates cannot carry more.
-    let lm = last_modified(m.version.created_at / 1000 * 1000);
+    let name = path.name().unwrap_or("file").to_string();
+    let plan = Download::plan(m.version, m.blocks, &name, &headers)?;
+    plan.respond(&st, space, &method, mode).await
+}
 
-    // Conditionals are evaluated only now, after authorization and lookup in the caller's
-    // own space: they cannot reveal anything about another space.
-    if let Some(im) = headers.typed_get::<IfMatch>()
-        && !im.precondition_passes(&etag)
-    {
-        return Err(ApiError::PreconditionFailed(format!(
-            "`{path}` is at version {}, not the one given in If-Match",
-            m.version.id
-        )));
-    }
-    let mut resp_headers = HeaderMap::new();
-    resp_headers.typed_insert(etag.clone());
-    resp_headers.typed_insert(lm);
-    resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    resp_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
-    // A download API: a browser that is sent here saves the file, never shows it as a page of
-    // this origin (browser.rs adds nosniff and the sandbox CSP).
-    resp_headers.insert(header::CONTENT_DISPOSITION, crate::browser::attachment(path.name().unwrap_or("file")));
-    if let Some(inm) = headers.typed_get::<IfNoneMatch>()
-        && !inm.precondition_passes(&etag)
-    {
-        return Ok((StatusCode::NOT_MODIFIED, resp_headers).into_response());
-    }
+/// A file download decided from the request's headers, before any content is read: the REST
+/// download and a public link's (`public_links.rs`) answer through the same code.
+pub(crate) struct Download {
+    status: StatusCode,
+    headers: HeaderMap,
+    blocks: Vec<crate::meta::BlockEntry>,
+    /// The bytes to send, inclusive; None: no body (304, or an empty file).
+    range: Option<(u64, u64)>,
+}
 
-    let mut range: Option<(u64, u64)> = None;
-    let range_applies = match headers.typed_get::<IfRange>() {
-        Some(ir) => !ir.is_modified(Some(&etag), Some(&lm)),
-        None => true,
-    };
-    if let (Some(raw), true) = (headers.get(header::RANGE), range_applies) {
-        // Unparseable ranges are ignored (RFC 9110 §14.2); unsatisfiable ones get 416.
-        if let Ok(parsed) =
-            raw.to_str().map_err(|_| ()).and_then(|s| http_range_header::parse_range_header(s).map_err(|_| ()))
+impl Download {
+    /// Evaluates the conditionals and the range of a GET or HEAD of `version` (made of
+    /// `blocks`), a file named `name`.
+    pub(crate) fn plan(
+        version: crate::meta::VersionRow,
+        blocks: Vec<crate::meta::BlockEntry>,
+        name: &str,
+        headers: &HeaderMap,
+    ) -> ApiResult<Download> {
+        let size = version.size.max(0) as u64;
+        let etag = etag_of(version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
+        // Seconds precision: HTTP dates cannot carry more.
+        let lm = last_modified(version.created_at / 1000 * 1000);
+
+        // Conditionals are evaluated only now, after authorization and lookup in the caller's
+        // own space: they cannot reveal anything about another space.
+        if let Some(im) = headers.typed_get::<IfMatch>()
+            && !im.precondition_passes(&etag)
         {
-            match parsed.validate(size) {
-                Ok(ranges) if ranges.len() == 1 => range = Some((*ranges[0].start(), *ranges[0].end())),
-                Ok(_) => {} // several ranges: answer with the whole file, which HTTP allows
-                Err(_) => return Err(ApiError::RangeNotSatisfiable { size }),
+            return Err(ApiError::PreconditionFailed(format!(
+                "`{name}` is at version {}, not the one given in If-Match",
+                version.id
+            )));
+        }
+        let mut resp_headers = HeaderMap::new();
+        resp_headers.typed_insert(etag.clone());
+        resp_headers.typed_insert(lm);
+        resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        resp_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+        // A download API: a browser that is sent here saves the file, never shows it as a page of
+        // this origin (browser.rs adds nosniff and the sandbox CSP).
+        resp_headers.insert(header::CONTENT_DISPOSITION, crate::browser::attachment(name));
+        if let Some(inm) = headers.typed_get::<IfNoneMatch>()
+            && !inm.precondition_passes(&etag)
+        {
+            return Ok(Download { status: StatusCode::NOT_MODIFIED, headers: resp_headers, blocks, range: None });
+        }
+
+        let mut range: Option<(u64, u64)> = None;
+        let range_applies = match headers.typed_get::<IfRange>() {
+            Some(ir) => !ir.is_modified(Some(&etag), Some(&lm)),
+            None => true,
+        };
+        if let (Some(raw), true) = (headers.get(header::RANGE), range_applies) {
+            // Unparseable ranges are ignored (RFC 9110 §14.2); unsatisfiable ones get 416.
+            if let Ok(parsed) =
+                raw.to_str().map_err(|_| ()).and_then(|s| http_range_header::parse_range_header(s).map_err(|_| ()))
+            {
+                match parsed.validate(size) {
+                    Ok(ranges) if ranges.len() == 1 => range = Some((*ranges[0].start(), *ranges[0].end())),
+                    Ok(_) => {} // several ranges: answer with the whole file, which HTTP allows
+                    Err(_) => return Err(ApiError::RangeNotSatisfiable { size }),
+                }
             }
         }
+
+        let (status, start, end) = match range {
+            Some((s, e)) => {
+                let v = HeaderValue::from_str(&format!("bytes {s}-{e}/{size}")).map_err(ApiError::internal)?;
+                resp_headers.insert(header::CONTENT_RANGE, v);
+                (StatusCode::PARTIAL_CONTENT, s, e)
+            }
+            None => (StatusCode::OK, 0, size.saturating_sub(1)),
+        };
+        let len = if size == 0 { 0 } else { end - start + 1 };
+        resp_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        resp_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        let range = (len > 0).then_some((start, end));
+        Ok(Download { status, headers: resp_headers, blocks, range })
     }
 
-    let (status, start, end) = match range {
-        Some((s, e)) => {
-            let v = HeaderValue::from_str(&format!("bytes {s}-{e}/{size}")).map_err(ApiError::internal)?;
-            resp_headers.insert(header::CONTENT_RANGE, v);
-            (StatusCode::PARTIAL_CONTENT, s, e)
-        }
-        None => (StatusCode::OK, 0, size.saturating_sub(1)),
-    };
-    let len = if size == 0 { 0 } else { end - start + 1 };
-    resp_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    resp_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    if method == Method::HEAD || len == 0 {
-        return Ok((status, resp_headers, Body::empty()).into_response());
+    /// Whether this answer starts a download: a GET whose content begins at byte 0 (a whole
+    /// file, or the first part of one). Resuming the rest, HEAD and 304 do not.
+    pub(crate) fn starts_download(&self, method: &Method) -> bool {
+        *method == Method::GET && self.status != StatusCode::NOT_MODIFIED && self.range.is_none_or(|(s, _)| s == 0)
     }
-    let stream = space::open_range(&st, space, m.blocks, (start, end), mode).await?;
-    Ok((status, resp_headers, Body::from_stream(stream)).into_response())
+
+    /// The first and last byte the answer carries, if it carries content.
+    pub(crate) fn range(&self) -> Option<(u64, u64)> {
+        self.range
+    }
+
+    /// The answer: for GET the content, streamed through the cache; for HEAD the headers.
+    pub(crate) async fn respond(
+        self,
+        st: &AppState,
+        space: crate::meta::SpaceId,
+        method: &Method,
+        mode: crate::cache::CacheMode,
+    ) -> ApiResult<Response> {
+        let Download { status, headers, blocks, range } = self;
+        match range {
+            Some(r) if *method != Method::HEAD => {
+                let stream = space::open_range(st, space, blocks, r, mode).await?;
+                Ok((status, headers, Body::from_stream(stream)).into_response())
+            }
+            _ => Ok((status, headers, Body::empty()).into_response()),
+        }
+    }
 }
 
 #[utoipa::path(
@@ -190,7 +241,7 @@ pub async fn put_file(
 /// Reads and discards what is left of a refused upload's body, up to a few MiB for a few
 /// seconds: a client still sending when the server closes the connection gets a reset instead
 /// of the error answer (the connection is closed afterwards either way, see server.rs).
-async fn drain_rejected<S, E>(body: &mut S)
+pub(crate) async fn drain_rejected<S, E>(body: &mut S)
 where
     S: futures::Stream<Item = Result<axum::body::Bytes, E>> + Unpin,
 {

@@ -32,7 +32,9 @@ pub mod console;
 mod files;
 mod health;
 mod keys;
+mod links;
 pub mod openapi;
+pub mod public_links;
 mod shares;
 mod trash;
 
@@ -52,6 +54,7 @@ pub fn router(state: AppState, doors: Router<AppState>) -> Router {
         .route("/admin/", get(console::serve))
         .route("/admin/{*path}", get(console::serve))
         .merge(api)
+        .merge(public_links::routes())
         .merge(doors)
         .fallback(not_found)
         .with_state(state)
@@ -86,6 +89,8 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(shares::list, shares::create))
         .routes(routes!(shares::incoming))
         .routes(routes!(shares::update, shares::delete))
+        .routes(routes!(links::list, links::create))
+        .routes(routes!(links::update, links::revoke))
         .routes(routes!(files::stat))
         .route("/api/v1/stat", get(files::stat))
         .route("/api/v1/stat/", get(files::stat))

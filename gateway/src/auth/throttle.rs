@@ -95,6 +95,19 @@ impl Throttle {
 
     async fn begin_at(&self, username_key: &str, ip: Option<IpAddr>, now: i64) -> Result<Attempt, ApiError> {
         let (pair, address) = Self::keys(username_key, ip);
+        self.begin_keys(pair, address, now).await
+    }
+
+    /// The same for a password of a public link (`api/public_links.rs`): failures are counted
+    /// per link at a client address and per address across links, apart from sign-ins (a
+    /// visitor mistyping a link's password does not lock anyone's sign-in), with the same
+    /// limits and locks.
+    pub async fn begin_link(&self, link_id: i64, ip: Option<IpAddr>) -> Result<Attempt, ApiError> {
+        let client = client_key(ip);
+        self.begin_keys(format!("l:{client}|{link_id}"), format!("la:{client}"), now_ms()).await
+    }
+
+    async fn begin_keys(&self, pair: String, address: String, now: i64) -> Result<Attempt, ApiError> {
         let known = {
             let locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
             [&pair, &address].iter().filter_map(|k| locks.get(*k)).copied().filter(|u| *u > now).max()
