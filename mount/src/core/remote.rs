@@ -122,6 +122,24 @@ pub trait Remote: Send + Sync + 'static {
     ) -> BoxFuture<'a, RemoteResult<ChangeList>>;
 }
 
+/// Whether `path` lies in `/Shared with me`, what others shared with the user. The drive does
+/// not reach shares yet (their blocks are read from the owner's space, which the block protocol
+/// does not do), so it shows neither the folder nor anything in it rather than files that
+/// cannot be opened.
+pub fn in_shared_index(path: &RemotePath) -> bool {
+    path.components().first().is_some_and(|c| {
+        nimbus_proto::names::name_key(c) == nimbus_proto::names::name_key(nimbus_proto::names::SHARED_WITH_ME)
+    })
+}
+
+fn not_on_the_drive(path: &RemotePath) -> RemoteError {
+    RemoteError::api(
+        404,
+        nimbus_proto::wire::ErrorCode::NotFound,
+        format!("`{path}` is shared with you; the drive does not show shares yet (use the web or WebDAV)"),
+    )
+}
+
 impl Remote for nimbus_client::Client {
     fn info(&self) -> BoxFuture<'_, RemoteResult<ServerInfo>> {
         Box::pin(async move { Ok(nimbus_client::Client::info(self).await?) })
@@ -132,7 +150,12 @@ impl Remote for nimbus_client::Client {
     }
 
     fn stat<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Entry>> {
-        Box::pin(async move { Ok(nimbus_client::Client::stat(self, path).await?) })
+        Box::pin(async move {
+            if in_shared_index(path) {
+                return Err(not_on_the_drive(path));
+            }
+            Ok(nimbus_client::Client::stat(self, path).await?)
+        })
     }
 
     fn list_dir_page<'a>(
@@ -141,7 +164,16 @@ impl Remote for nimbus_client::Client {
         cursor: Option<&'a str>,
         limit: Option<u32>,
     ) -> BoxFuture<'a, RemoteResult<DirListing>> {
-        Box::pin(async move { Ok(nimbus_client::Client::list_dir_page(self, path, cursor, limit).await?) })
+        Box::pin(async move {
+            if in_shared_index(path) {
+                return Err(not_on_the_drive(path));
+            }
+            let mut page = nimbus_client::Client::list_dir_page(self, path, cursor, limit).await?;
+            if path.is_root() {
+                page.entries.retain(|e| RemotePath::parse(&e.path).map_or(true, |p| !in_shared_index(&p)));
+            }
+            Ok(page)
+        })
     }
 
     fn mkdir<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Entry>> {
@@ -162,7 +194,12 @@ impl Remote for nimbus_client::Client {
     }
 
     fn get_manifest<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Manifest>> {
-        Box::pin(async move { Ok(nimbus_client::Client::get_manifest(self, path, None).await?) })
+        Box::pin(async move {
+            if in_shared_index(path) {
+                return Err(not_on_the_drive(path));
+            }
+            Ok(nimbus_client::Client::get_manifest(self, path, None).await?)
+        })
     }
 
     fn commit_manifest<'a>(
@@ -188,5 +225,21 @@ impl Remote for nimbus_client::Client {
         limit: Option<u32>,
     ) -> BoxFuture<'a, RemoteResult<ChangeList>> {
         Box::pin(async move { Ok(nimbus_client::Client::changes(self, cursor, wait_secs, limit).await?) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_index_is_off_the_drive() {
+        let p = |s: &str| RemotePath::parse(s).expect("path");
+        assert!(in_shared_index(&p("/Shared with me")));
+        assert!(in_shared_index(&p("/shared WITH me/Plan/notes.txt")));
+        assert!(!in_shared_index(&p("/")));
+        assert!(!in_shared_index(&p("/Docs/Shared with me")));
+        assert!(!in_shared_index(&p("/Shared with me 2")));
+        assert!(not_on_the_drive(&p("/Shared with me/x")).is_not_found());
     }
 }
