@@ -362,7 +362,7 @@ pub async fn list_dir(
     }
     let (rows, next_cursor) = page(rows, limit, |n| URL_SAFE_NO_PAD.encode(name_key(&n.name)));
     let mut entries = rows.iter().map(|n| shown.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
-    if at_top && after.is_none() && !st.meta.incoming_shares(user.space).await?.is_empty() {
+    if at_top && after.is_none() && st.meta.has_incoming_shares(user.space).await? {
         entries.insert(0, shared_index_entry());
     }
     Ok(Json(DirListing { entries, next_cursor }))

@@ -19,7 +19,7 @@ use rand::RngCore;
 use super::{Json, parse_path, rfc3339};
 use crate::auth::{AuthUser, hash_password, token_hash};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{LinkRow, LinkUpdate, NewAudit, NewLink, SpaceId, now_ms};
+use crate::meta::{LinkRow, LinkUpdate, NewLink, SpaceId, now_ms};
 use crate::state::AppState;
 
 /// Links one user may hold: enough for anyone, bounded against runaway scripts.
@@ -134,17 +134,7 @@ fn link_id(raw: &str) -> ApiResult<i64> {
 }
 
 async fn audit(st: &AppState, user: &AuthUser, action: &str, id: i64, detail: String) -> ApiResult<()> {
-    st.meta
-        .audit(NewAudit {
-            actor_id: Some(user.id),
-            actor: Some(user.username.clone()),
-            action: action.into(),
-            target: Some(format!("link:{id}")),
-            detail: Some(detail),
-            ..Default::default()
-        })
-        .await?;
-    Ok(())
+    super::audit_user(st, user, action, format!("link:{id}"), Some(detail)).await
 }
 
 #[utoipa::path(

@@ -176,6 +176,27 @@ pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
     Ok(RemotePath::parse_url_encoded(rest)?)
 }
 
+/// Records in the audit log that the signed-in `user` did `action` to `target`.
+pub(crate) async fn audit_user(
+    st: &AppState,
+    user: &crate::auth::AuthUser,
+    action: &str,
+    target: String,
+    detail: Option<String>,
+) -> Result<(), ApiError> {
+    st.meta
+        .audit(crate::meta::NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: action.into(),
+            target: Some(target),
+            detail,
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}
+
 pub fn entry(node: &NodeRow, path: &RemotePath) -> Entry {
     Entry {
         id: node.id,

@@ -13,7 +13,7 @@ use nimbus_proto::wire::{
 use super::{Json, rfc3339};
 use crate::auth::{AdminUser, AuthUser, ClientIp};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{self, NewAudit, ShareRow};
+use crate::meta::{self, ShareRow};
 use crate::state::AppState;
 
 fn permission(p: SharePermission) -> meta::SharePermission {
@@ -35,17 +35,7 @@ fn share_id(raw: &str) -> ApiResult<i64> {
 }
 
 async fn audit(st: &AppState, user: &AuthUser, action: &str, row: &ShareRow, detail: String) -> ApiResult<()> {
-    st.meta
-        .audit(NewAudit {
-            actor_id: Some(user.id),
-            actor: Some(user.username.clone()),
-            action: action.into(),
-            target: Some(format!("share {}", row.id)),
-            detail: Some(detail),
-            ..Default::default()
-        })
-        .await?;
-    Ok(())
+    super::audit_user(st, user, action, format!("share {}", row.id), Some(detail)).await
 }
 
 #[utoipa::path(

@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use super::{Json, Query, entry, id_cursor, page, page_limit, parse_path, rfc3339};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{LockTokens, NewAudit};
+use crate::meta::LockTokens;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -117,14 +117,6 @@ pub async fn empty(State(st): State<AppState>, user: AuthUser) -> ApiResult<Stat
 }
 
 async fn audit_purge(st: &AppState, user: &AuthUser, id: Option<i64>) -> ApiResult<()> {
-    st.meta
-        .audit(NewAudit {
-            actor_id: Some(user.id),
-            actor: Some(user.username.clone()),
-            action: "purge".into(),
-            target: Some(id.map_or("whole trash".to_string(), |i| format!("trash item {i}"))),
-            ..Default::default()
-        })
-        .await?;
-    Ok(())
+    let target = id.map_or("whole trash".to_string(), |i| format!("trash item {i}"));
+    super::audit_user(st, user, "purge", target, None).await
 }

@@ -180,6 +180,25 @@ impl Meta {
         Ok(out)
     }
 
+    /// Whether `recipient` has at least one share whose node is live: what decides if
+    /// `Shared with me` is shown at the top of their space (asked on every listing of it, so
+    /// it stops at the first live one).
+    pub async fn has_incoming_shares(&self, recipient: SpaceId) -> MetaResult<bool> {
+        let nodes: Vec<i64> = scalar(
+            "SELECT s.node_id FROM shares s JOIN users u ON u.id = s.owner_id \
+             WHERE s.recipient_id = $1 AND NOT u.disabled",
+        )
+        .bind(recipient.get())
+        .fetch_all(&mut self.db())
+        .await?;
+        for node in nodes {
+            if is_live(&mut self.db(), node).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The share `id` as its owner (`by_owner`) or its recipient sees it; NotFound for anyone
     /// else.
     pub async fn share(&self, caller: SpaceId, id: i64) -> MetaResult<ShareRow> {
@@ -272,22 +291,19 @@ impl Meta {
     /// The path of node `node` in `space` now, or None if it (or a folder above it) is in the
     /// trash, or it is not a node of that space.
     async fn live_path(&self, space: i64, node: i64) -> MetaResult<Option<RemotePath>> {
+        const UP: &str = "SELECT space_id, parent_id, name, trashed_at FROM nodes WHERE id = $1";
         let mut names = Vec::new();
-        let mut cur: Option<NodeRow> = sql(NODE_SQL).bind(node).fetch_optional(&mut self.db()).await?;
-        while let Some(n) = cur {
-            if n.space_id != space {
+        let mut cur: Option<(i64, Option<i64>, String, Option<i64>)> =
+            sql(UP).bind(node).fetch_optional(&mut self.db()).await?;
+        while let Some((in_space, parent, name, trashed)) = cur {
+            if in_space != space || trashed.is_some() {
                 return Ok(None);
             }
-            let trashed: Option<i64> =
-                scalar("SELECT trashed_at FROM nodes WHERE id = $1").bind(n.id).fetch_one(&mut self.db()).await?;
-            if trashed.is_some() {
-                return Ok(None);
-            }
-            match n.parent_id {
+            match parent {
                 None => break,
                 Some(p) => {
-                    names.push(n.name);
-                    cur = sql(NODE_SQL).bind(p).fetch_optional(&mut self.db()).await?;
+                    names.push(name);
+                    cur = sql(UP).bind(p).fetch_optional(&mut self.db()).await?;
                 }
             }
         }

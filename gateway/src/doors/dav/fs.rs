@@ -401,7 +401,7 @@ impl DavFileSystem for SpaceFs {
                 hints: self.hints.clone(),
             };
             let listing = futures::stream::unfold(pager, DirPager::next);
-            let shares = top && !self.st.meta.incoming_shares(self.space).await.map_err(meta_error)?.is_empty();
+            let shares = top && self.st.meta.has_incoming_shares(self.space).await.map_err(meta_error)?;
             let index = shares.then(|| Ok(Box::new(virtual_dir(SHARED_WITH_ME)) as Box<dyn DavDirEntry>));
             let s: FsStream<Box<dyn DavDirEntry>> = Box::pin(futures::stream::iter(index).chain(listing));
             Ok(s)
