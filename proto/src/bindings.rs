@@ -21,6 +21,7 @@ pub fn typescript() -> String {
         ErrorDetail::decl(&cfg),
         ErrorCode::decl(&cfg),
         Role::decl(&cfg),
+        IdentitySource::decl(&cfg),
         LoginRequest::decl(&cfg),
         LoginResponse::decl(&cfg),
         UserRef::decl(&cfg),

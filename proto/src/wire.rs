@@ -148,6 +148,38 @@ pub enum Role {
     Admin,
 }
 
+/// Where an account comes from: created here, found in the LDAP directory, or made by an
+/// OpenID Connect sign-in (docs/IDENTITY.md).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum IdentitySource {
+    #[default]
+    Local,
+    Ldap,
+    Oidc,
+}
+
+impl IdentitySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentitySource::Local => "local",
+            IdentitySource::Ldap => "ldap",
+            IdentitySource::Oidc => "oidc",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<IdentitySource> {
+        match s {
+            "local" => Some(IdentitySource::Local),
+            "ldap" => Some(IdentitySource::Ldap),
+            "oidc" => Some(IdentitySource::Oidc),
+            _ => None,
+        }
+    }
+}
+
 impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -207,6 +239,12 @@ pub struct Me {
     /// Everything the space holds (the sum of `usage`); the quota applies to it.
     pub used_bytes: u64,
     pub usage: UsageBreakdown,
+    /// Is two-factor sign-in (TOTP) on for this account?
+    #[serde(default)]
+    pub totp: bool,
+    /// Where the account comes from.
+    #[serde(default)]
+    pub source: IdentitySource,
 }
 
 /// What a space holds, by kind (bytes). Every version counts at its full size.
@@ -472,6 +510,15 @@ pub struct UserInfo {
     /// turned it off)?
     #[serde(default = "yes")]
     pub sharing: bool,
+    /// Where the account comes from.
+    #[serde(default)]
+    pub source: IdentitySource,
+    /// Is two-factor sign-in (TOTP) on?
+    #[serde(default)]
+    pub totp: bool,
+    /// The last successful sign-in (RFC 3339), `null` if never.
+    #[serde(default)]
+    pub last_login: Option<String>,
     pub created: String,
 }
 

@@ -8,7 +8,7 @@ use anyhow::{Context, ensure};
 use nimbus_e2e::gateway::user_password;
 use nimbus_e2e::http::check_rfc3339_utc;
 use nimbus_e2e::{ADMIN_PASSWORD, Api, Gateway, GatewayOptions, Resp, backend_test};
-use nimbus_proto::wire::{AuditList, LoginResponse, Me, Role, TokenList};
+use nimbus_proto::wire::{AuditList, IdentitySource, LoginResponse, Me, Role, TokenList, UserInfo};
 use reqwest::Method;
 
 backend_test!(login, |gw| async move {
@@ -28,6 +28,10 @@ backend_test!(login, |gw| async move {
 
     let me: Me = api.with_token(&l.token).get("/api/v1/me").await?.ok(200)?;
     ensure!(me.id == l.user.id && me.username == "admin" && me.role == Role::Admin, "{me:?}");
+    ensure!(me.source == IdentitySource::Local && !me.totp, "a local account without two-factor: {me:?}");
+    let info: UserInfo = api.with_token(&l.token).get(&format!("/api/v1/admin/users/{}", me.id)).await?.ok(200)?;
+    let last = check_rfc3339_utc(info.last_login.as_deref().context("the sign-in is recorded")?)?;
+    ensure!((time::OffsetDateTime::now_utc() - last).whole_minutes() < 5, "last sign-in {last}");
 
     // Wrong password and unknown user: the same answer.
     let wrong = api.login("admin", "not the password").await?;

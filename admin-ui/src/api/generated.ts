@@ -17,6 +17,8 @@ export type ErrorCode = "bad_request" | "invalid_path" | "invalid_name" | "hash_
 
 export type Role = "user" | "admin";
 
+export type IdentitySource = "local" | "ldap" | "oidc";
+
 export type LoginRequest = { username: string, password: string, 
 /**
  * A name for this device's token, shown when listing and revoking tokens.
@@ -35,7 +37,15 @@ quota_bytes: number | null,
 /**
  * Everything the space holds (the sum of `usage`); the quota applies to it.
  */
-used_bytes: number, usage: UsageBreakdown, };
+used_bytes: number, usage: UsageBreakdown, 
+/**
+ * Is two-factor sign-in (TOTP) on for this account?
+ */
+totp: boolean, 
+/**
+ * Where the account comes from.
+ */
+source: IdentitySource, };
 
 export type UsageBreakdown = { 
 /**
@@ -182,7 +192,19 @@ export type UserInfo = { id: number, username: string, role: Role, quota_bytes: 
  * May the user share files and folders with others (`true` unless an administrator
  * turned it off)?
  */
-sharing: boolean, created: string, };
+sharing: boolean, 
+/**
+ * Where the account comes from.
+ */
+source: IdentitySource, 
+/**
+ * Is two-factor sign-in (TOTP) on?
+ */
+totp: boolean, 
+/**
+ * The last successful sign-in (RFC 3339), `null` if never.
+ */
+last_login: string | null, created: string, };
 
 export type CreatedUser = { 
 /**
@@ -193,7 +215,19 @@ generated_password?: string, id: number, username: string, role: Role, quota_byt
  * May the user share files and folders with others (`true` unless an administrator
  * turned it off)?
  */
-sharing: boolean, created: string, };
+sharing: boolean, 
+/**
+ * Where the account comes from.
+ */
+source: IdentitySource, 
+/**
+ * Is two-factor sign-in (TOTP) on?
+ */
+totp: boolean, 
+/**
+ * The last successful sign-in (RFC 3339), `null` if never.
+ */
+last_login: string | null, created: string, };
 
 export type UserList = { users: Array<UserInfo>, next_cursor: string | null, };
 

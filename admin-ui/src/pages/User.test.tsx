@@ -8,7 +8,7 @@ import { UserPage } from './User';
 
 const alice: UserInfo = {
   id: 7, username: 'alice', role: 'user', quota_bytes: 500e6, used_bytes: 300000,
-  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, created: '2026-11-23T10:00:00Z',
+  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z',
 };
 const activity: AuditList = {
   entries: [{ id: 1, at: '2026-11-23T10:00:00Z', actor: 'admin', action: 'user_update', target: 'alice', detail: 'quota Some(10485760)', ip: null }],
@@ -45,6 +45,7 @@ describe('UserPage', () => {
     const u = userEvent.setup();
     expect(await screen.findByTestId('usage')).toHaveTextContent('293 KiB of 476.8 MiB (0 %)');
     expect(screen.queryByText(/bytes/)).toBeNull();
+    expect(screen.getByTestId('identity')).toHaveTextContent('Local account · no two-factor sign-in · never signed in');
     expect(await screen.findByText('quota 10 MiB')).toBeInTheDocument();
     const quota = screen.getByLabelText('Quota');
     expect(quota).toHaveValue('500 MB');

@@ -3,9 +3,16 @@ import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
-import type { AdminShareList, AuditList, Role, TokenList, UpdateUserRequest, UserInfo } from '../api/types';
+import type { AdminShareList, AuditList, IdentitySource, Role, TokenList, UpdateUserRequest, UserInfo } from '../api/types';
 import { auditDetail, formatSize, formatSizeInput, parseSize, passwordError } from '../format';
 import { navigate } from '../router';
+
+// Where an account comes from, in words.
+const SOURCE_TEXT: Record<IdentitySource, string> = {
+  local: 'Local account',
+  ldap: 'From the LDAP directory',
+  oidc: 'From single sign-on (OpenID Connect)',
+};
 
 export function UserPage({ id }: { id: number }) {
   const qc = useQueryClient();
@@ -38,6 +45,10 @@ export function UserPage({ id }: { id: number }) {
         <Badge>{u.role}</Badge>
         {u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green">active</Badge>}
       </Group>
+      <Text size="sm" c="dimmed" data-testid="identity">
+        {SOURCE_TEXT[u.source]} · {u.totp ? 'two-factor sign-in on' : 'no two-factor sign-in'} ·{' '}
+        {u.last_login ? `last signed in ${new Date(u.last_login).toLocaleString()}` : 'never signed in'}
+      </Text>
       {msg && <Alert color={msg.ok ? 'green' : 'red'} role={msg.ok ? 'status' : 'alert'} withCloseButton onClose={() => setMsg(null)}>{msg.text}</Alert>}
       <Paper withBorder p="md">
         <Text fw={500}>Usage</Text>

@@ -5,8 +5,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nimbus_proto::names::{name_key, validate_username};
 use nimbus_proto::wire::{
-    AuditEntry, AuditList, CacheStats, CreateUserRequest, CreatedUser, Role, UpdateUserRequest, UserInfo, UserList,
-    WarmRequest, WarmStatus,
+    AuditEntry, AuditList, CacheStats, CreateUserRequest, CreatedUser, IdentitySource, Role, UpdateUserRequest,
+    UserInfo, UserList, WarmRequest, WarmStatus,
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -27,6 +27,9 @@ fn user_info(u: &UserRow) -> UserInfo {
         usage: super::usage_breakdown(u),
         disabled: u.disabled,
         sharing: u.sharing,
+        source: IdentitySource::parse(&u.source).unwrap_or_default(),
+        totp: u.totp_enabled,
+        last_login: u.last_login_at.map(rfc3339),
         created: rfc3339(u.created_at),
     }
 }

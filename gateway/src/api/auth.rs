@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use nimbus_proto::names::name_key;
-use nimbus_proto::wire::{LoginRequest, LoginResponse, Me, Role, TokenInfo, TokenList, UserRef};
+use nimbus_proto::wire::{IdentitySource, LoginRequest, LoginResponse, Me, Role, TokenInfo, TokenList, UserRef};
 
 use super::{Json, rfc3339};
 use crate::auth::{AuthUser, ClientIp, new_token, verify_password_or_dummy};
@@ -164,5 +164,7 @@ pub async fn me(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<Me
         quota_bytes: u.quota_bytes.map(|q| q.max(0) as u64),
         used_bytes: u.used_bytes.max(0) as u64,
         usage,
+        totp: u.totp_enabled,
+        source: IdentitySource::parse(&u.source).unwrap_or_default(),
     }))
 }

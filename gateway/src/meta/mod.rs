@@ -161,6 +161,10 @@ pub struct UserRow {
     pub disabled: bool,
     /// May the user share with others (an administrator's policy)?
     pub sharing: bool,
+    /// `local`, `ldap` or `oidc` (`IdentitySource`).
+    pub source: String,
+    pub totp_enabled: bool,
+    pub last_login_at: Option<i64>,
     pub created_at: i64,
 }
 

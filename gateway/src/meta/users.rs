@@ -6,7 +6,7 @@ use super::engine::{scalar, sql};
 use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, now_ms};
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
-     trash_bytes, pending_bytes, disabled, sharing, created_at";
+     trash_bytes, pending_bytes, disabled, sharing, source, totp_enabled, last_login_at, created_at";
 
 /// What the admin user list is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,7 +233,8 @@ impl Meta {
         })
     }
 
-    /// A new token; `ip` is the client address it was signed in from.
+    /// A new token from a sign-in (which is recorded as the user's last); `ip` is the client
+    /// address it was signed in from.
     pub async fn insert_token(
         &self,
         user_id: i64,
@@ -243,14 +244,15 @@ impl Meta {
         ip: Option<&str>,
     ) -> MetaResult<i64> {
         let now = now_ms();
-        Ok({
-            let mut db = self.db();
-            scalar::<i64>(
+        let mut tx = self.begin_write().await?;
+        let id = scalar::<i64>(
             "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at, last_ip) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(user_id).bind(token_hash).bind(device).bind(now).bind(expires_at).bind(ip)
-        .fetch_one(&mut db).await?
-        })
+        .fetch_one(&mut tx).await?;
+        sql("UPDATE users SET last_login_at = $1 WHERE id = $2").bind(now).bind(user_id).execute(&mut tx).await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     /// Looks a token up by its hash, with the user state needed to decide whether it works.
