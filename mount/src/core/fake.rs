@@ -637,6 +637,8 @@ impl Remote for FakeGateway {
                 quota_bytes: None,
                 used_bytes: current,
                 usage: UsageBreakdown { current, ..Default::default() },
+                totp: false,
+                source: Default::default(),
             })
         }))
     }
