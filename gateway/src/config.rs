@@ -117,6 +117,11 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_TOKEN_TTL_SECS", default_value_t = 30 * 24 * 3600)]
     pub token_ttl_secs: u64,
 
+    /// The longest a public link may live (e.g. `30d`): a link made without an expiry gets
+    /// this one, and a later expiry is refused. Unset: links may live until revoked.
+    #[arg(long, env = "NIMBUS_LINK_MAX_EXPIRY", value_parser = crate::timefmt::parse_duration)]
+    pub link_max_expiry: Option<std::time::Duration>,
+
     /// Quota for new users when the admin gives none (bytes; 0 = unlimited).
     #[arg(long, env = "NIMBUS_DEFAULT_QUOTA_BYTES", default_value_t = 0)]
     pub default_quota_bytes: u64,

@@ -50,7 +50,7 @@ pub enum ApiError {
     HashMismatch(String),
     #[error("{0}")]
     MissingBlocks(String),
-    #[error("too many failed sign-in attempts; try again in {retry_after} seconds")]
+    #[error("too many failed attempts (password or code); try again in {retry_after} seconds")]
     TooManyRequests { retry_after: u64 },
     /// The password-hashing bound is reached (`auth::PasswordGate`).
     #[error("the gateway is checking too many passwords at once; try again in a moment")]

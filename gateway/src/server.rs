@@ -40,6 +40,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
     let settings = Settings {
         block_size: nimbus_proto::DEFAULT_BLOCK_SIZE,
         token_ttl_secs: args.token_ttl_secs,
+        link_max_expiry: args.link_max_expiry,
         default_quota: args.default_quota(),
         upload_parallelism: 4,
         admin_ui_dir: args.admin_ui_dir.clone(),

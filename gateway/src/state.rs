@@ -42,6 +42,8 @@ impl crate::auth::AuthState for AppState {
 pub struct Settings {
     pub block_size: u64,
     pub token_ttl_secs: u64,
+    /// `--link-max-expiry`: the longest a public link may live.
+    pub link_max_expiry: Option<std::time::Duration>,
     pub default_quota: Option<u64>,
     /// Block uploads in flight per streaming PUT (memory: this many blocks + one buffering).
     pub upload_parallelism: usize,

@@ -19,6 +19,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     n.checked_mul(mult).map(Duration::from_secs).ok_or_else(|| format!("`{s}` is too long"))
 }
 
+/// A duration in the largest unit that divides it: `30d`, `12h`, `90m`, `45s` (what
+/// `parse_duration` reads back).
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "0s".into(),
+        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
+}
+
 /// Milliseconds since the Unix epoch as RFC 3339 (UTC), as every timestamp on the wire.
 pub fn rfc3339(ms: i64) -> String {
     let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
@@ -38,6 +51,9 @@ mod tests {
         assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("5y").is_err());
+        for d in ["30d", "12h", "90m", "45s", "0s"] {
+            assert_eq!(parse_duration(d).map(format_duration), Ok(d.to_string()));
+        }
     }
 
     #[test]

@@ -510,6 +510,10 @@ pub struct UserInfo {
     /// turned it off)?
     #[serde(default = "yes")]
     pub sharing: bool,
+    /// May the user make public links (`true` unless an administrator turned them off; while
+    /// off, the user's links do not open)?
+    #[serde(default = "yes")]
+    pub links: bool,
     /// Where the account comes from.
     #[serde(default)]
     pub source: IdentitySource,
@@ -566,6 +570,10 @@ pub struct UpdateUserRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub sharing: Option<bool>,
+    /// Turns public links on or off for the user; while off, their links do not open either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub links: Option<bool>,
 }
 
 fn yes() -> bool {

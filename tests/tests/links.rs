@@ -586,3 +586,73 @@ backend_test!(
         Ok(())
     }
 );
+
+// The administrator's policies: a longest life for links (`--link-max-expiry`), and links
+// turned off per user, which also closes the links they already made.
+backend_test!(
+    link_policies_max_expiry_and_links_off,
+    opts = nimbus_e2e::GatewayOptions::default().arg("--link-max-expiry").arg("7d"),
+    |gw| async move {
+        let (alice_id, alice) = gw.user("alice", None).await?;
+        alice.put_file("/f.txt", "policy").await?.check(201)?;
+        let week = time::Duration::days(7);
+        let now = time::OffsetDateTime::now_utc();
+        let rfc =
+            |t: time::OffsetDateTime| t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+        let parse = |s: &str| time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339);
+
+        // No expiry asked: the longest allowed.
+        let l = create(&alice, json!({"path": "/f.txt", "mode": "view"})).await?;
+        let exp = parse(l.expires_at.as_deref().context("a link under a maximum expires")?)?;
+        ensure!((exp - (now + week)).whole_minutes().abs() < 5, "expires {exp}, want a week from now");
+        // Later than allowed: 400, saying the limit, and nothing made.
+        let r = alice
+            .post_json("/api/v1/links", &json!({"path": "/f.txt", "mode": "view", "expires_at": rfc(now + week * 2)}))
+            .await?;
+        let e = r.check_error(400, "bad_request")?;
+        ensure!(e.message.contains("7d"), "{r}");
+        // Earlier: as asked.
+        let soon = rfc(now + time::Duration::days(1));
+        let l2 = create(&alice, json!({"path": "/f.txt", "mode": "view", "expires_at": soon})).await?;
+        ensure!(
+            parse(l2.expires_at.as_deref().context("expiry")?)?
+                <= now + time::Duration::days(1) + time::Duration::minutes(1)
+        );
+        // A change cannot lift it either: null means the longest allowed, later is 400.
+        let r = alice.patch_json(&format!("/api/v1/links/{}", l2.id), &json!({"expires_at": null})).await?;
+        let changed: LinkInfo = r.ok(200)?;
+        ensure!(changed.expires_at.is_some(), "{changed:?}");
+        alice
+            .patch_json(&format!("/api/v1/links/{}", l2.id), &json!({"expires_at": rfc(now + week * 3)}))
+            .await?
+            .check_error(400, "bad_request")?;
+        let links: LinkList = alice.get("/api/v1/links").await?.ok(200)?;
+        ensure!(links.links.len() == 2, "{links:?}");
+
+        // Links turned off for alice: no new ones, no changes, and her links close at once.
+        public_get(&alice, &l.token, "/download").await?.check(200)?;
+        let admin = gw.admin().await?;
+        let r = admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &json!({"links": false})).await?;
+        ensure!(r.json::<serde_json::Value>()?["links"] == false, "{r}");
+        let r = alice.post_json("/api/v1/links", &json!({"path": "/f.txt", "mode": "view"})).await?;
+        let e = r.check_error(403, "forbidden")?;
+        ensure!(e.message.contains("administrator"), "{r}");
+        alice
+            .patch_json(&format!("/api/v1/links/{}", l.id), &json!({"max_downloads": 3}))
+            .await?
+            .check_error(403, "forbidden")?;
+        public_get(&alice, &l.token, "/download").await?.check_error(404, "not_found")?;
+        public_get(&alice, &l.token, "").await?.check(404)?;
+        // She can still see (as closed) and revoke them.
+        let links: LinkList = alice.get("/api/v1/links").await?.ok(200)?;
+        ensure!(links.links.len() == 2 && links.links.iter().all(|l| !l.active), "{links:?}");
+        alice.delete(&format!("/api/v1/links/{}", l2.id)).await?.check(204)?;
+        let log: AuditList = admin.get("/api/v1/admin/audit?action=user_update").await?.ok(200)?;
+        ensure!(log.entries.iter().any(|e| e.detail.as_deref() == Some("public links turned off")), "{log:?}");
+        // Back on: the link opens again.
+        admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &json!({"links": true})).await?.check(200)?;
+        let r = public_get(&alice, &l.token, "/download").await?;
+        ensure!(r.status == 200 && r.body.as_ref() == b"policy", "{r}");
+        Ok(())
+    }
+);

@@ -194,6 +194,11 @@ export type UserInfo = { id: number, username: string, role: Role, quota_bytes: 
  */
 sharing: boolean, 
 /**
+ * May the user make public links (`true` unless an administrator turned them off; while
+ * off, the user's links do not open)?
+ */
+links: boolean, 
+/**
  * Where the account comes from.
  */
 source: IdentitySource, 
@@ -217,6 +222,11 @@ generated_password?: string, id: number, username: string, role: Role, quota_byt
  */
 sharing: boolean, 
 /**
+ * May the user make public links (`true` unless an administrator turned them off; while
+ * off, the user's links do not open)?
+ */
+links: boolean, 
+/**
  * Where the account comes from.
  */
 source: IdentitySource, 
@@ -236,7 +246,11 @@ export type UpdateUserRequest = { quota_bytes?: number | null, disabled?: boolea
  * Turns sharing with others on or off for the user (shares made before stay until
  * revoked).
  */
-sharing?: boolean, };
+sharing?: boolean, 
+/**
+ * Turns public links on or off for the user; while off, their links do not open either.
+ */
+links?: boolean, };
 
 export type AuditEntry = { id: number, at: string, actor: string | null, action: string, target: string | null, detail: string | null, ip: string | null, };
 

@@ -13,7 +13,7 @@ const stats: CacheStats = {
 
 function users(names: [number, string][]): UserList {
   return {
-    users: names.map(([id, username]) => ({ id, username, role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z' })),
+    users: names.map(([id, username]) => ({ id, username, role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, links: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z' })),
     next_cursor: null,
   };
 }

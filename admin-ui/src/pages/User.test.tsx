@@ -8,7 +8,7 @@ import { UserPage } from './User';
 
 const alice: UserInfo = {
   id: 7, username: 'alice', role: 'user', quota_bytes: 500e6, used_bytes: 300000,
-  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z',
+  usage: { current: 300000, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, links: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z',
 };
 const activity: AuditList = {
   entries: [{ id: 1, at: '2026-11-23T10:00:00Z', actor: 'admin', action: 'user_update', target: 'alice', detail: 'quota Some(10485760)', ip: null }],
@@ -105,6 +105,9 @@ describe('UserPage', () => {
     expect(calls).toContain('PATCH /api/v1/admin/users/7');
     expect(screen.getByTestId('sharing')).toHaveTextContent('May not share');
     expect(calls).toContain('GET /api/v1/admin/shares?user=alice');
+    await u.click(screen.getByRole('button', { name: 'Turn public links off' }));
+    expect(await screen.findByText(/Public links turned off for this user/)).toBeInTheDocument();
+    expect(screen.getByTestId('links')).toHaveTextContent('May not make public links');
 
     expect(await screen.findByText('/Projects/Plan')).toBeInTheDocument();
     expect(screen.getByText('in the trash')).toBeInTheDocument();

@@ -81,6 +81,17 @@ export function UserPage({ id }: { id: number }) {
               {u.sharing ? 'May share files and folders with other users.' : 'May not share with other users; shares made before stay until revoked below.'}
             </Text>
           </Group>
+          <Group>
+            <Button
+              variant="default"
+              onClick={() => patch.mutate({ body: { links: !u.links }, done: u.links ? 'Public links turned off for this user; their links no longer open.' : 'Public links allowed for this user.' })}
+            >
+              {u.links ? 'Turn public links off' : 'Allow public links'}
+            </Button>
+            <Text size="sm" data-testid="links">
+              {u.links ? 'May make public links to files and folders.' : 'May not make public links; the links made before do not open.'}
+            </Text>
+          </Group>
           <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
         </Stack>
       </Paper>

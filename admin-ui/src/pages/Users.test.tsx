@@ -8,7 +8,7 @@ import { UsersPage } from './Users';
 
 function page(users: string[], next: string | null): UserList {
   return {
-    users: users.map((username, i) => ({ id: i + 1, username, role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z' })),
+    users: users.map((username, i) => ({ id: i + 1, username, role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, disabled: false, sharing: true, links: true, source: 'local' as const, totp: false, last_login: null, created: '2026-11-23T10:00:00Z' })),
     next_cursor: next,
   };
 }

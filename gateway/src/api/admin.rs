@@ -27,6 +27,7 @@ fn user_info(u: &UserRow) -> UserInfo {
         usage: super::usage_breakdown(u),
         disabled: u.disabled,
         sharing: u.sharing,
+        links: u.links,
         source: IdentitySource::parse(&u.source).unwrap_or_default(),
         totp: u.totp_enabled,
         last_login: u.last_login_at.map(rfc3339),
@@ -238,6 +239,7 @@ pub async fn update_user(
         },
         role: req.role.map(|r| r.as_str().to_string()),
         sharing: req.sharing,
+        links: req.links,
     };
     let user = st.meta.update_user(id, &upd).await?;
     // What changed, in words: the console sends quota and role together, so a field sent with
@@ -260,6 +262,9 @@ pub async fn update_user(
     }
     if let Some(s) = upd.sharing.filter(|s| *s != target.sharing) {
         changed.push(if s { "sharing allowed".into() } else { "sharing turned off".into() });
+    }
+    if let Some(l) = upd.links.filter(|l| *l != target.links) {
+        changed.push(if l { "public links allowed".into() } else { "public links turned off".into() });
     }
     if changed.is_empty() {
         changed.push("nothing changed".into());

@@ -70,6 +70,37 @@ fn parse_expiry(raw: &str) -> ApiResult<i64> {
     Ok(ms)
 }
 
+/// Slack for a client that computes "the longest allowed" itself and sends it a moment later.
+const EXPIRY_SLACK_MS: i64 = 60_000;
+
+/// An expiry under the administrator's `--link-max-expiry`: none asked gets the longest
+/// allowed, a later one is refused (never shortened silently: the owner would not know).
+fn within_max_expiry(st: &AppState, asked: Option<i64>) -> ApiResult<Option<i64>> {
+    let Some(max) = st.settings.link_max_expiry else {
+        return Ok(asked);
+    };
+    let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
+    let limit = now_ms().saturating_add(max_ms);
+    match asked {
+        None => Ok(Some(limit)),
+        Some(e) if e <= limit.saturating_add(EXPIRY_SLACK_MS) => Ok(Some(e.min(limit))),
+        Some(_) => Err(ApiError::BadRequest(format!(
+            "links expire within {} at most (the administrator's limit); choose an earlier expires_at",
+            crate::timefmt::format_duration(max)
+        ))),
+    }
+}
+
+/// Refuses when an administrator has turned public links off for the caller.
+async fn check_links_allowed(st: &AppState, user: &AuthUser) -> ApiResult<()> {
+    if st.meta.user(user.id).await?.is_some_and(|u| u.links) {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(
+        "an administrator has turned public links off for your account; ask them to turn them on".into(),
+    ))
+}
+
 fn parse_max_downloads(n: u64) -> ApiResult<i64> {
     if n == 0 || n > i64::MAX as u64 {
         return Err(ApiError::BadRequest("max_downloads must be at least 1".into()));
@@ -155,7 +186,8 @@ pub async fn create(
     if path.is_root() {
         return Err(ApiError::BadRequest("link a file or a folder, not your whole space".into()));
     }
-    let expires_at = req.expires_at.as_deref().map(parse_expiry).transpose()?;
+    check_links_allowed(&st, &user).await?;
+    let expires_at = within_max_expiry(&st, req.expires_at.as_deref().map(parse_expiry).transpose()?)?;
     let max_downloads = req.max_downloads.map(parse_max_downloads).transpose()?;
     let (node, canon) = st.meta.stat(user.space, &path).await?;
     check_mode(req.mode, node.is_dir(), max_downloads)?;
@@ -202,9 +234,13 @@ pub async fn create(
 )]
 pub async fn list(State(st): State<AppState>, user: AuthUser, parts: Parts) -> ApiResult<Json<LinkList>> {
     let base = base_url(&st, &parts);
+    // While an administrator has links off for the caller, none of them opens.
+    let allowed = st.meta.user(user.id).await?.is_some_and(|u| u.links);
     let mut links = Vec::new();
     for row in st.meta.list_links(user.space).await? {
-        links.push(link_info(&st, user.space, &base, row).await?);
+        let mut info = link_info(&st, user.space, &base, row).await?;
+        info.active &= allowed;
+        links.push(info);
     }
     Ok(Json(LinkList { links }))
 }
@@ -227,9 +263,11 @@ pub async fn update(
 ) -> ApiResult<Json<LinkInfo>> {
     let id = link_id(&id)?;
     let row = st.meta.link(user.space, id).await?.ok_or_else(no_such_link)?;
+    check_links_allowed(&st, &user).await?;
     let expires_at = match &req.expires_at {
-        Some(Some(raw)) => Some(Some(parse_expiry(raw)?)),
-        Some(None) => Some(None),
+        Some(Some(raw)) => Some(within_max_expiry(&st, Some(parse_expiry(raw)?))?),
+        // Removing the expiry under a maximum means "as long as allowed".
+        Some(None) => Some(within_max_expiry(&st, None)?),
         None => None,
     };
     let max_downloads = match req.max_downloads {

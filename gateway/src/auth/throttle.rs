@@ -95,7 +95,11 @@ impl Throttle {
 
     async fn begin_at(&self, username_key: &str, ip: Option<IpAddr>, now: i64) -> Result<Attempt, ApiError> {
         let (pair, address) = Self::keys(username_key, ip);
-        self.begin_keys(pair, address, now).await
+        let r = self.begin_keys(pair, address, now).await;
+        if matches!(r, Err(ApiError::TooManyRequests { .. })) {
+            metrics::counter!("nimbus_logins_total", "result" => "throttled").increment(1);
+        }
+        r
     }
 
     /// The same for a password of a public link (`api/public_links.rs`): failures are counted
@@ -196,7 +200,6 @@ impl Throttle {
 }
 
 fn refused(until: i64, now: i64) -> ApiError {
-    metrics::counter!("nimbus_logins_total", "result" => "throttled").increment(1);
     let secs = ((until - now).max(0) as u64).div_ceil(1000).max(1);
     ApiError::TooManyRequests { retry_after: secs }
 }

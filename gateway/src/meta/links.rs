@@ -194,14 +194,15 @@ impl Meta {
         Ok(n > 0)
     }
 
-    /// The link a token opens (by the token's hash), if its owner's account is enabled. Read
+    /// The link a token opens (by the token's hash), if its owner's account is enabled and
+    /// may make links. Read
     /// from the database every time: no cache can outlive a revocation.
     pub async fn link_by_token(&self, token_hash: &str) -> MetaResult<Option<PublicLink>> {
         let mut db = self.db();
         const Q: &str = concat!(
             "SELECT ",
             link_cols!(),
-            ", u.username FROM links l JOIN users u ON u.id = l.space_id WHERE l.token_hash = $1 AND NOT u.disabled"
+            ", u.username FROM links l JOIN users u ON u.id = l.space_id WHERE l.token_hash = $1 AND NOT u.disabled AND u.links"
         );
         let row: Option<PublicRow> = sql(Q).bind(token_hash).fetch_optional(&mut db).await?;
         Ok(row.map(|r| PublicLink { space: SpaceId::stored(r.link.space_id), owner: r.username, link: r.link }))

@@ -161,6 +161,8 @@ pub struct UserRow {
     pub disabled: bool,
     /// May the user share with others (an administrator's policy)?
     pub sharing: bool,
+    /// May the user make public links (an administrator's policy)?
+    pub links: bool,
     /// `local`, `ldap` or `oidc` (`IdentitySource`).
     pub source: String,
     pub totp_enabled: bool,

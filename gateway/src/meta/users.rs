@@ -6,7 +6,7 @@ use super::engine::{scalar, sql};
 use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, now_ms};
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
-     trash_bytes, pending_bytes, disabled, sharing, source, totp_enabled, last_login_at, created_at";
+     trash_bytes, pending_bytes, disabled, sharing, links, source, totp_enabled, last_login_at, created_at";
 
 /// What the admin user list is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,8 @@ pub struct UserUpdate {
     pub role: Option<String>,
     /// May the user share with others?
     pub sharing: Option<bool>,
+    /// May the user make public links?
+    pub links: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -174,6 +176,7 @@ impl Meta {
                    password_hash = COALESCE($5, password_hash), \
                    role = COALESCE($6, role), \
                    sharing = COALESCE($8, sharing), \
+                   links = COALESCE($9, links), \
                    updated_at = $7 \
                  WHERE id = $1")
             .bind(id)
@@ -184,6 +187,7 @@ impl Meta {
             .bind(upd.role.as_deref())
             .bind(now)
             .bind(upd.sharing)
+            .bind(upd.links)
             .execute(&mut tx)
             .await?;
             if n == 0 {
