@@ -7,6 +7,9 @@ Usage (credentials in env S3_KEY, S3_SECRET):
   s3_io.py ENDPOINT code BUCKET KEY             try to PUT a small body at KEY; print the error code or OK
   s3_io.py ENDPOINT marker BUCKET KEY/          try to PUT an empty folder marker; print the error code or OK
   s3_io.py ENDPOINT selfcopy BUCKET KEY         try to copy KEY onto itself with new metadata; code or OK
+  s3_io.py ENDPOINT read BUCKET KEY             print KEY's body (UTF-8), or the error code
+  s3_io.py ENDPOINT delete BUCKET KEY           delete KEY; print OK or the error code
+  s3_io.py ENDPOINT copy BUCKET KEY SRC         copy SRC (same bucket) to KEY; print OK or the error code
   s3_io.py ENDPOINT mpu BUCKET KEY FILE PART    multipart upload of FILE in PART-byte parts, all parts
                                                 at once; print OK, or the first error code (the upload
                                                 is aborted then)
@@ -74,6 +77,14 @@ try:
             Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key},
             MetadataDirective="REPLACE", Metadata={"touched": "yes"},
         )
+        print("OK")
+    elif op == "read":
+        print(c.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+    elif op == "delete":
+        c.delete_object(Bucket=bucket, Key=key)
+        print("OK")
+    elif op == "copy":
+        c.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": sys.argv[5]})
         print("OK")
     elif op == "mpu":
         multipart(sys.argv[5], int(sys.argv[6]))

@@ -4,8 +4,11 @@
 //! every trick to reach past a share's edge answers as a missing path would.
 
 use anyhow::ensure;
+use nimbus_e2e::s3::{new_key, s3_io};
 use nimbus_e2e::{Api, backend_test};
-use nimbus_proto::wire::{AdminShareList, DirListing, Entry, IncomingShareList, ShareInfo, ShareList, SharePermission};
+use nimbus_proto::wire::{
+    AdminShareList, CreatedS3Key, DirListing, Entry, IncomingShareList, ShareInfo, ShareList, SharePermission,
+};
 use serde_json::json;
 
 const SHARED: &str = "/Shared with me";
@@ -404,3 +407,109 @@ backend_test!(share_through_webdav, |gw| async move {
     ensure!(top.status == 207 && !top.text().contains("Shared%20with%20me"), "{top}");
     Ok(())
 });
+
+/// `s3_io.py list` with delimiter `/` (or none), one page size; the `K`/`P` lines.
+async fn s3_list(
+    endpoint: &str,
+    key: &CreatedS3Key,
+    prefix: &str,
+    max: &str,
+    delim: &str,
+) -> anyhow::Result<Vec<String>> {
+    let out = s3_io(endpoint, key, &["list", "bob", prefix, max, delim]).await?;
+    Ok(out.lines().filter(|l| !l.starts_with("PAGES")).map(str::to_string).collect())
+}
+
+backend_test!(
+    share_through_s3,
+    opts = nimbus_e2e::GatewayOptions::default().arg("--s3-listen").arg("127.0.0.1:0"),
+    |gw| async move {
+        let (_, alice) = gw.user("alice", None).await?;
+        let (_, bob) = gw.user("bob", None).await?;
+        alice.put_file("/Projects/Plan/notes.txt", "the plan").await?.check(201)?;
+        alice.put_file("/Projects/Plan/sub/deep.txt", "deep").await?.check(201)?;
+        alice.put_file("/Projects/secret.txt", "not shared").await?.check(201)?;
+        bob.put_file("/mine.txt", "bob's").await?.check(201)?;
+        bob.put_file("/Zeta/z.txt", "z").await?.check(201)?;
+        let endpoint = gw.s3_endpoint()?;
+        let key = new_key(&bob).await?;
+        let io = |args: Vec<&str>| {
+            let (endpoint, key) = (endpoint.clone(), key.clone());
+            let args: Vec<String> = args.into_iter().map(str::to_string).collect();
+            async move {
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                s3_io(&endpoint, &key, &a).await
+            }
+        };
+
+        // Before any share: no `Shared with me/` in bob's bucket.
+        ensure!(s3_list(&endpoint, &key, "", "1000", "/").await? == ["P Zeta/", "K mine.txt"]);
+        let s = share(&alice, "/Projects/Plan", "bob", "read").await?;
+
+        // The share is a prefix of bob's bucket, in key order, listed flat and by folder, and
+        // page by page the same.
+        let top = s3_list(&endpoint, &key, "", "1000", "/").await?;
+        ensure!(top == ["P Shared with me/", "P Zeta/", "K mine.txt"], "{top:?}");
+        let flat = s3_list(&endpoint, &key, "", "1000", "").await?;
+        let want =
+            ["K Shared with me/Plan/notes.txt", "K Shared with me/Plan/sub/deep.txt", "K Zeta/z.txt", "K mine.txt"];
+        ensure!(flat == want, "{flat:?}");
+        ensure!(s3_list(&endpoint, &key, "", "1", "").await? == want, "paged one by one");
+        ensure!(s3_list(&endpoint, &key, "", "1", "/").await? == top, "paged one by one");
+        let index = s3_list(&endpoint, &key, "Shared with me/", "1000", "/").await?;
+        ensure!(index == ["P Shared with me/Plan/"], "{index:?}");
+        let inside = s3_list(&endpoint, &key, "Shared with me/Plan/", "1000", "/").await?;
+        ensure!(inside == ["K Shared with me/Plan/notes.txt", "P Shared with me/Plan/sub/"], "{inside:?}");
+        ensure!(s3_list(&endpoint, &key, "Shared with me/Projects/", "1000", "").await?.is_empty());
+        ensure!(io(vec!["read", "bob", "Shared with me/Plan/notes.txt"]).await? == "the plan");
+
+        // Read-only: writes and deletes are AccessDenied; nothing outside the share is reachable.
+        for (op, k) in [
+            ("code", "Shared with me/Plan/new.txt"),
+            ("marker", "Shared with me/Plan/dir/"),
+            ("delete", "Shared with me/Plan/notes.txt"),
+            ("code", "Shared with me/New.txt"),
+        ] {
+            let out = io(vec![op, "bob", k]).await?;
+            ensure!(out == "AccessDenied 403", "{op} {k}: {out}");
+        }
+        for k in
+            ["Shared with me/Projects/secret.txt", "Shared with me/Plan/secret.txt", "Shared with me/alice/secret.txt"]
+        {
+            let out = io(vec!["read", "bob", k]).await?;
+            ensure!(out == "NoSuchKey 404", "{k}: {out}");
+        }
+        let out = io(vec!["read", "bob", "Shared with me/Plan/../secret.txt"]).await?;
+        ensure!(!out.contains("not shared"), "{out}");
+
+        // Write: bob adds, copies inside the share and deletes, all in alice's space; a copy
+        // out of the share, deleting the share itself and multipart into it are refused.
+        alice.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "write"})).await?.check(200)?;
+        ensure!(io(vec!["code", "bob", "Shared with me/Plan/new.txt"]).await? == "OK");
+        ensure!(alice.get_file("/Projects/Plan/new.txt").await?.body.as_ref() == b"probe");
+        let out = io(vec!["copy", "bob", "Shared with me/Plan/copy.txt", "Shared with me/Plan/notes.txt"]).await?;
+        ensure!(out == "OK", "{out}");
+        ensure!(alice.get_file("/Projects/Plan/copy.txt").await?.body.as_ref() == b"the plan");
+        let out = io(vec!["copy", "bob", "stolen.txt", "Shared with me/Plan/notes.txt"]).await?;
+        ensure!(out == "InvalidRequest 400", "{out}");
+        let out = io(vec!["copy", "bob", "Shared with me/Plan/mine.txt", "mine.txt"]).await?;
+        ensure!(out == "InvalidRequest 400", "{out}");
+        ensure!(io(vec!["delete", "bob", "Shared with me/Plan/new.txt"]).await? == "OK");
+        alice.stat("/Projects/Plan/new.txt").await?.check_error(404, "not_found")?;
+        let trash: serde_json::Value = alice.get("/api/v1/trash").await?.ok(200)?;
+        ensure!(trash.to_string().contains("new.txt"), "the deleted file is in alice's trash: {trash}");
+        ensure!(io(vec!["delete", "bob", "Shared with me/Plan/"]).await? == "AccessDenied 403");
+        let big = tempfile::NamedTempFile::new()?;
+        std::fs::write(big.path(), vec![1u8; 64 * 1024])?;
+        let path = big.path().to_str().unwrap_or_default().to_string();
+        let out = io(vec!["mpu", "bob", "Shared with me/Plan/big.bin", &path, "32768"]).await?;
+        ensure!(out == "NotImplemented 501", "{out}");
+        ensure!(alice.list_all("/Projects/Plan", None).await?.len() == 3, "notes, copy, sub");
+
+        // Revoked: gone from bob's bucket at once.
+        alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+        ensure!(io(vec!["read", "bob", "Shared with me/Plan/notes.txt"]).await? == "NoSuchKey 404");
+        ensure!(s3_list(&endpoint, &key, "", "1000", "/").await? == ["P Zeta/", "K mine.txt"]);
+        Ok(())
+    }
+);

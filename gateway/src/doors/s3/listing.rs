@@ -35,14 +35,14 @@ pub struct Page<T> {
 
 /// One child of a folder as the walk reads it.
 #[derive(Debug, Clone)]
-pub struct Child<T> {
+pub struct Child<T, D = i64> {
     pub name: String,
-    /// The folder's id when the child is a folder.
-    pub dir: Option<i64>,
+    /// The folder's handle when the child is a folder.
+    pub dir: Option<D>,
     pub info: T,
 }
 
-impl<T> Child<T> {
+impl<T, D> Child<T, D> {
     /// What the child adds to its folder's key: the name, and `/` for a folder.
     pub fn piece(&self) -> String {
         match self.dir {
@@ -52,19 +52,24 @@ impl<T> Child<T> {
     }
 }
 
+/// What [`Tree::children`] hands out.
+pub type Children<R> = Vec<Child<<R as Tree>::Info, <R as Tree>::Dir>>;
+
 /// The folders a listing walks.
 pub trait Tree {
     type Info: Clone;
     type Error;
+    /// What names a folder to walk into (a node id, or more where one tree spans spaces).
+    type Dir: Clone + Send;
     /// Up to `limit` children of folder `dir` whose [`Child::piece`] is `>= from` (`> from`
     /// unless `inclusive`), ordered bytewise by piece.
     fn children(
         &self,
-        dir: i64,
+        dir: Self::Dir,
         from: &str,
         inclusive: bool,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<Child<Self::Info>>, Self::Error>> + Send;
+    ) -> impl Future<Output = Result<Children<Self>, Self::Error>> + Send;
 }
 
 /// Most children read from one folder at a time.
@@ -89,11 +94,11 @@ pub fn successor(s: &str) -> Option<String> {
 }
 
 /// A folder being walked.
-struct Frame<T> {
-    dir: i64,
+struct Frame<T, D> {
+    dir: D,
     /// The key every key below this folder starts with (`a/b/`; the walk's root: the base).
     key: String,
-    buf: VecDeque<Child<T>>,
+    buf: VecDeque<Child<T, D>>,
     /// The piece of the last child read from the database.
     last: Option<String>,
     /// Nothing follows `buf` in the database.
@@ -114,11 +119,11 @@ enum Raw<T> {
 /// Depth-first walk in key order with forward seeks.
 struct Walk<'t, R: Tree> {
     tree: &'t R,
-    stack: Vec<Frame<R::Info>>,
+    stack: Vec<Frame<R::Info, R::Dir>>,
 }
 
 impl<'t, R: Tree> Walk<'t, R> {
-    fn new(tree: &'t R, root: i64, base: &str) -> Self {
+    fn new(tree: &'t R, root: R::Dir, base: &str) -> Self {
         let root =
             Frame { dir: root, key: base.to_string(), buf: VecDeque::new(), last: None, done: false, marker: None };
         Walk { tree, stack: vec![root] }
@@ -136,7 +141,7 @@ impl<'t, R: Tree> Walk<'t, R> {
             (None, Some(l)) => (l.clone(), false),
             (None, None) => (String::new(), true),
         };
-        let rows = self.tree.children(top.dir, &bound, inclusive, limit).await?;
+        let rows = self.tree.children(top.dir.clone(), &bound, inclusive, limit).await?;
         top.done = rows.len() < limit;
         if let Some(c) = rows.last() {
             top.last = Some(c.piece());
@@ -185,7 +190,7 @@ impl<'t, R: Tree> Walk<'t, R> {
             if piece != head {
                 return Ok(());
             }
-            match c.dir {
+            match c.dir.clone() {
                 // The bound lies inside this folder (or is its marker, excluded): walk in
                 // without its marker.
                 Some(dir) if rest.len() > piece.len() || !inclusive => {
@@ -243,7 +248,7 @@ fn later(a: &(String, bool), b: &(String, bool)) -> bool {
 /// prefixes together). Empty folders are `name/` marker objects.
 pub async fn page<R: Tree>(
     tree: &R,
-    root: i64,
+    root: R::Dir,
     base: &str,
     prefix: &str,
     delimiter: Option<&str>,
@@ -346,6 +351,7 @@ mod tests {
     impl Tree for Mem {
         type Info = ();
         type Error = std::convert::Infallible;
+        type Dir = i64;
         async fn children(
             &self,
             dir: i64,

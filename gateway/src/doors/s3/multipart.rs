@@ -17,6 +17,7 @@ use super::objects::{Md5Stream, finish_md5, key_path, owner};
 use crate::cache::CacheMode;
 use crate::meta::{Base, BlockEntry, CommitSpec, LockTokens, UploadRow};
 use crate::space::{self, PutOptions};
+use nimbus_proto::names::{SHARED_WITH_ME, name_key};
 
 const MAX_PART_NUMBER: i32 = 10_000;
 
@@ -39,9 +40,17 @@ pub async fn create(
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let user = owner(&req, &req.input.bucket)?;
     let i = req.input;
-    let (_, folder) = key_path(&i.key)?;
+    let (path, folder) = key_path(&i.key)?;
     if folder {
         return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
+    }
+    // Parts are blocks of the uploader's own space, charged as they arrive; a share's files
+    // are another space's, so they take single PUTs (up to 5 GiB each).
+    if path.components().first().is_some_and(|c| name_key(c) == name_key(SHARED_WITH_ME)) {
+        return Err(s3_error!(
+            NotImplemented,
+            "multipart uploads into `{SHARED_WITH_ME}/` are not supported; upload with a single PUT"
+        ));
     }
     let upload_id = uuid::Uuid::new_v4().simple().to_string();
     let row = UploadRow {

@@ -16,8 +16,9 @@ use super::auth::S3User;
 use super::error::{meta, s3};
 use super::listing::{self, Listed};
 use super::{Door, multipart};
+use crate::access::{self, Place, Want};
 use crate::cache::CacheMode;
-use crate::meta::{Base, LockTokens, NodeRow, S3ObjectMeta};
+use crate::meta::{Base, LockTokens, NodeRow, S3ObjectMeta, SpaceId};
 use crate::space::{self, PutOptions};
 
 /// Listings return at most this many lines per page (S3's own limit).
@@ -183,29 +184,109 @@ struct Conditions<'a> {
     if_unmodified_since: Option<&'a Timestamp>,
 }
 
-/// The caller's space as the listing walks it.
-struct SpaceTree<'a> {
-    meta: &'a crate::meta::Meta,
-    space: crate::meta::SpaceId,
+/// A folder the caller's listing walks: one of a space, or the virtual `Shared with me`.
+#[derive(Debug, Clone)]
+enum Dir {
+    /// Node `node` of `space`; `top`: the caller's own root, where `Shared with me/` shows.
+    Node { space: SpaceId, node: i64, top: bool },
+    /// `Shared with me`: the caller's incoming shares, each walked into in its owner's space.
+    Shares,
 }
 
-impl listing::Tree for SpaceTree<'_> {
+/// The caller's bucket as the listing walks it: their space, and under `Shared with me/` the
+/// files and folders others shared with them (access.rs). Keys are built from names as the
+/// walk goes, so nothing of an owner's space above a shared node is ever named.
+struct CallerTree<'a> {
+    meta: &'a crate::meta::Meta,
+    caller: SpaceId,
+    /// The caller's root row: the info of `Shared with me/`, a folder with no row of its own.
+    root: Option<NodeRow>,
+}
+
+impl CallerTree<'_> {
+    /// `Shared with me/` as a child of the caller's root, when they have a live share.
+    async fn index_child(&self) -> Result<Option<listing::Child<NodeRow, Dir>>, crate::meta::MetaError> {
+        let Some(root) = &self.root else { return Ok(None) };
+        if !self.meta.has_incoming_shares(self.caller).await? {
+            return Ok(None);
+        }
+        let name = nimbus_proto::names::SHARED_WITH_ME.to_string();
+        Ok(Some(listing::Child { name, dir: Some(Dir::Shares), info: root.clone() }))
+    }
+
+    /// The caller's shares as children of `Shared with me/`, each its owner's node under the
+    /// caller's name for it.
+    async fn shares(&self) -> Result<Vec<listing::Child<NodeRow, Dir>>, crate::meta::MetaError> {
+        let mut out = Vec::new();
+        for s in self.meta.incoming_shares(self.caller).await? {
+            let Some(g) = self.meta.shared_grant(self.caller, &s.row.name).await? else { continue };
+            let dir = g.node.is_dir().then_some(Dir::Node { space: g.owner, node: g.node.id, top: false });
+            out.push(listing::Child { name: g.name.clone(), dir, info: g.node });
+        }
+        Ok(out)
+    }
+}
+
+/// Keeps the children whose piece is at or after `from` (after, unless `inclusive`), in
+/// piece order, at most `limit`.
+fn window<D>(
+    mut all: Vec<listing::Child<NodeRow, D>>,
+    from: &str,
+    inclusive: bool,
+    limit: usize,
+) -> Vec<listing::Child<NodeRow, D>> {
+    all.retain(|c| {
+        let p = c.piece();
+        p.as_str() > from || (inclusive && p == from)
+    });
+    all.sort_by_key(|c| c.piece());
+    all.truncate(limit);
+    all
+}
+
+impl listing::Tree for CallerTree<'_> {
     type Info = NodeRow;
     type Error = crate::meta::MetaError;
+    type Dir = Dir;
     async fn children(
         &self,
-        dir: i64,
+        dir: Dir,
         from: &str,
         inclusive: bool,
         limit: usize,
-    ) -> Result<Vec<listing::Child<NodeRow>>, Self::Error> {
-        let rows = self.meta.s3_children(self.space, dir, from, inclusive, limit as i64).await?;
-        Ok(rows
-            .into_iter()
-            .map(|n| listing::Child { name: n.name.clone(), dir: n.is_dir().then_some(n.id), info: n })
-            .collect())
+    ) -> Result<Vec<listing::Child<NodeRow, Dir>>, Self::Error> {
+        match dir {
+            Dir::Shares => Ok(window(self.shares().await?, from, inclusive, limit)),
+            Dir::Node { space, node, top } => {
+                let rows = self.meta.s3_children(space, node, from, inclusive, limit as i64).await?;
+                let mut out: Vec<_> = rows
+                    .into_iter()
+                    .map(|n| listing::Child {
+                        name: n.name.clone(),
+                        dir: n.is_dir().then_some(Dir::Node { space, node: n.id, top: false }),
+                        info: n,
+                    })
+                    .collect();
+                if top && let Some(index) = self.index_child().await? {
+                    // `Shared with me` is reserved, so no stored child has its piece.
+                    out.push(index);
+                    out = window(out, from, inclusive, limit);
+                }
+                Ok(out)
+            }
+        }
     }
 }
+
+/// Where a key leads: how it was found, and the space and path to act on.
+pub(super) struct Reach {
+    place: Place,
+    space: SpaceId,
+    path: RemotePath,
+}
+
+/// An object's current version, its ETag, its stored S3 metadata, and where it is.
+type Head = (crate::meta::Manifest, String, Option<S3ObjectMeta>, Reach);
 
 /// The ETag of an empty object (what an empty folder's `name/` marker carries).
 const EMPTY_ETAG: &str = "\"d41d8cd98f00b204e9800998ecf8427e\"";
@@ -234,17 +315,31 @@ impl Door {
             // No valid folder has an invalid name, so nothing is under it.
             RemotePath::parse(dir_key).ok().filter(|_| !dir_key.starts_with('/'))
         };
+        let mut tree = CallerTree { meta: &self.state.meta, caller: user.space, root: None };
         let root = match dir {
-            Some(d) => match self.state.meta.stat(user.space, &d).await {
-                Ok((n, _)) if n.is_dir() => Some((n.id, d)),
-                Ok(_) | Err(crate::meta::MetaError::NotFound) => None,
-                Err(e) => return Err(meta(e)),
+            Some(d) => match access::locate(&self.state.meta, user.space, &d).await {
+                Ok(Place::SharedIndex) => Some((Dir::Shares, d)),
+                Ok(place) => {
+                    let (space, path) = place.target(Want::Read).map_err(s3)?;
+                    match self.state.meta.stat(space, &path).await {
+                        Ok((n, _)) if n.is_dir() => {
+                            let top = !place.is_shared() && path.is_root();
+                            if top {
+                                tree.root = Some(n.clone());
+                            }
+                            Some((Dir::Node { space, node: n.id, top }, d))
+                        }
+                        Ok(_) | Err(crate::meta::MetaError::NotFound) => None,
+                        Err(e) => return Err(meta(e)),
+                    }
+                }
+                Err(crate::error::ApiError::NotFound(_)) => None,
+                Err(e) => return Err(s3(e)),
             },
             None => None,
         };
         let Some((root, dir)) = root else { return Ok((Vec::new(), Vec::new(), None)) };
         let base = if dir.is_root() { String::new() } else { format!("{}/", path_key(&dir)) };
-        let tree = SpaceTree { meta: &self.state.meta, space: user.space };
         let page = listing::page(&tree, root, &base, prefix, delimiter, after, max.min(MAX_KEYS) as usize)
             .await
             .map_err(meta)?;
@@ -283,31 +378,41 @@ impl Door {
         Ok((objects, prefixes, page.next))
     }
 
-    /// The current version of an object with its stored S3 metadata.
-    async fn head(&self, user: &S3User, key: &str) -> S3Result<(crate::meta::Manifest, String, Option<S3ObjectMeta>)> {
+    /// Where a key's path leads for `want`: the caller's space, or through `Shared with me/`
+    /// the owner's, with the share's permission (access.rs). `new`: the key is about to be
+    /// created (a new name directly in `Shared with me/` is refused, not missing).
+    async fn reach(&self, user: &S3User, path: &RemotePath, want: Want, new: bool) -> S3Result<Reach> {
+        let meta = &self.state.meta;
+        let place = if new {
+            access::locate_new(meta, user.space, path).await
+        } else {
+            access::locate(meta, user.space, path).await
+        }
+        .map_err(s3)?;
+        let (space, path) = place.target(want).map_err(s3)?;
+        Ok(Reach { place, space, path })
+    }
+
+    /// The current version of an object with its stored S3 metadata, and the space it is in.
+    async fn head(&self, user: &S3User, key: &str) -> S3Result<Head> {
         let (path, folder) = key_path(key)?;
         if folder {
             // Folders are not objects (they list as common prefixes).
             return Err(s3_error!(NoSuchKey, "`{key}` names a folder, not an object"));
         }
-        let m = self.state.meta.manifest(user.space, &path, None).await.map_err(meta)?;
+        let r = self.reach(user, &path, Want::Read, false).await?;
+        let m = self.state.meta.manifest(r.space, &r.path, None).await.map_err(|e| s3(r.place.scrub(e)))?;
         let stored = self.state.meta.s3_object_meta(&[m.version.id]).await.map_err(meta)?.remove(&m.version.id);
         let etag = etag_for(m.version.id, stored.as_ref());
-        Ok((m, etag, stored))
+        Ok((m, etag, stored, r))
     }
 
     /// The object a GET or HEAD reads, after its conditions passed (one path for both).
-    async fn readable(
-        &self,
-        user: &S3User,
-        key: &str,
-        versioned: bool,
-        c: Conditions<'_>,
-    ) -> S3Result<(crate::meta::Manifest, String, Option<S3ObjectMeta>)> {
+    async fn readable(&self, user: &S3User, key: &str, versioned: bool, c: Conditions<'_>) -> S3Result<Head> {
         if versioned {
             return Err(s3_error!(NotImplemented, "partNumber and versionId are not supported"));
         }
-        let (m, etag, stored) = self.head(user, key).await?;
+        let (m, etag, stored, r) = self.head(user, key).await?;
         check_conditions(
             &etag,
             m.version.created_at,
@@ -316,15 +421,14 @@ impl Door {
             c.if_modified_since,
             c.if_unmodified_since,
         )?;
-        Ok((m, etag, stored))
+        Ok((m, etag, stored, r))
     }
 
     /// Streams a body into the space as the new version of `path`, computing its MD5; the
     /// commit happens only after the body checked out (Content-MD5, SigV4 payload hash).
     pub(super) async fn put_body(
         &self,
-        user: &S3User,
-        path: &RemotePath,
+        to: &Reach,
         body: Option<StreamingBlob>,
         content_length: Option<i64>,
         content_md5: Option<&str>,
@@ -345,12 +449,13 @@ impl Door {
             verify: Some(&verify),
             allowance: 0,
         };
-        let (node, _, _) = match space::put_stream(&self.state, user.space, path, stream, opts, LockTokens::NONE).await
+        let (node, _, _) = match space::put_stream(&self.state, to.space, &to.path, stream, opts, LockTokens::NONE)
+            .await
         {
             Err(crate::error::ApiError::Conflict(m)) if base != Base::Any => {
-                return Err(s3_error!(PreconditionFailed, "{m}"));
+                return Err(s3_error!(PreconditionFailed, "{}", to.place.scrub(crate::error::ApiError::Conflict(m))));
             }
-            other => other.map_err(super::error::write)?,
+            other => other.map_err(|e| super::error::write(to.place.scrub(e)))?,
         };
         Ok((node, format!("\"{}\"", hex::encode(finish_md5(&hasher)))))
     }
@@ -386,7 +491,7 @@ impl Door {
         }
         let Some(c) = if_match else { return Ok(Base::Any) };
         match self.head(user, key).await {
-            Ok((m, etag, _)) => {
+            Ok((m, etag, _, _)) => {
                 let ok = match c {
                     ETagCondition::Any => true,
                     ETagCondition::ETag(e) => parse_etag(&etag).is_some_and(|cur| cur.value() == e.value()),
@@ -513,7 +618,7 @@ impl S3 for Door {
             if_modified_since: i.if_modified_since.as_ref(),
             if_unmodified_since: i.if_unmodified_since.as_ref(),
         };
-        let (m, etag, stored) =
+        let (m, etag, stored, _) =
             self.readable(&user, &i.key, i.part_number.is_some() || i.version_id.is_some(), conds).await?;
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some(m.version.size),
@@ -535,7 +640,7 @@ impl S3 for Door {
             if_modified_since: i.if_modified_since.as_ref(),
             if_unmodified_since: i.if_unmodified_since.as_ref(),
         };
-        let (m, etag, stored) =
+        let (m, etag, stored, at) =
             self.readable(&user, &i.key, i.part_number.is_some() || i.version_id.is_some(), conds).await?;
         let size = m.version.size.max(0) as u64;
         let (start, end, content_range) = match &i.range {
@@ -551,7 +656,7 @@ impl S3 for Door {
         let body = if len == 0 {
             StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
         } else {
-            let stream = space::open_range(&self.state, user.space, m.blocks, (start, end - 1), CacheMode::Normal)
+            let stream = space::open_range(&self.state, at.space, m.blocks, (start, end - 1), CacheMode::Normal)
                 .await
                 .map_err(s3)?;
             StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
@@ -591,15 +696,16 @@ impl S3 for Door {
             if i.content_length.unwrap_or(0) > 0 {
                 return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
             }
-            self.state.meta.mkdir(user.space, &path, LockTokens::NONE).await.map_err(meta)?;
+            let to = self.reach(&user, &path, Want::Write, true).await?;
+            self.state.meta.mkdir(to.space, &to.path, LockTokens::NONE).await.map_err(|e| s3(to.place.scrub(e)))?;
             return Ok(S3Response::new(PutObjectOutput {
                 e_tag: parse_etag("\"d41d8cd98f00b204e9800998ecf8427e\""),
                 ..Default::default()
             }));
         }
+        let to = self.reach(&user, &path, Want::Write, true).await?;
         let base = self.write_base(&user, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
-        let (node, etag) =
-            self.put_body(&user, &path, i.body, i.content_length, i.content_md5.as_deref(), base).await?;
+        let (node, etag) = self.put_body(&to, i.body, i.content_length, i.content_md5.as_deref(), base).await?;
         let content_type = i.content_type.map(|c| c.to_string());
         self.save_meta(&node, etag.clone(), content_type, user_meta_json(i.metadata.as_ref())).await?;
         Ok(S3Response::new(PutObjectOutput { e_tag: parse_etag(&etag), size: Some(node.size), ..Default::default() }))
@@ -618,7 +724,7 @@ impl S3 for Door {
         if **bucket != *user.bucket {
             return Err(s3_error!(AccessDenied, "access denied: your bucket is `{}`", user.bucket));
         }
-        let (src_m, src_etag, src_meta) = self.head(&user, key).await?;
+        let (src_m, src_etag, src_meta, src) = self.head(&user, key).await?;
         check_conditions(
             &src_etag,
             src_m.version.created_at,
@@ -639,7 +745,20 @@ impl S3 for Door {
             return Err(s3_error!(InvalidArgument, "the copy destination cannot be a folder key"));
         }
         let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        let (src_path, _) = key_path(key)?;
+        let to = self.reach(&user, &dst, Want::Write, true).await?;
+        // A copy stays in one space: the caller's own, or one share (as over REST and WebDAV).
+        let one_share = match (&src.place, &to.place) {
+            (Place::Own { .. }, Place::Own { .. }) => true,
+            (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) => a.share_id == b.share_id,
+            _ => false,
+        };
+        if !one_share {
+            return Err(s3_error!(
+                InvalidRequest,
+                "copies stay within your own files or within one share; download and upload to copy across"
+            ));
+        }
+        let (src_path, dst) = (src.path.clone(), to.path.clone());
         let node = if src_path == dst {
             // Copying an object onto itself only changes its metadata (how clients such as
             // rclone update a modification time); S3 refuses it without REPLACE.
@@ -650,15 +769,19 @@ impl S3 for Door {
                 ));
             }
             // A metadata-only write still changes a locked object.
-            self.state.meta.check_unlocked(user.space, &dst, false, LockTokens::NONE).await.map_err(meta)?;
+            self.state
+                .meta
+                .check_unlocked(to.space, &dst, false, LockTokens::NONE)
+                .await
+                .map_err(|e| s3(to.place.scrub(e)))?;
             src_m.node.clone()
         } else {
             let (node, _) = self
                 .state
                 .meta
-                .copy_node(user.space, &src_path, &dst, true, Some("S3"), LockTokens::NONE)
+                .copy_node(to.space, &src_path, &dst, true, Some("S3"), LockTokens::NONE)
                 .await
-                .map_err(|e| super::error::write(e.into()))?;
+                .map_err(|e| super::error::write(to.place.scrub(e)))?;
             node
         };
         let (content_type, user_meta) = if replace {
@@ -771,14 +894,28 @@ impl Door {
     /// that is not there is a success. A folder key deletes only an empty folder.
     async fn delete_key(&self, user: &S3User, key: &str) -> S3Result<()> {
         let (path, folder) = key_path(key)?;
-        match self.state.meta.stat(user.space, &path).await {
+        let at = match self.reach(user, &path, Want::Read, false).await {
+            Ok(at) => at,
+            // Idempotent as for a missing key in the caller's own space.
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if at.place.is_share_entry() {
+            return Err(s3_error!(
+                AccessDenied,
+                "`{key}` is what another user shared with you; leave the share (DELETE /api/v1/shares/{{id}}) instead"
+            ));
+        }
+        let at = Reach { space: at.place.target(Want::Write).map_err(s3)?.0, ..at };
+        let (space, path) = (at.space, at.path.clone());
+        match self.state.meta.stat(space, &path).await {
             Ok((node, _)) => {
                 if node.is_dir() != folder {
                     // `a` names a folder or `a/` names a file: no such object.
                     return Ok(());
                 }
                 if folder {
-                    let (children, _) = self.state.meta.list_dir(user.space, &path, None, 1).await.map_err(meta)?;
+                    let (children, _) = self.state.meta.list_dir(space, &path, None, 1).await.map_err(meta)?;
                     if !children.is_empty() {
                         return Ok(());
                     }
@@ -787,15 +924,15 @@ impl Door {
             Err(crate::meta::MetaError::NotFound) => return Ok(()),
             Err(e) => return Err(meta(e)),
         }
-        match self.state.meta.trash(user.space, &path, LockTokens::NONE).await {
+        match self.state.meta.trash(space, &path, LockTokens::NONE).await {
             Ok(_) | Err(crate::meta::MetaError::NotFound) => {}
-            Err(e) => return Err(meta(e)),
+            Err(e) => return Err(s3(at.place.scrub(e))),
         }
         let audit = crate::meta::NewAudit {
             actor_id: Some(user.id),
             actor: Some(user.username.clone()),
             action: "delete".into(),
-            target: Some(path.to_string()),
+            target: Some(at.place.show(&path).map_err(s3)?.to_string()),
             ..Default::default()
         };
         self.state.meta.audit(audit).await.map_err(meta)?;
