@@ -11,7 +11,7 @@ use nimbus_proto::RemotePath;
 use nimbus_proto::names::{SHARED_WITH_ME, name_key};
 
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{Grant, Meta, SharePermission, SpaceId};
+use crate::meta::{Grant, Meta, NewAudit, SharePermission, SpaceId};
 
 /// Where a path leads.
 #[derive(Debug, Clone)]
@@ -22,6 +22,13 @@ pub enum Place {
     SharedIndex,
     /// Inside a share: `path` is in the owner's space.
     Shared { grant: Box<Grant>, path: RemotePath },
+}
+
+/// Who acts through a share, for the audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub id: i64,
+    pub name: &'a str,
 }
 
 /// What the caller means to do at a place.
@@ -105,6 +112,24 @@ impl Place {
 
     pub fn is_shared(&self) -> bool {
         !matches!(self, Place::Own { .. })
+    }
+
+    /// Records what a recipient did through a share (`share_access`, in the owner's and the
+    /// administrators' audit log): a file's content read, or a change (`what`), at `shown`, the
+    /// path as the recipient sees it. Listings and stats are not recorded. Nothing for the
+    /// caller's own space.
+    pub async fn audit_access(&self, meta: &Meta, actor: &Actor<'_>, what: &str, shown: &RemotePath) -> ApiResult<()> {
+        let Place::Shared { grant, .. } = self else { return Ok(()) };
+        meta.audit(NewAudit {
+            actor_id: Some(actor.id),
+            actor: Some(actor.name.to_string()),
+            action: "share_access".into(),
+            target: Some(format!("share:{}", grant.share_id)),
+            detail: Some(format!("{what} {shown} (shared by {})", grant.owner_name)),
+            ..Default::default()
+        })
+        .await?;
+        Ok(())
     }
 
     /// `/Shared with me` itself or a share's own entry in it: the recipient leaves a share

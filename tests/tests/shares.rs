@@ -7,7 +7,8 @@ use anyhow::ensure;
 use nimbus_e2e::s3::{new_key, s3_io};
 use nimbus_e2e::{Api, backend_test};
 use nimbus_proto::wire::{
-    AdminShareList, CreatedS3Key, DirListing, Entry, IncomingShareList, ShareInfo, ShareList, SharePermission,
+    AdminShareList, AuditList, CreatedS3Key, DirListing, Entry, IncomingShareList, ShareInfo, ShareList,
+    SharePermission,
 };
 use serde_json::json;
 
@@ -146,6 +147,19 @@ backend_test!(share_a_folder_read_then_write, |gw| async move {
     carol.delete(&format!("/api/v1/shares/{}", s.id)).await?.check_error(404, "not_found")?;
     ensure!(carol.get("/api/v1/shares").await?.ok::<ShareList>(200)?.shares.is_empty());
     carol.stat(&format!("{SHARED}/Plan")).await?.check_error(404, "not_found")?;
+
+    // What bob did through the share is in the audit log as he saw it, with whose it is;
+    // listings are not, nor anything alice did in her own space.
+    let admin = gw.admin().await?;
+    let log: AuditList = admin.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
+    let details: Vec<String> = log.entries.iter().filter_map(|e| e.detail.clone()).collect();
+    ensure!(log.entries.iter().all(|e| e.actor.as_deref() == Some("bob")), "{log:?}");
+    ensure!(details.iter().any(|d| d == "read /Shared with me/Plan/notes.txt (shared by alice)"), "{details:?}");
+    ensure!(
+        details.iter().any(|d| d.starts_with("write /Shared with me/Plan/") && d.ends_with("(shared by alice)")),
+        "{details:?}"
+    );
+    ensure!(!details.iter().any(|d| d.contains("Projects")), "the owner's path leaks: {details:?}");
 
     // Revocation holds at once.
     alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
@@ -352,6 +366,9 @@ backend_test!(share_through_webdav, |gw| async move {
     ensure!(!inside.text().contains("Projects") && !inside.text().contains("secret"), "{inside}");
     let r = dav(&bob, "GET", "/dav/Shared%20with%20me/Plan/notes.txt", &[], "").await?;
     ensure!(r.status == 200 && r.body.as_ref() == b"the plan", "{r}");
+    let log: AuditList = gw.admin().await?.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
+    let read = "read /Shared with me/Plan/notes.txt (shared by alice)";
+    ensure!(log.entries.iter().any(|e| e.detail.as_deref() == Some(read)), "{log:?}");
 
     // Read-only: writes refused, nothing changes.
     for (method, path, headers) in [
@@ -505,6 +522,18 @@ backend_test!(
         let out = io(vec!["mpu", "bob", "Shared with me/Plan/big.bin", &path, "32768"]).await?;
         ensure!(out == "NotImplemented 501", "{out}");
         ensure!(alice.list_all("/Projects/Plan", None).await?.len() == 3, "notes, copy, sub");
+
+        let admin = gw.admin().await?;
+        let log: AuditList = admin.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
+        let details: Vec<String> = log.entries.iter().filter_map(|e| e.detail.clone()).collect();
+        for want in [
+            "read /Shared with me/Plan/notes.txt (shared by alice)",
+            "write /Shared with me/Plan/new.txt (shared by alice)",
+            "copy Shared with me/Plan/notes.txt to /Shared with me/Plan/copy.txt (shared by alice)",
+            "delete /Shared with me/Plan/new.txt (shared by alice)",
+        ] {
+            ensure!(details.iter().any(|d| d == want), "{want} missing in {details:?}");
+        }
 
         // Revoked: gone from bob's bucket at once.
         alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;

@@ -16,7 +16,9 @@ use nimbus_proto::wire::{DirListing, Entry, EntryKind, MoveRequest, RestoreVersi
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{Json, MAX_PAGE, Query, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path};
+use super::{
+    Json, MAX_PAGE, Query, actor, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path,
+};
 use crate::access::{self, Place, Want};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
@@ -65,6 +67,9 @@ pub async fn get_file(
     let m = st.meta.manifest(space, &path, q.version).await.map_err(|e| place.scrub(e))?;
     let name = path.name().unwrap_or("file").to_string();
     let plan = Download::plan(m.version, m.blocks, &name, &headers)?;
+    if method == Method::GET {
+        place.audit_access(&st.meta, &actor(&user), "read", &asked).await?;
+    }
     plan.respond(&st, space, &method, mode).await
 }
 
@@ -231,7 +236,9 @@ pub async fn put_file(
         other => other.map_err(|e| place.scrub(e))?,
     };
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    let mut resp = (status, Json(entry(&node, &place.show(&path)?))).into_response();
+    let shown = place.show(&path)?;
+    place.audit_access(&st.meta, &actor(&user), "write", &shown).await?;
+    let mut resp = (status, Json(entry(&node, &shown))).into_response();
     if let Some(e) = node.version_id.and_then(etag_of) {
         resp.headers_mut().typed_insert(e);
     }
@@ -278,13 +285,14 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
-            actor: Some(user.username),
+            actor: Some(user.username.clone()),
             action: "delete".into(),
             target: Some(asked.to_string()),
             ..Default::default()
         })
         .await?;
     if place.is_shared() {
+        place.audit_access(&st.meta, &actor(&user), "delete", &asked).await?;
         // The item is in the owner's trash, which the caller cannot reach.
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
@@ -383,7 +391,11 @@ pub async fn mkdir(State(st): State<AppState>, user: AuthUser, uri: Uri, headers
     let (node, created, path) =
         st.meta.mkdir(space, &path, LockTokens::new(&lock_tokens(&headers))).await.map_err(|e| place.scrub(e))?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(entry(&node, &place.show(&path)?))).into_response())
+    let shown = place.show(&path)?;
+    if created {
+        place.audit_access(&st.meta, &actor(&user), "create folder", &shown).await?;
+    }
+    Ok((status, Json(entry(&node, &shown))).into_response())
 }
 
 #[utoipa::path(
@@ -407,7 +419,9 @@ pub async fn move_entry(
         .move_node(space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers)))
         .await
         .map_err(|e| place.scrub(e))?;
-    Ok(Json(entry(&node, &place.show(&to)?)))
+    let shown = place.show(&to)?;
+    place.audit_access(&st.meta, &actor(&user), &format!("move {} to", req.from), &shown).await?;
+    Ok(Json(entry(&node, &shown)))
 }
 
 #[utoipa::path(
@@ -432,7 +446,9 @@ pub async fn copy_entry(
         .copy_node(space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held))
         .await
         .map_err(|e| place.scrub(e))?;
-    Ok((StatusCode::CREATED, Json(entry(&node, &place.show(&to)?))).into_response())
+    let shown = place.show(&to)?;
+    place.audit_access(&st.meta, &actor(&user), &format!("copy {} to", req.from), &shown).await?;
+    Ok((StatusCode::CREATED, Json(entry(&node, &shown))).into_response())
 }
 
 #[utoipa::path(

@@ -177,6 +177,11 @@ pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
 }
 
 /// Records in the audit log that the signed-in `user` did `action` to `target`.
+/// The caller as the share-access audit names them.
+pub(crate) fn actor(user: &crate::auth::AuthUser) -> crate::access::Actor<'_> {
+    crate::access::Actor { id: user.id, name: &user.username }
+}
+
 pub(crate) async fn audit_user(
     st: &AppState,
     user: &crate::auth::AuthUser,

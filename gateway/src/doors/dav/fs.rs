@@ -48,6 +48,8 @@ pub fn held_tokens(held: &Held) -> Vec<String> {
 pub struct SpaceFs {
     pub st: AppState,
     pub space: SpaceId,
+    /// The caller's name, for the audit of what they do through shares.
+    pub username: String,
     pub device: String,
     pub held: Held,
     /// The top of what this request deletes (DELETE: its path; COPY/MOVE: the destination it
@@ -363,11 +365,15 @@ impl DavFileSystem for SpaceFs {
     fn open<'a>(&'a self, path: &'a DavPath, options: OpenOptions) -> FsFuture<'a, Box<dyn DavFile>> {
         async move {
             let p = remote(path)?;
-            if options.write || options.append || options.create || options.create_new || options.truncate {
-                self.open_write(p, options).await
-            } else {
-                self.open_read(p).await
+            let write = options.write || options.append || options.create || options.create_new || options.truncate;
+            let place = self.place(&p).await;
+            let file = if write { self.open_write(p.clone(), options).await } else { self.open_read(p.clone()).await }?;
+            if let Ok(place) = place {
+                let actor = access::Actor { id: self.space.get(), name: &self.username };
+                let what = if write { "write" } else { "read" };
+                place.audit_access(&self.st.meta, &actor, what, &p).await.map_err(fs_error)?;
             }
+            Ok(file)
         }
         .boxed()
     }

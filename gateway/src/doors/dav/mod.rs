@@ -106,6 +106,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     let fs = fs::SpaceFs {
         st: st.clone(),
         space: user.space,
+        username: user.username.clone(),
         device: user.device.clone(),
         held: held.clone(),
         delete_root,

@@ -393,6 +393,13 @@ impl Door {
         Ok(Reach { place, space, path })
     }
 
+    /// Records what the caller did through a share (access.rs); nothing in their own space.
+    async fn audit_access(&self, user: &S3User, at: &Reach, what: &str) -> S3Result<()> {
+        let actor = access::Actor { id: user.id, name: &user.username };
+        let shown = at.place.show(&at.path).map_err(s3)?;
+        at.place.audit_access(&self.state.meta, &actor, what, &shown).await.map_err(s3)
+    }
+
     /// The current version of an object with its stored S3 metadata, and the space it is in.
     async fn head(&self, user: &S3User, key: &str) -> S3Result<Head> {
         let (path, folder) = key_path(key)?;
@@ -642,6 +649,7 @@ impl S3 for Door {
         };
         let (m, etag, stored, at) =
             self.readable(&user, &i.key, i.part_number.is_some() || i.version_id.is_some(), conds).await?;
+        self.audit_access(&user, &at, "read").await?;
         let size = m.version.size.max(0) as u64;
         let (start, end, content_range) = match &i.range {
             Some(r) => {
@@ -706,6 +714,7 @@ impl S3 for Door {
         let to = self.reach(&user, &path, Want::Write, true).await?;
         let base = self.write_base(&user, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
         let (node, etag) = self.put_body(&to, i.body, i.content_length, i.content_md5.as_deref(), base).await?;
+        self.audit_access(&user, &to, "write").await?;
         let content_type = i.content_type.map(|c| c.to_string());
         self.save_meta(&node, etag.clone(), content_type, user_meta_json(i.metadata.as_ref())).await?;
         Ok(S3Response::new(PutObjectOutput { e_tag: parse_etag(&etag), size: Some(node.size), ..Default::default() }))
@@ -794,6 +803,7 @@ impl S3 for Door {
         };
         // A copy is a new version with the same content, so the same ETag.
         self.save_meta(&node, src_etag.clone(), content_type, user_meta).await?;
+        self.audit_access(&user, &to, &format!("copy {key} to")).await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: parse_etag(&src_etag),
@@ -936,6 +946,7 @@ impl Door {
             ..Default::default()
         };
         self.state.meta.audit(audit).await.map_err(meta)?;
+        self.audit_access(user, &at, "delete").await?;
         Ok(())
     }
 }
