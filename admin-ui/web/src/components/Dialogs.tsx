@@ -1,0 +1,232 @@
+import { Alert, Button, Group, Loader, Modal, Stack, Table, Text, TextInput } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect, useState, type FormEvent } from 'react';
+import { api } from '../../../src/api/client';
+import type { Entry, VersionList } from '../../../src/api/types';
+import { formatSize } from '../../../src/format';
+import { downloadFile, fetchFile } from '../download';
+import { describeError } from '../errors';
+import { apiUrl, nameError } from '../paths';
+import { PREVIEW_LIMIT, TEXT_LIMIT, previewOf } from '../preview';
+
+export const when = (iso: string) => new Date(iso).toLocaleString();
+
+/** Asks for a name (new folder, rename); `onSubmit` throws to show an error. */
+export function NameDialog({
+  title,
+  initial,
+  action,
+  onSubmit,
+  onClose,
+}: {
+  title: string;
+  initial: string;
+  action: string;
+  onSubmit: (name: string) => Promise<void>;
+  onClose: () => void;
+}) {
+  const [name, setName] = useState(initial);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    const bad = nameError(name);
+    if (bad) return setError(bad);
+    setBusy(true);
+    try {
+      await onSubmit(name);
+      onClose();
+    } catch (err) {
+      setError(describeError(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal opened onClose={onClose} title={title}>
+      <form onSubmit={submit}>
+        <Stack>
+          {error && <Alert color="red" role="alert">{error}</Alert>}
+          <TextInput
+            label="Name"
+            value={name}
+            onChange={(e) => setName(e.currentTarget.value)}
+            data-autofocus
+            onFocus={(e) => {
+              // Select the name without its extension, as file managers do.
+              const dot = e.currentTarget.value.lastIndexOf('.');
+              e.currentTarget.setSelectionRange(0, dot > 0 ? dot : e.currentTarget.value.length);
+            }}
+          />
+          <Group justify="flex-end">
+            <Button variant="default" onClick={onClose}>Cancel</Button>
+            <Button type="submit" loading={busy}>{action}</Button>
+          </Group>
+        </Stack>
+      </form>
+    </Modal>
+  );
+}
+
+/** Asks where to move or copy an entry: the full path of the new place. */
+export function PlaceDialog({ entry, mode, onDone, onClose }: { entry: Entry; mode: 'move' | 'copy'; onDone: () => void; onClose: () => void }) {
+  const [to, setTo] = useState(entry.path);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    if (!to.startsWith('/') || to === '/') return setError('Give the full new path, starting with / (for example /Archive/report.pdf).');
+    if (to === entry.path) return setError('That is where it is now.');
+    setBusy(true);
+    try {
+      await api('POST', `/api/v1/${mode}`, { from: entry.path, to, overwrite: false });
+      onDone();
+      onClose();
+    } catch (err) {
+      setError(describeError(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal opened onClose={onClose} title={`${mode === 'move' ? 'Move' : 'Copy'} ${entry.name}`}>
+      <form onSubmit={submit}>
+        <Stack>
+          {error && <Alert color="red" role="alert">{error}</Alert>}
+          <TextInput
+            label="New path"
+            description="The folder and the name, e.g. /Archive/2026/report.pdf; missing folders are not created."
+            value={to}
+            onChange={(e) => setTo(e.currentTarget.value)}
+            data-autofocus
+          />
+          <Group justify="flex-end">
+            <Button variant="default" onClick={onClose}>Cancel</Button>
+            <Button type="submit" loading={busy}>{mode === 'move' ? 'Move' : 'Copy'}</Button>
+          </Group>
+        </Stack>
+      </form>
+    </Modal>
+  );
+}
+
+/** A file's versions: download, restore, delete older ones. */
+export function VersionsDialog({ entry, onClose }: { entry: Entry; onClose: () => void }) {
+  const qc = useQueryClient();
+  const key = ['versions', entry.path];
+  const versions = useQuery({ queryKey: key, queryFn: () => api<VersionList>('GET', apiUrl('versions', entry.path)) });
+  const [error, setError] = useState<string | null>(null);
+  const act = useMutation({
+    mutationFn: async ({ op, version }: { op: 'restore' | 'delete' | 'download'; version: number }) => {
+      if (op === 'restore') await api('POST', apiUrl('versions', entry.path), { version });
+      else if (op === 'delete') await api('DELETE', `${apiUrl('versions', entry.path)}?version=${version}`);
+      else await downloadFile(entry.path, entry.name, version);
+    },
+    onSuccess: () => {
+      setError(null);
+      void qc.invalidateQueries({ queryKey: key });
+      void qc.invalidateQueries({ queryKey: ['dir'] });
+      void qc.invalidateQueries({ queryKey: ['me'] });
+    },
+    onError: (e) => setError(describeError(e)),
+  });
+  return (
+    <Modal opened onClose={onClose} title={`Versions of ${entry.name}`} size="lg">
+      <Stack>
+        {error && <Alert color="red" role="alert">{error}</Alert>}
+        {versions.isPending && <Loader size="sm" />}
+        {versions.isError && <Alert color="red" role="alert">{describeError(versions.error)}</Alert>}
+        {versions.data && (
+          <Table.ScrollContainer minWidth={420}>
+            <Table aria-label="Versions">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Saved</Table.Th>
+                  <Table.Th>Size</Table.Th>
+                  <Table.Th>From</Table.Th>
+                  <Table.Th />
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {versions.data.versions.map((v) => (
+                  <Table.Tr key={v.version} data-testid="version-row">
+                    <Table.Td>{when(v.created)}{v.current ? ' (current)' : ''}</Table.Td>
+                    <Table.Td>{formatSize(v.size)}</Table.Td>
+                    <Table.Td>{v.device ?? ''}</Table.Td>
+                    <Table.Td>
+                      <Group gap={4} justify="flex-end" wrap="nowrap">
+                        <Button size="xs" variant="subtle" onClick={() => act.mutate({ op: 'download', version: v.version })}>Download</Button>
+                        {!v.current && (
+                          <>
+                            <Button size="xs" variant="light" onClick={() => act.mutate({ op: 'restore', version: v.version })}>Restore</Button>
+                            <Button size="xs" variant="subtle" color="red" onClick={() => act.mutate({ op: 'delete', version: v.version })}>Delete</Button>
+                          </>
+                        )}
+                      </Group>
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+      </Stack>
+    </Modal>
+  );
+}
+
+/** A file shown in the page from a blob of its bytes (preview.ts says which and how). */
+export function PreviewDialog({ entry, onClose }: { entry: Entry; onClose: () => void }) {
+  const how = previewOf(entry.name);
+  const [url, setUrl] = useState<string | null>(null);
+  const [text, setText] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    if (!how) return;
+    if (entry.size > PREVIEW_LIMIT) {
+      setError(`This file is ${formatSize(entry.size)}: too large to show here. Download it instead.`);
+      return;
+    }
+    const ctl = new AbortController();
+    let made: string | null = null;
+    fetchFile(entry.path, undefined, ctl.signal)
+      .then(async (blob) => {
+        if (how.kind === 'text') {
+          const cut = blob.size > TEXT_LIMIT;
+          setText((await blob.slice(0, TEXT_LIMIT).text()) + (cut ? '\n…' : ''));
+        } else {
+          made = URL.createObjectURL(new Blob([blob], { type: how.type }));
+          setUrl(made);
+        }
+      })
+      .catch((e) => {
+        if (!ctl.signal.aborted) setError(describeError(e));
+      });
+    return () => {
+      ctl.abort();
+      if (made) URL.revokeObjectURL(made);
+    };
+  }, [entry.path, entry.size, how?.kind, how?.type]);
+  return (
+    <Modal opened onClose={onClose} title={entry.name} size="xl" fullScreen={false}>
+      <Stack>
+        {!how && <Text>There is no preview for this kind of file.</Text>}
+        {error && <Alert color="red" role="alert">{error}</Alert>}
+        {how && !error && !url && text === null && <Loader size="sm" aria-label="Loading preview" />}
+        {url && how?.kind === 'image' && <img src={url} alt={entry.name} style={{ maxWidth: '100%', maxHeight: '75vh', objectFit: 'contain' }} />}
+        {url && how?.kind === 'video' && <video src={url} controls style={{ maxWidth: '100%', maxHeight: '75vh' }} aria-label={entry.name} />}
+        {url && how?.kind === 'audio' && <audio src={url} controls aria-label={entry.name} />}
+        {url && how?.kind === 'pdf' && <iframe src={url} title={entry.name} style={{ width: '100%', height: '75vh', border: 0 }} />}
+        {text !== null && (
+          <pre data-testid="text-preview" style={{ maxHeight: '75vh', overflow: 'auto', whiteSpace: 'pre-wrap', wordBreak: 'break-word', margin: 0 }}>
+            {text}
+          </pre>
+        )}
+        <Group justify="flex-end">
+          <Button variant="default" onClick={() => void downloadFile(entry.path, entry.name).catch((e) => setError(describeError(e)))}>Download</Button>
+          <Button onClick={onClose}>Close</Button>
+        </Group>
+      </Stack>
+    </Modal>
+  );
+}
