@@ -2,38 +2,24 @@
 // against a real gateway. Usage: node e2e/web.e2e.mjs BASE_URL ADMIN_PASSWORD [SHOTS_DIR]
 // Screenshots go to e2e-artifacts/web-* (gitignored), and the main screens also to SHOTS_DIR
 // when given (docs/web). Exits non-zero on the first failure.
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+import { artifacts, caller, check, launch, run, step, watchCsp } from './harness.mjs';
 
 const [base, adminPassword, shotsDir] = process.argv.slice(2);
 if (!base || !adminPassword) {
   console.error('usage: node e2e/web.e2e.mjs BASE_URL ADMIN_PASSWORD [SHOTS_DIR]');
   process.exit(2);
 }
-const artifacts = join(dirname(fileURLToPath(import.meta.url)), '..', 'e2e-artifacts');
-mkdirSync(artifacts, { recursive: true });
 if (shotsDir) mkdirSync(shotsDir, { recursive: true });
 
 const ALICE = 'web-alice';
 const BOB = 'web-bob';
 const PW = 'web-password-1';
 
-function check(cond, msg) {
-  if (!cond) throw new Error(`check failed: ${msg}`);
-}
-async function call(method, path, { token, json, body, headers: extra } = {}) {
-  const headers = { ...extra };
-  if (token) headers.Authorization = `Bearer ${token}`;
-  if (json !== undefined) headers['Content-Type'] = 'application/json';
-  const r = await fetch(base + path, { method, headers, body: json !== undefined ? JSON.stringify(json) : body });
-  const buf = Buffer.from(await r.arrayBuffer());
-  return { status: r.status, headers: r.headers, buf, text: buf.toString(), json: () => JSON.parse(buf.toString()) };
-}
-const step = (s) => console.log(`[e2e] ${s}`);
+const call = caller(base);
 
 // A folder on disk to upload: two files, a subfolder, and an image and a text to preview.
 const PNG = Buffer.from(
@@ -47,13 +33,9 @@ writeFileSync(join(project, 'readme.txt'), 'hello from the web app\n');
 writeFileSync(join(project, 'dot.png'), PNG);
 writeFileSync(join(project, 'drafts', 'plan.md'), '# plan\nstep one\n');
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-});
-let page;
+const browser = await launch();
 const violations = [];
-try {
+await run(browser, 'web-failure.png', violations, async (setPage) => {
   step('the administrator makes two users');
   let r = await call('POST', '/api/v1/auth/login', { json: { username: 'admin', password: adminPassword } });
   check(r.status === 200, `admin login: ${r.status} ${r.text}`);
@@ -64,21 +46,14 @@ try {
   }
 
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
-  page = await ctx.newPage();
+  const page = setPage(await ctx.newPage());
   page.setDefaultTimeout(30000);
   const shot = async (name, doc) => {
     const path = join(artifacts, `web-${name}.png`);
     await page.screenshot({ path, fullPage: true });
     if (shotsDir && doc) copyFileSync(path, join(shotsDir, `${doc}.png`));
   };
-  page.on('console', (m) => {
-    if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
-  });
-  await ctx.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (e) =>
-      console.error(`Content Security Policy violation: ${e.violatedDirective} ${e.blockedURI}`),
-    );
-  });
+  await watchCsp(ctx, page, violations);
   const nav = (name) => page.getByLabel('Main').getByRole('link', { name });
   const row = (name) => page.locator(`tr[data-entry="${name}"]`);
   const action = async (name, what) => {
@@ -190,9 +165,23 @@ try {
   const saved = await download.path();
   check(readFileSync(saved, 'utf8') === 'hello from the web app\n', 'the downloaded bytes');
 
+  step('alice copies a file to another folder, and downloads a folder as a zip');
+  await action('dot.png', 'Copy');
+  await page.getByRole('dialog').getByRole('textbox', { name: 'New path' }).fill('/Project/drafts/dot copy.png');
+  await page.getByRole('dialog').getByRole('button', { name: 'Copy', exact: true }).click();
+  await page.getByRole('dialog').waitFor({ state: 'detached' });
+  r = await call('GET', '/api/v1/files/Project/drafts/dot%20copy.png', { token: aliceApi });
+  check(r.status === 200 && r.buf.equals(PNG), `the copy: ${r.status}`);
+  const [zip] = await Promise.all([page.waitForEvent('download'), action('drafts', 'Download as zip')]);
+  check(zip.suggestedFilename() === 'drafts.zip', `zip name: ${zip.suggestedFilename()}`);
+  const zipBytes = readFileSync(await zip.path());
+  check(zipBytes.subarray(0, 2).toString() === 'PK' && zipBytes.includes(Buffer.from('drafts/plan.md')), 'the zip holds the folder');
+
   step('alice renames a file, with F2 from the keyboard');
   await row('readme.txt').focus();
   await page.keyboard.press('F2');
+  // The dialog focuses the name (selecting it without its extension) once it has opened.
+  await page.waitForFunction(() => document.activeElement?.value === 'readme.txt');
   await page.getByRole('dialog').getByRole('textbox', { name: 'Name', exact: true }).fill('notes.txt');
   await page.getByRole('button', { name: 'Rename' }).click();
   await row('notes.txt').waitFor();
@@ -280,13 +269,4 @@ try {
   await page.waitForTimeout(500); // the navigation drawer's closing animation, for the picture only
   await shot('07-phone', 'phone');
 
-  check(violations.length === 0, `the web app broke its CSP:\n${violations.join('\n')}`);
-  console.log('[e2e] all steps passed');
-} catch (e) {
-  if (page) await page.screenshot({ path: join(artifacts, 'web-failure.png'), fullPage: true }).catch(() => {});
-  console.error(`[e2e] FAILED: ${e.stack || e}`);
-  if (violations.length) console.error(`[e2e] CSP violations:\n${violations.join('\n')}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

@@ -4,26 +4,24 @@ import { afterEach } from 'vitest';
 
 afterEach(() => cleanup());
 
-// jsdom lacks what Mantine asks the browser for (tests of pure logic may run in node instead).
-if (typeof window !== 'undefined') {
-  Object.defineProperty(window, 'matchMedia', {
-    writable: true,
-    value: (query: string) => ({
-      matches: false,
-      media: query,
-      onchange: null,
-      addListener: () => {},
-      removeListener: () => {},
-      addEventListener: () => {},
-      removeEventListener: () => {},
-      dispatchEvent: () => false,
-    }),
-  });
-  class RO {
-    observe() {}
-    unobserve() {}
-    disconnect() {}
-  }
-  (window as unknown as { ResizeObserver: typeof RO }).ResizeObserver = RO;
-  window.HTMLElement.prototype.scrollIntoView = () => {};
+// jsdom lacks what Mantine asks the browser for.
+Object.defineProperty(window, 'matchMedia', {
+  writable: true,
+  value: (query: string) => ({
+    matches: false,
+    media: query,
+    onchange: null,
+    addListener: () => {},
+    removeListener: () => {},
+    addEventListener: () => {},
+    removeEventListener: () => {},
+    dispatchEvent: () => false,
+  }),
+});
+class RO {
+  observe() {}
+  unobserve() {}
+  disconnect() {}
 }
+(window as unknown as { ResizeObserver: typeof RO }).ResizeObserver = RO;
+window.HTMLElement.prototype.scrollIntoView = () => {};

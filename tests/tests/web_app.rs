@@ -3,14 +3,9 @@
 //! Content-Security-Policy, the page saying how to build it when a `--web-ui-dir` holds none, and
 //! the whole app in Debian's chromium (admin-ui/e2e/web.e2e.mjs, playwright-core).
 
-use std::path::PathBuf;
-
-use anyhow::{Context, ensure};
+use anyhow::ensure;
+use nimbus_e2e::browser::{admin_ui, check_entry_script, run_e2e_script};
 use nimbus_e2e::{ADMIN_PASSWORD, Backend, GatewayOptions, Resp, run_on};
-
-fn admin_ui() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../admin-ui")
-}
 
 fn header(r: &Resp, name: &str) -> String {
     r.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
@@ -42,18 +37,7 @@ async fn serves_the_embedded_web_app_and_the_console() -> anyhow::Result<()> {
             );
             ensure!(header(&r, "x-frame-options") == "DENY", "{path}: {:?}", r.headers);
         }
-        let page = api.get("/").await?.text();
-        let script = page
-            .split('"')
-            .find(|s| s.starts_with("/assets/index-") && s.ends_with(".js"))
-            .ok_or_else(|| anyhow::anyhow!("no hashed entry script in the page: {page}"))?
-            .to_string();
-        let r = api.get(&script).await?;
-        r.check(200)?;
-        ensure!(r.headers["content-type"] == "text/javascript; charset=utf-8", "{r} {:?}", r.headers);
-        ensure!(r.headers["cache-control"] == "public, max-age=31536000, immutable", "{:?}", r.headers);
-        ensure!(r.body.len() > 1000 && !r.text().trim_start().starts_with('<'), "not a script: {r}");
-        api.get("/assets/index-0000.js").await?.check(404)?;
+        check_entry_script(&api, "/").await?;
 
         // The console stays at /admin, with its own (stricter) policy.
         let r = api.get("/admin/").await?;
@@ -98,22 +82,13 @@ async fn says_how_to_build_a_missing_web_app() -> anyhow::Result<()> {
 /// docs/web/*.png (docs/WEB.md shows them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_app_in_chromium() -> anyhow::Result<()> {
-    let ui = admin_ui();
-    ensure!(ui.join("node_modules/playwright-core").exists(), "install the packages: cd admin-ui && npm ci");
     run_on(Backend::SqliteLocal, GatewayOptions::default(), |gw| async move {
         let base = gw.api().base().trim_end_matches('/').to_string();
-        let mut cmd = tokio::process::Command::new("node");
-        cmd.arg("e2e/web.e2e.mjs").arg(&base).arg(ADMIN_PASSWORD);
+        let mut args = vec![base, ADMIN_PASSWORD.to_string()];
         if std::env::var_os("NIMBUS_UPDATE_SHOTS").is_some_and(|v| v == "1") {
-            cmd.arg(admin_ui().join("../docs/web"));
+            args.push(admin_ui().join("../docs/web").display().to_string());
         }
-        let out = cmd.current_dir(admin_ui()).output().await.context("cannot run node")?;
-        let log = format!(
-            "stdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ensure!(out.status.success(), "the browser test failed ({}):\n{log}", out.status);
+        let log = run_e2e_script("e2e/web.e2e.mjs", &args).await?;
         println!("{log}");
         Ok(())
     })

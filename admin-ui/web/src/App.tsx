@@ -1,8 +1,8 @@
-import { AppShell, Burger, Button, Group, MantineProvider, NavLink, Stack, Text, Title } from '@mantine/core';
+import { AppShell, Burger, Button, Group, NavLink, Stack, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
-import { useCallback, useEffect, useState } from 'react';
-import { ApiError, api, session, setUnauthorizedHandler } from '../../src/api/client';
+import { useQuery } from '@tanstack/react-query';
+import { AppRoot } from '../../src/AppRoot';
+import { api } from '../../src/api/client';
 import type { Me } from '../../src/api/types';
 import { QuotaBar } from './components/QuotaBar';
 import { FilesPage } from './pages/Files';
@@ -14,66 +14,23 @@ import { navigate, useRoute } from './router';
 import { unfinished } from './upload';
 import { UploadProvider } from './uploads';
 
-const queryClient = new QueryClient({
-  defaultOptions: { queries: { retry: (n, e) => !(e instanceof ApiError && e.status < 500) && n < 2 } },
-});
-
 export function App() {
   return (
-    <MantineProvider>
-      <QueryClientProvider client={queryClient}>
-        <Root />
-      </QueryClientProvider>
-    </MantineProvider>
+    <AppRoot signIn={(notice, onSignedIn) => <SignIn notice={notice} onSignedIn={onSignedIn} />}>
+      {(signOut) => (
+        <UploadProvider>
+          <Shell signOut={signOut} />
+        </UploadProvider>
+      )}
+    </AppRoot>
   );
 }
 
-function Root() {
-  const [token, setToken] = useState(session.get());
-  const [notice, setNotice] = useState<string | null>(null);
-  const expire = useCallback(() => {
-    session.clear();
-    queryClient.clear();
-    setNotice('Your session has ended. Please sign in again.');
-    setToken(null);
-  }, []);
-  useEffect(() => setUnauthorizedHandler(expire), [expire]);
-
-  if (!token) {
-    return (
-      <SignIn
-        notice={notice}
-        onSignedIn={(t) => {
-          session.set(t);
-          setNotice(null);
-          setToken(t);
-        }}
-      />
-    );
-  }
-  return (
-    <UploadProvider>
-      <Shell onSignOut={() => setToken(null)} />
-    </UploadProvider>
-  );
-}
-
-function Shell({ onSignOut }: { onSignOut: () => void }) {
+function Shell({ signOut }: { signOut: () => Promise<void> }) {
   const route = useRoute();
   const [opened, { toggle, close }] = useDisclosure();
   const me = useQuery({ queryKey: ['me'], queryFn: () => api<Me>('GET', '/api/v1/me') });
   if (me.data) unfinished.setOwner(me.data.username);
-
-  const signOut = async () => {
-    try {
-      await api('POST', '/api/v1/auth/logout');
-    } catch {
-      /* the token is dropped either way */
-    }
-    session.clear();
-    queryClient.clear();
-    onSignOut();
-  };
 
   const folder = folderOfRoute(route);
   let page;

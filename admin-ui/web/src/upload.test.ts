@@ -1,10 +1,13 @@
-// @vitest-environment node
-// (Node's Blob reads its bytes; jsdom's cannot.)
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { blake3 } from 'hash-wasm';
+import { session } from '../../src/api/client';
 import { blockRanges, foldersToCreate, hashBlocks, planSend, uploadFile } from './upload';
 
 afterEach(() => vi.unstubAllGlobals());
+
+// The part of a Blob the upload uses (jsdom's Blob has no arrayBuffer()).
+const blob = (data: Uint8Array): Blob =>
+  ({ size: data.length, slice: (a?: number, b?: number) => blob(data.slice(a, b)), arrayBuffer: async () => data.slice().buffer }) as unknown as Blob;
 
 describe('blocks', () => {
   it('cut a file into full blocks and a shorter last one', () => {
@@ -18,7 +21,7 @@ describe('blocks', () => {
   });
   it('hash each block with BLAKE3', async () => {
     const data = new TextEncoder().encode('abcdefghij');
-    const blocks = await hashBlocks(new Blob([data]), 4);
+    const blocks = await hashBlocks(blob(data), 4);
     expect(blocks).toEqual([
       { hash: await blake3(data.slice(0, 4)), size: 4 },
       { hash: await blake3(data.slice(4, 8)), size: 4 },
@@ -49,7 +52,7 @@ describe('uploadFile', () => {
     const data = new TextEncoder().encode('0123456789');
     const hashes = [await blake3(data.slice(0, 4)), await blake3(data.slice(4, 8)), await blake3(data.slice(8))];
     const calls: string[] = [];
-    vi.stubGlobal('sessionStorage', { getItem: () => 'tok' });
+    session.set('tok');
     vi.stubGlobal(
       'fetch',
       vi.fn(async (url: string, init: RequestInit) => {
@@ -63,7 +66,7 @@ describe('uploadFile', () => {
       }),
     );
     const seen: string[] = [];
-    const entry = await uploadFile(new Blob([data]), '/d/a b.txt', 4, (p) => seen.push(`${p.phase}:${p.done}`));
+    const entry = await uploadFile(blob(data), '/d/a b.txt', 4, (p) => seen.push(`${p.phase}:${p.done}`));
     expect(entry.version).toBe(3);
     expect(calls).toEqual(['POST /api/v1/blocks/missing', `PUT /api/v1/blocks/${hashes[2]}`, 'POST /api/v1/manifests/d/a%20b.txt']);
     expect(seen).toContain('sending:8');

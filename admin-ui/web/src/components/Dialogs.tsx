@@ -1,6 +1,6 @@
 import { Alert, Button, Group, Loader, Modal, Stack, Table, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { api } from '../../../src/api/client';
 import type { Entry, VersionList } from '../../../src/api/types';
 import { formatSize } from '../../../src/format';
@@ -8,33 +8,46 @@ import { downloadFile, fetchFile } from '../download';
 import { describeError } from '../errors';
 import { apiUrl, nameError } from '../paths';
 import { PREVIEW_LIMIT, TEXT_LIMIT, previewOf } from '../preview';
+import { QueryStatus } from './QueryStatus';
+import { SimpleTable } from './SimpleTable';
 
 export const when = (iso: string) => new Date(iso).toLocaleString();
 
-/** Asks for a name (new folder, rename); `onSubmit` throws to show an error. */
-export function NameDialog({
+/** Asks for one text (a name, a path): `check` says what is wrong before sending, `onSubmit`
+ * throws to show the gateway's refusal in words. */
+function AskDialog({
   title,
+  label,
+  description,
   initial,
   action,
+  check,
+  selectName,
   onSubmit,
   onClose,
 }: {
   title: string;
+  label: string;
+  description?: string;
   initial: string;
   action: string;
-  onSubmit: (name: string) => Promise<void>;
+  check: (value: string) => string | null;
+  /** Select the name without its extension when the field gets focus, as file managers do. */
+  selectName?: boolean;
+  onSubmit: (value: string) => Promise<void>;
   onClose: () => void;
 }) {
-  const [name, setName] = useState(initial);
+  const [value, setValue] = useState(initial);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const selected = useRef(false);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    const bad = nameError(name);
+    const bad = check(value);
     if (bad) return setError(bad);
     setBusy(true);
     try {
-      await onSubmit(name);
+      await onSubmit(value);
       onClose();
     } catch (err) {
       setError(describeError(err));
@@ -48,12 +61,14 @@ export function NameDialog({
         <Stack>
           {error && <Alert color="red" role="alert">{error}</Alert>}
           <TextInput
-            label="Name"
-            value={name}
-            onChange={(e) => setName(e.currentTarget.value)}
+            label={label}
+            description={description}
+            value={value}
+            onChange={(e) => setValue(e.currentTarget.value)}
             data-autofocus
             onFocus={(e) => {
-              // Select the name without its extension, as file managers do.
+              if (!selectName || selected.current) return;
+              selected.current = true;
               const dot = e.currentTarget.value.lastIndexOf('.');
               e.currentTarget.setSelectionRange(0, dot > 0 ? dot : e.currentTarget.value.length);
             }}
@@ -68,45 +83,34 @@ export function NameDialog({
   );
 }
 
+/** Asks for a name (new folder, rename). */
+export function NameDialog(props: { title: string; initial: string; action: string; onSubmit: (name: string) => Promise<void>; onClose: () => void }) {
+  return <AskDialog {...props} label="Name" check={nameError} selectName />;
+}
+
 /** Asks where to move or copy an entry: the full path of the new place. */
 export function PlaceDialog({ entry, mode, onDone, onClose }: { entry: Entry; mode: 'move' | 'copy'; onDone: () => void; onClose: () => void }) {
-  const [to, setTo] = useState(entry.path);
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-  const submit = async (e: FormEvent) => {
-    e.preventDefault();
-    if (!to.startsWith('/') || to === '/') return setError('Give the full new path, starting with / (for example /Archive/report.pdf).');
-    if (to === entry.path) return setError('That is where it is now.');
-    setBusy(true);
-    try {
-      await api('POST', `/api/v1/${mode}`, { from: entry.path, to, overwrite: false });
-      onDone();
-      onClose();
-    } catch (err) {
-      setError(describeError(err));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const verb = mode === 'move' ? 'Move' : 'Copy';
   return (
-    <Modal opened onClose={onClose} title={`${mode === 'move' ? 'Move' : 'Copy'} ${entry.name}`}>
-      <form onSubmit={submit}>
-        <Stack>
-          {error && <Alert color="red" role="alert">{error}</Alert>}
-          <TextInput
-            label="New path"
-            description="The folder and the name, e.g. /Archive/2026/report.pdf; missing folders are not created."
-            value={to}
-            onChange={(e) => setTo(e.currentTarget.value)}
-            data-autofocus
-          />
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>Cancel</Button>
-            <Button type="submit" loading={busy}>{mode === 'move' ? 'Move' : 'Copy'}</Button>
-          </Group>
-        </Stack>
-      </form>
-    </Modal>
+    <AskDialog
+      title={`${verb} ${entry.name}`}
+      label="New path"
+      description="The folder and the name, e.g. /Archive/2026/report.pdf; missing folders are not created."
+      initial={entry.path}
+      action={verb}
+      check={(to) =>
+        !to.startsWith('/') || to === '/'
+          ? 'Give the full new path, starting with / (for example /Archive/report.pdf).'
+          : to === entry.path
+            ? 'That is where it is now.'
+            : null
+      }
+      onSubmit={async (to) => {
+        await api('POST', `/api/v1/${mode}`, { from: entry.path, to, overwrite: false });
+        onDone();
+      }}
+      onClose={onClose}
+    />
   );
 }
 
@@ -134,41 +138,28 @@ export function VersionsDialog({ entry, onClose }: { entry: Entry; onClose: () =
     <Modal opened onClose={onClose} title={`Versions of ${entry.name}`} size="lg">
       <Stack>
         {error && <Alert color="red" role="alert">{error}</Alert>}
-        {versions.isPending && <Loader size="sm" />}
-        {versions.isError && <Alert color="red" role="alert">{describeError(versions.error)}</Alert>}
+        <QueryStatus query={versions} />
         {versions.data && (
-          <Table.ScrollContainer minWidth={420}>
-            <Table aria-label="Versions">
-              <Table.Thead>
-                <Table.Tr>
-                  <Table.Th>Saved</Table.Th>
-                  <Table.Th>Size</Table.Th>
-                  <Table.Th>From</Table.Th>
-                  <Table.Th />
-                </Table.Tr>
-              </Table.Thead>
-              <Table.Tbody>
-                {versions.data.versions.map((v) => (
-                  <Table.Tr key={v.version} data-testid="version-row">
-                    <Table.Td>{when(v.created)}{v.current ? ' (current)' : ''}</Table.Td>
-                    <Table.Td>{formatSize(v.size)}</Table.Td>
-                    <Table.Td>{v.device ?? ''}</Table.Td>
-                    <Table.Td>
-                      <Group gap={4} justify="flex-end" wrap="nowrap">
-                        <Button size="xs" variant="subtle" onClick={() => act.mutate({ op: 'download', version: v.version })}>Download</Button>
-                        {!v.current && (
-                          <>
-                            <Button size="xs" variant="light" onClick={() => act.mutate({ op: 'restore', version: v.version })}>Restore</Button>
-                            <Button size="xs" variant="subtle" color="red" onClick={() => act.mutate({ op: 'delete', version: v.version })}>Delete</Button>
-                          </>
-                        )}
-                      </Group>
-                    </Table.Td>
-                  </Table.Tr>
-                ))}
-              </Table.Tbody>
-            </Table>
-          </Table.ScrollContainer>
+          <SimpleTable label="Versions" columns={['Saved', 'Size', 'From', '']}>
+            {versions.data.versions.map((v) => (
+              <Table.Tr key={v.version} data-testid="version-row">
+                <Table.Td>{when(v.created)}{v.current ? ' (current)' : ''}</Table.Td>
+                <Table.Td>{formatSize(v.size)}</Table.Td>
+                <Table.Td>{v.device ?? ''}</Table.Td>
+                <Table.Td>
+                  <Group gap={4} justify="flex-end" wrap="nowrap">
+                    <Button size="xs" variant="subtle" onClick={() => act.mutate({ op: 'download', version: v.version })}>Download</Button>
+                    {!v.current && (
+                      <>
+                        <Button size="xs" variant="light" onClick={() => act.mutate({ op: 'restore', version: v.version })}>Restore</Button>
+                        <Button size="xs" variant="subtle" color="red" onClick={() => act.mutate({ op: 'delete', version: v.version })}>Delete</Button>
+                      </>
+                    )}
+                  </Group>
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </SimpleTable>
         )}
       </Stack>
     </Modal>

@@ -1,4 +1,4 @@
-import { ActionIcon, Alert, Anchor, Box, Breadcrumbs, Button, FileButton, Group, Loader, Menu, Stack, Table, Text, TextInput, UnstyledButton } from '@mantine/core';
+import { ActionIcon, Alert, Anchor, Box, Breadcrumbs, Button, FileButton, Group, Menu, Stack, Table, Text, TextInput, UnstyledButton } from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useRef, useState, type DragEvent, type KeyboardEvent } from 'react';
 import { api, request } from '../../../src/api/client';
@@ -13,6 +13,7 @@ import { previewOf } from '../preview';
 import { navigate } from '../router';
 import { fromInput, readDrop, unfinished } from '../upload';
 import { useUploads } from '../uploads';
+import { QueryStatus } from '../components/QueryStatus';
 
 /** Every entry of a folder (the API pages by 1000). */
 async function listAll(path: string): Promise<Entry[]> {
@@ -264,8 +265,7 @@ export function FilesPage({ path }: { path: string }) {
           </Text>
         )}
 
-        {listing.isPending && <Loader size="sm" aria-label="Loading" />}
-        {listing.isError && <Alert color="red" role="alert">{describeError(listing.error)}</Alert>}
+        <QueryStatus query={listing} />
         {listing.data && (
           <Table.ScrollContainer minWidth={360}>
             <Table highlightOnHover aria-label="Files">

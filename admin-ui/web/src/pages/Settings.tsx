@@ -1,10 +1,12 @@
-import { Alert, Button, Code, Group, Loader, Modal, PasswordInput, Stack, Table, Text, TextInput, Title, CopyButton } from '@mantine/core';
+import { Alert, Button, Code, Group, Modal, PasswordInput, Stack, Table, Text, TextInput, Title, CopyButton } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api } from '../../../src/api/client';
 import type { CreatedS3Key, LoginResponse, Me, S3KeyList, TokenList } from '../../../src/api/types';
 import { when } from '../components/Dialogs';
 import { describeError } from '../errors';
+import { QueryStatus } from '../components/QueryStatus';
+import { SimpleTable } from '../components/SimpleTable';
 
 /** A secret shown once, with a copy button. */
 function Secret({ label, value }: { label: string; value: string }) {
@@ -49,35 +51,21 @@ function Devices() {
         Every place you are signed in, and the app passwords you made for WebDAV clients, the drive or scripts. Revoke one you do not recognise.
       </Text>
       {error && <Alert color="red" role="alert">{error}</Alert>}
-      {tokens.isPending && <Loader size="sm" />}
-      {tokens.isError && <Alert color="red" role="alert">{describeError(tokens.error)}</Alert>}
+      <QueryStatus query={tokens} />
       {tokens.data && (
-        <Table.ScrollContainer minWidth={360}>
-          <Table aria-label="Devices">
-            <Table.Thead>
-              <Table.Tr>
-                <Table.Th>Device</Table.Th>
-                <Table.Th visibleFrom="sm">Signed in</Table.Th>
-                <Table.Th visibleFrom="xs">Last used</Table.Th>
-                <Table.Th visibleFrom="sm">From</Table.Th>
-                <Table.Th />
-              </Table.Tr>
-            </Table.Thead>
-            <Table.Tbody>
-              {tokens.data.tokens.map((t) => (
-                <Table.Tr key={t.id} data-testid="device-row">
-                  <Table.Td>{t.device}{t.current ? ' (this browser)' : ''}</Table.Td>
-                  <Table.Td visibleFrom="sm">{when(t.created)}</Table.Td>
-                  <Table.Td visibleFrom="xs">{t.last_used ? when(t.last_used) : 'never'}</Table.Td>
-                  <Table.Td visibleFrom="sm">{t.last_ip ?? ''}</Table.Td>
-                  <Table.Td>
-                    {!t.current && <Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(t.id)}>Revoke</Button>}
-                  </Table.Td>
-                </Table.Tr>
-              ))}
-            </Table.Tbody>
-          </Table>
-        </Table.ScrollContainer>
+        <SimpleTable label="Devices" columns={['Device', { label: 'Signed in', from: 'sm' }, { label: 'Last used', from: 'xs' }, { label: 'From', from: 'sm' }, '']}>
+          {tokens.data.tokens.map((t) => (
+            <Table.Tr key={t.id} data-testid="device-row">
+              <Table.Td>{t.device}{t.current ? ' (this browser)' : ''}</Table.Td>
+              <Table.Td visibleFrom="sm">{when(t.created)}</Table.Td>
+              <Table.Td visibleFrom="xs">{t.last_used ? when(t.last_used) : 'never'}</Table.Td>
+              <Table.Td visibleFrom="sm">{t.last_ip ?? ''}</Table.Td>
+              <Table.Td>
+                {!t.current && <Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(t.id)}>Revoke</Button>}
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </SimpleTable>
       )}
       {creating && me.data && <NewAppPassword username={me.data.username} onClose={() => { setCreating(false); void qc.invalidateQueries({ queryKey: ['tokens'] }); }} />}
     </Stack>
@@ -168,31 +156,19 @@ function S3Keys() {
           <Button type="submit" loading={create.isPending}>Create key</Button>
         </Group>
       </form>
-      {keys.isPending && <Loader size="sm" />}
+      <QueryStatus query={keys} />
       {keys.data && keys.data.keys.length === 0 && <Text c="dimmed" size="sm">No keys yet.</Text>}
       {keys.data && keys.data.keys.length > 0 && (
-        <Table.ScrollContainer minWidth={360}>
-          <Table aria-label="S3 keys">
-            <Table.Thead>
-              <Table.Tr>
-                <Table.Th>Label</Table.Th>
-                <Table.Th>Access key</Table.Th>
-                <Table.Th visibleFrom="sm">Last used</Table.Th>
-                <Table.Th />
-              </Table.Tr>
-            </Table.Thead>
-            <Table.Tbody>
-              {keys.data.keys.map((k) => (
-                <Table.Tr key={k.id}>
-                  <Table.Td>{k.name}</Table.Td>
-                  <Table.Td><Code>{k.access_key_id}</Code></Table.Td>
-                  <Table.Td visibleFrom="sm">{k.last_used ? when(k.last_used) : 'never'}</Table.Td>
-                  <Table.Td><Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(k.id)}>Revoke</Button></Table.Td>
-                </Table.Tr>
-              ))}
-            </Table.Tbody>
-          </Table>
-        </Table.ScrollContainer>
+        <SimpleTable label="S3 keys" columns={['Label', 'Access key', { label: 'Last used', from: 'sm' }, '']}>
+          {keys.data.keys.map((k) => (
+            <Table.Tr key={k.id}>
+              <Table.Td>{k.name}</Table.Td>
+              <Table.Td><Code>{k.access_key_id}</Code></Table.Td>
+              <Table.Td visibleFrom="sm">{k.last_used ? when(k.last_used) : 'never'}</Table.Td>
+              <Table.Td><Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(k.id)}>Revoke</Button></Table.Td>
+            </Table.Tr>
+          ))}
+        </SimpleTable>
       )}
       <Modal opened={created !== null} onClose={() => setCreated(null)} title="New S3 key">
         {created && (

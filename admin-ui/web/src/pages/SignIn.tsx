@@ -1,8 +1,9 @@
-import { Alert, Anchor, Button, Center, Divider, Paper, PasswordInput, Stack, TextInput, Title } from '@mantine/core';
+import { Anchor, Button, Divider, PasswordInput, Stack, TextInput } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { ApiError, api } from '../../../src/api/client';
 import type { LoginRequest, LoginResponse } from '../../../src/api/types';
+import { SignInFrame } from '../../../src/pages/SignIn';
 import { describeError } from '../errors';
 
 /** What `GET /api/v1/auth/methods` says (404 on gateways without single sign-on). */
@@ -64,46 +65,37 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
   };
 
   return (
-    <Center mih="100vh" p="md">
-      <Paper withBorder p="xl" w={380} maw="100%" component="main">
-        <form onSubmit={submit} aria-label="Sign in">
-          <Stack>
-            <Title order={2}>Nimbus</Title>
-            {notice && <Alert color="yellow" role="status">{notice}</Alert>}
-            {error && <Alert color="red" role="alert">{error}</Alert>}
-            {!needCode && (
-              <>
-                <TextInput label="Username" autoComplete="username" value={username} onChange={(e) => setUsername(e.currentTarget.value)} autoFocus />
-                <PasswordInput label="Password" autoComplete="current-password" value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
-              </>
-            )}
-            {needCode && (
-              <Stack gap="xs">
-                <TextInput
-                  label="Code"
-                  description="Two-factor sign-in is on: enter the 6-digit code from your authenticator app."
-                  inputMode="numeric"
-                  autoComplete="one-time-code"
-                  maxLength={6}
-                  autoFocus
-                  value={code}
-                  onChange={(e) => setCode(e.currentTarget.value.replace(/\D/g, ''))}
-                />
-                <Anchor component="button" type="button" size="sm" onClick={() => { setNeedCode(false); setError(null); }}>
-                  Back to username and password
-                </Anchor>
-              </Stack>
-            )}
-            <Button type="submit" loading={busy}>{needCode ? 'Verify' : 'Sign in'}</Button>
-            {methods.data?.oidc && !needCode && (
-              <>
-                <Divider label="or" />
-                <Button component="a" variant="default" href="/api/v1/auth/oidc/start?return=/">Sign in with single sign-on</Button>
-              </>
-            )}
-          </Stack>
-        </form>
-      </Paper>
-    </Center>
+    <SignInFrame title="Nimbus" notice={notice} error={error} onSubmit={submit}>
+      {!needCode && (
+        <>
+          <TextInput label="Username" autoComplete="username" value={username} onChange={(e) => setUsername(e.currentTarget.value)} autoFocus />
+          <PasswordInput label="Password" autoComplete="current-password" value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
+        </>
+      )}
+      {needCode && (
+        <Stack gap="xs">
+          <TextInput
+            label="Code"
+            description="Two-factor sign-in is on: enter the 6-digit code from your authenticator app."
+            inputMode="numeric"
+            autoComplete="one-time-code"
+            maxLength={6}
+            autoFocus
+            value={code}
+            onChange={(e) => setCode(e.currentTarget.value.replace(/\D/g, ''))}
+          />
+          <Anchor component="button" type="button" size="sm" onClick={() => { setNeedCode(false); setError(null); }}>
+            Back to username and password
+          </Anchor>
+        </Stack>
+      )}
+      <Button type="submit" loading={busy}>{needCode ? 'Verify' : 'Sign in'}</Button>
+      {methods.data?.oidc && !needCode && (
+        <>
+          <Divider label="or" />
+          <Button component="a" variant="default" href="/api/v1/auth/oidc/start?return=/">Sign in with single sign-on</Button>
+        </>
+      )}
+    </SignInFrame>
   );
 }

@@ -1,4 +1,4 @@
-import { Alert, Button, Group, Loader, Modal, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Button, Group, Modal, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { ApiError, api } from '../../../src/api/client';
@@ -6,6 +6,8 @@ import type { TrashEntry, TrashList } from '../../../src/api/types';
 import { formatSize } from '../../../src/format';
 import { when } from '../components/Dialogs';
 import { describeError } from '../errors';
+import { QueryStatus } from '../components/QueryStatus';
+import { SimpleTable } from '../components/SimpleTable';
 
 async function listTrash(): Promise<TrashEntry[]> {
   const out: TrashEntry[] = [];
@@ -71,39 +73,25 @@ export function TrashPage() {
           {message.text}
         </Alert>
       )}
-      {trash.isPending && <Loader size="sm" />}
-      {trash.isError && <Alert color="red" role="alert">{describeError(trash.error)}</Alert>}
+      <QueryStatus query={trash} />
       {trash.data && trash.data.length === 0 && <Text c="dimmed">The trash is empty.</Text>}
       {trash.data && trash.data.length > 0 && (
-        <Table.ScrollContainer minWidth={360}>
-          <Table aria-label="Trash">
-            <Table.Thead>
-              <Table.Tr>
-                <Table.Th>Name</Table.Th>
-                <Table.Th visibleFrom="sm">Was at</Table.Th>
-                <Table.Th visibleFrom="xs">Size</Table.Th>
-                <Table.Th visibleFrom="sm">Deleted</Table.Th>
-                <Table.Th />
-              </Table.Tr>
-            </Table.Thead>
-            <Table.Tbody>
-              {trash.data.map((t) => (
-                <Table.Tr key={t.id} data-entry={t.name}>
-                  <Table.Td fw={t.kind === 'dir' ? 700 : undefined}>{t.name}{t.kind === 'dir' ? '/' : ''}</Table.Td>
-                  <Table.Td visibleFrom="sm">{t.original_path}</Table.Td>
-                  <Table.Td visibleFrom="xs">{formatSize(t.size + t.versions_bytes)}</Table.Td>
-                  <Table.Td visibleFrom="sm">{when(t.deleted_at)}</Table.Td>
-                  <Table.Td>
-                    <Group gap={4} justify="flex-end" wrap="nowrap">
-                      <Button size="xs" variant="light" onClick={() => restore.mutate({ item: t })}>Restore</Button>
-                      <Button size="xs" variant="subtle" color="red" onClick={() => purge.mutate(t)}>Delete for good</Button>
-                    </Group>
-                  </Table.Td>
-                </Table.Tr>
-              ))}
-            </Table.Tbody>
-          </Table>
-        </Table.ScrollContainer>
+        <SimpleTable label="Trash" columns={['Name', { label: 'Was at', from: 'sm' }, { label: 'Size', from: 'xs' }, { label: 'Deleted', from: 'sm' }, '']}>
+          {trash.data.map((t) => (
+            <Table.Tr key={t.id} data-entry={t.name}>
+              <Table.Td fw={t.kind === 'dir' ? 700 : undefined}>{t.name}{t.kind === 'dir' ? '/' : ''}</Table.Td>
+              <Table.Td visibleFrom="sm">{t.original_path}</Table.Td>
+              <Table.Td visibleFrom="xs">{formatSize(t.size + t.versions_bytes)}</Table.Td>
+              <Table.Td visibleFrom="sm">{when(t.deleted_at)}</Table.Td>
+              <Table.Td>
+                <Group gap={4} justify="flex-end" wrap="nowrap">
+                  <Button size="xs" variant="light" onClick={() => restore.mutate({ item: t })}>Restore</Button>
+                  <Button size="xs" variant="subtle" color="red" onClick={() => purge.mutate(t)}>Delete for good</Button>
+                </Group>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </SimpleTable>
       )}
       <Modal opened={confirmEmpty} onClose={() => setConfirmEmpty(false)} title="Empty the trash?">
         <Stack>
