@@ -26,6 +26,18 @@ const PNG = Buffer.from(
   'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==',
   'base64',
 );
+// A one-page PDF saying "Hello PDF".
+const PDF = `%PDF-1.4
+1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj
+2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj
+3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]/Contents 4 0 R/Resources<</Font<</F1 5 0 R>>>>>>endobj
+4 0 obj<</Length 44>>stream
+BT /F1 24 Tf 20 100 Td (Hello PDF) Tj ET
+endstream endobj
+5 0 obj<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>endobj
+trailer<</Root 1 0 R>>
+%%EOF
+`;
 const tree = mkdtempSync(join(tmpdir(), 'nimbus-web-e2e-'));
 const project = join(tree, 'Project');
 mkdirSync(join(project, 'drafts'), { recursive: true });
@@ -157,6 +169,13 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await img.waitFor();
   await page.waitForFunction(() => document.querySelector('img[alt="dot.png"]')?.naturalWidth === 2);
   await shot('03-preview', 'preview');
+  await page.getByRole('button', { name: 'Close', exact: true }).click();
+  // A PDF in a frame of the app's page (Chromium's viewer, from a blob: URL the CSP allows).
+  r = await call('PUT', '/api/v1/files/Project/doc.pdf', { token: aliceApi, body: PDF });
+  check(r.status === 201, `put the PDF: ${r.status} ${r.text}`);
+  await page.reload();
+  await page.getByRole('button', { name: 'doc.pdf', exact: true }).click();
+  await page.waitForFunction(() => document.querySelector('iframe[title="doc.pdf"]')?.src.startsWith('blob:'));
   await page.getByRole('button', { name: 'Close', exact: true }).click();
 
   step('alice downloads a file');

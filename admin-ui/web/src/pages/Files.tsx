@@ -322,37 +322,39 @@ export function FilesPage({ path }: { path: string }) {
                       <Table.Td visibleFrom="xs">{e.kind === 'dir' ? '' : formatSize(e.size)}</Table.Td>
                       <Table.Td visibleFrom="sm">{when(e.modified)}</Table.Td>
                       <Table.Td>
-                        <Menu position="bottom-end" withinPortal>
-                          <Menu.Target>
-                            <ActionIcon variant="subtle" aria-label={`Actions for ${e.name}`}>⋯</ActionIcon>
-                          </Menu.Target>
-                          <Menu.Dropdown>
-                            {e.kind === 'file' && previewOf(e.name) && <Menu.Item onClick={() => setDialog({ kind: 'preview', entry: e })}>Preview</Menu.Item>}
-                            {e.kind === 'file' && <Menu.Item onClick={() => void downloadFile(e.path, e.name).catch(fail)}>Download</Menu.Item>}
-                            {e.kind === 'dir' && !inShared(e.path) && <Menu.Item onClick={() => void downloadFolderZip(e.path).catch(fail)}>Download as zip</Menu.Item>}
-                            {!top && <Menu.Item onClick={() => setDialog({ kind: 'rename', entry: e })}>Rename</Menu.Item>}
-                            {!top && <Menu.Item onClick={() => setDialog({ kind: 'move', entry: e })}>Move</Menu.Item>}
-                            {!top && <Menu.Item onClick={() => setDialog({ kind: 'copy', entry: e })}>Copy</Menu.Item>}
-                            {!inShared(e.path) && <Menu.Item onClick={() => setDialog({ kind: 'share', entry: e })}>Share</Menu.Item>}
-                            {e.kind === 'file' && <Menu.Item onClick={() => setDialog({ kind: 'versions', entry: e })}>Versions</Menu.Item>}
-                            {share && (
-                              <Menu.Item
-                                color="red"
-                                onClick={() =>
-                                  void api('DELETE', `/api/v1/shares/${share.id}`)
-                                    .then(() => {
-                                      void qc.invalidateQueries({ queryKey: ['incoming'] });
-                                      refresh();
-                                    })
-                                    .catch(fail)
-                                }
-                              >
-                                Leave this share
-                              </Menu.Item>
-                            )}
-                            {!top && <Menu.Item color="red" onClick={() => void trash(e)}>Delete</Menu.Item>}
-                          </Menu.Dropdown>
-                        </Menu>
+                        {e.path !== `/${SHARED}` && (
+                          <Menu position="bottom-end" withinPortal>
+                            <Menu.Target>
+                              <ActionIcon variant="subtle" aria-label={`Actions for ${e.name}`}>⋯</ActionIcon>
+                            </Menu.Target>
+                            <Menu.Dropdown>
+                              {e.kind === 'file' && previewOf(e.name) && <Menu.Item onClick={() => setDialog({ kind: 'preview', entry: e })}>Preview</Menu.Item>}
+                              {e.kind === 'file' && <Menu.Item onClick={() => void downloadFile(e.path, e.name).catch(fail)}>Download</Menu.Item>}
+                              {e.kind === 'dir' && !inShared(e.path) && <Menu.Item onClick={() => void downloadFolderZip(e.path).catch(fail)}>Download as zip</Menu.Item>}
+                              {!top && <Menu.Item onClick={() => setDialog({ kind: 'rename', entry: e })}>Rename</Menu.Item>}
+                              {!top && <Menu.Item onClick={() => setDialog({ kind: 'move', entry: e })}>Move</Menu.Item>}
+                              {!top && <Menu.Item onClick={() => setDialog({ kind: 'copy', entry: e })}>Copy</Menu.Item>}
+                              {!inShared(e.path) && <Menu.Item onClick={() => setDialog({ kind: 'share', entry: e })}>Share</Menu.Item>}
+                              {e.kind === 'file' && <Menu.Item onClick={() => setDialog({ kind: 'versions', entry: e })}>Versions</Menu.Item>}
+                              {share && (
+                                <Menu.Item
+                                  color="red"
+                                  onClick={() =>
+                                    void api('DELETE', `/api/v1/shares/${share.id}`)
+                                      .then(() => {
+                                        void qc.invalidateQueries({ queryKey: ['incoming'] });
+                                        refresh();
+                                      })
+                                      .catch(fail)
+                                  }
+                                >
+                                  Leave this share
+                                </Menu.Item>
+                              )}
+                              {!top && <Menu.Item color="red" onClick={() => void trash(e)}>Delete</Menu.Item>}
+                            </Menu.Dropdown>
+                          </Menu>
+                        )}
                       </Table.Td>
                     </Table.Tr>
                   );
