@@ -280,6 +280,12 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await page.getByText('Secret access key (shown once)').waitFor();
   await page.getByRole('button', { name: 'Done' }).click();
 
+  step('offline is said in words');
+  await ctx.setOffline(true);
+  await page.getByText('You are offline.').waitFor();
+  await ctx.setOffline(false);
+  await page.getByText('You are offline.').waitFor({ state: 'detached' });
+
   step('a phone-sized window');
   await page.setViewportSize({ width: 390, height: 844 });
   await page.getByRole('button', { name: 'Toggle navigation' }).click();

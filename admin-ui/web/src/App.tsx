@@ -1,6 +1,7 @@
-import { AppShell, Burger, Button, Group, NavLink, Stack, Text, Title } from '@mantine/core';
+import { Alert, AppShell, Burger, Button, Group, NavLink, Stack, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
+import { useEffect, useState } from 'react';
 import { AppRoot } from '../../src/AppRoot';
 import { api } from '../../src/api/client';
 import type { Me } from '../../src/api/types';
@@ -26,11 +27,27 @@ export function App() {
   );
 }
 
+/** Whether the browser says it has a network (the `online` and `offline` events). */
+function useOnline(): boolean {
+  const [online, setOnline] = useState(navigator.onLine);
+  useEffect(() => {
+    const on = () => setOnline(navigator.onLine);
+    window.addEventListener('online', on);
+    window.addEventListener('offline', on);
+    return () => {
+      window.removeEventListener('online', on);
+      window.removeEventListener('offline', on);
+    };
+  }, []);
+  return online;
+}
+
 function Shell({ signOut }: { signOut: () => Promise<void> }) {
   const route = useRoute();
   const [opened, { toggle, close }] = useDisclosure();
   const me = useQuery({ queryKey: ['me'], queryFn: () => api<Me>('GET', '/api/v1/me') });
   if (me.data) unfinished.setOwner(me.data.username);
+  const online = useOnline();
 
   const folder = folderOfRoute(route);
   let page;
@@ -80,7 +97,14 @@ function Shell({ signOut }: { signOut: () => Promise<void> }) {
           {me.data && <QuotaBar me={me.data} />}
         </Stack>
       </AppShell.Navbar>
-      <AppShell.Main>{page}</AppShell.Main>
+      <AppShell.Main>
+        {!online && (
+          <Alert color="orange" role="status" mb="md">
+            You are offline. What you see may be out of date, and changes wait until you are back online.
+          </Alert>
+        )}
+        {page}
+      </AppShell.Main>
     </AppShell>
   );
 }
