@@ -44,6 +44,9 @@ mkdirSync(join(project, 'drafts'), { recursive: true });
 writeFileSync(join(project, 'readme.txt'), 'hello from the web app\n');
 writeFileSync(join(project, 'dot.png'), PNG);
 writeFileSync(join(project, 'drafts', 'plan.md'), '# plan\nstep one\n');
+const pictures = join(tree, 'Pictures');
+mkdirSync(join(pictures, '2026'), { recursive: true });
+writeFileSync(join(pictures, '2026', 'red.png'), PNG);
 
 const browser = await launch();
 const violations = [];
@@ -93,10 +96,17 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await page.getByTestId('whoami').filter({ hasText: ALICE }).waitFor();
   await page.getByText('This folder is empty').waitFor();
 
-  step('alice uploads a whole folder (folder picker) and drops a file on the page');
-  await page.getByTestId('folder-input').setInputFiles(project);
+  step('alice drops a whole folder on the page, picks another with the folder picker, and drops a file');
+  // A drop as the desktop makes it (Chromium's own drag input, with the folder's path): the
+  // app walks the folder with webkitGetAsEntry.
+  const cdp = await ctx.newCDPSession(page);
+  const drag = { items: [], files: [project], dragOperationsMask: 1 };
+  for (const type of ['dragEnter', 'dragOver', 'drop']) await cdp.send('Input.dispatchDragEvent', { type, x: 640, y: 400, data: drag });
   await row('Project').waitFor();
   await page.locator('[data-testid="upload-item"][data-phase="done"]').nth(2).waitFor();
+  await page.getByTestId('folder-input').setInputFiles(pictures);
+  await row('Pictures').waitFor();
+  await page.locator('[data-testid="upload-item"][data-phase="done"]').nth(3).waitFor();
   // A drop as a browser makes it: a DataTransfer with a file, dispatched on the drop zone.
   const dt = await page.evaluateHandle(() => {
     const d = new DataTransfer();
@@ -109,6 +119,8 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   const aliceApi = r.json().token;
   r = await call('GET', '/api/v1/files/Project/drafts/plan.md', { token: aliceApi });
   check(r.status === 200 && r.text === '# plan\nstep one\n', `the uploaded nested file: ${r.status} ${r.text}`);
+  r = await call('GET', '/api/v1/files/Pictures/2026/red.png', { token: aliceApi });
+  check(r.status === 200 && r.buf.equals(PNG), `the picked folder's file: ${r.status}`);
   r = await call('GET', '/api/v1/files/dropped.txt', { token: aliceApi });
   check(r.text === 'dropped bytes', `the dropped file: ${r.text}`);
   await shot('02-files', 'files');
