@@ -124,7 +124,7 @@ export function VersionsDialog({ entry, onClose }: { entry: Entry; onClose: () =
     mutationFn: async ({ op, version }: { op: 'restore' | 'delete' | 'download'; version: number }) => {
       if (op === 'restore') await api('POST', apiUrl('versions', entry.path), { version });
       else if (op === 'delete') await api('DELETE', `${apiUrl('versions', entry.path)}?version=${version}`);
-      else await downloadFile(entry.path, entry.name, version);
+      else await downloadFile(entry.path, entry.name, entry.size, version);
     },
     onSuccess: () => {
       setError(null);
@@ -214,7 +214,7 @@ export function PreviewDialog({ entry, onClose }: { entry: Entry; onClose: () =>
           </pre>
         )}
         <Group justify="flex-end">
-          <Button variant="default" onClick={() => void downloadFile(entry.path, entry.name).catch((e) => setError(describeError(e)))}>Download</Button>
+          <Button variant="default" onClick={() => void downloadFile(entry.path, entry.name, entry.size).catch((e) => setError(describeError(e)))}>Download</Button>
           <Button onClick={onClose}>Close</Button>
         </Group>
       </Stack>

@@ -105,7 +105,7 @@ export function FilesPage({ path }: { path: string }) {
       setFilter('');
       navigate(folderRoute(e.path));
     } else if (previewOf(e.name)) setDialog({ kind: 'preview', entry: e });
-    else void downloadFile(e.path, e.name).catch(fail);
+    else void downloadFile(e.path, e.name, e.size).catch(fail);
   };
 
   const onDrop = async (ev: DragEvent) => {
@@ -329,7 +329,7 @@ export function FilesPage({ path }: { path: string }) {
                             </Menu.Target>
                             <Menu.Dropdown>
                               {e.kind === 'file' && previewOf(e.name) && <Menu.Item onClick={() => setDialog({ kind: 'preview', entry: e })}>Preview</Menu.Item>}
-                              {e.kind === 'file' && <Menu.Item onClick={() => void downloadFile(e.path, e.name).catch(fail)}>Download</Menu.Item>}
+                              {e.kind === 'file' && <Menu.Item onClick={() => void downloadFile(e.path, e.name, e.size).catch(fail)}>Download</Menu.Item>}
                               {e.kind === 'dir' && !inShared(e.path) && <Menu.Item onClick={() => void downloadFolderZip(e.path).catch(fail)}>Download as zip</Menu.Item>}
                               {!top && <Menu.Item onClick={() => setDialog({ kind: 'rename', entry: e })}>Rename</Menu.Item>}
                               {!top && <Menu.Item onClick={() => setDialog({ kind: 'move', entry: e })}>Move</Menu.Item>}
