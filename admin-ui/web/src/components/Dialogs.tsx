@@ -1,12 +1,13 @@
 import { Alert, Button, Group, Loader, Modal, Stack, Table, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useRef, useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent, type ReactNode } from 'react';
 import { api } from '../../../src/api/client';
 import type { Entry, VersionList } from '../../../src/api/types';
 import { formatSize } from '../../../src/format';
 import { downloadFile, fetchFile } from '../download';
 import { describeError } from '../errors';
-import { apiUrl, nameError } from '../paths';
+import { listAll } from '../listing';
+import { SHARED, apiUrl, join, nameError, parent } from '../paths';
 import { PREVIEW_LIMIT, TEXT_LIMIT, previewOf } from '../preview';
 import { QueryStatus } from './QueryStatus';
 import { SimpleTable } from './SimpleTable';
@@ -23,6 +24,7 @@ function AskDialog({
   action,
   check,
   selectName,
+  extra,
   onSubmit,
   onClose,
 }: {
@@ -34,6 +36,8 @@ function AskDialog({
   check: (value: string) => string | null;
   /** Select the name without its extension when the field gets focus, as file managers do. */
   selectName?: boolean;
+  /** More below the field, which may change the text (a folder picker). */
+  extra?: (value: string, setValue: (v: string) => void) => ReactNode;
   onSubmit: (value: string) => Promise<void>;
   onClose: () => void;
 }) {
@@ -73,6 +77,7 @@ function AskDialog({
               e.currentTarget.setSelectionRange(0, dot > 0 ? dot : e.currentTarget.value.length);
             }}
           />
+          {extra?.(value, setValue)}
           <Group justify="flex-end">
             <Button variant="default" onClick={onClose}>Cancel</Button>
             <Button type="submit" loading={busy}>{action}</Button>
@@ -105,12 +110,35 @@ export function PlaceDialog({ entry, mode, onDone, onClose }: { entry: Entry; mo
             ? 'That is where it is now.'
             : null
       }
+      extra={(to, setTo) => <FolderPicker path={to} name={entry.name} onPick={setTo} />}
       onSubmit={async (to) => {
         await api('POST', `/api/v1/${mode}`, { from: entry.path, to, overwrite: false });
         onDone();
       }}
       onClose={onClose}
     />
+  );
+}
+
+/** The folders of the folder a path names, to walk to the new place instead of typing it: a
+ * click puts `name` into that folder (or the one above). */
+function FolderPicker({ path, name, onPick }: { path: string; name: string; onPick: (path: string) => void }) {
+  const dir = path.startsWith('/') ? parent(path) : '/';
+  const listing = useQuery({ queryKey: ['dir', dir], queryFn: () => listAll(dir) });
+  const folders = (listing.data ?? []).filter((e) => e.kind === 'dir' && !(dir === '/' && e.name === SHARED));
+  return (
+    <Stack gap={4} aria-label="Folders">
+      <Text size="sm" c="dimmed">In {dir === '/' ? 'My files' : dir}:</Text>
+      <Group gap={4}>
+        {dir !== '/' && (
+          <Button size="compact-sm" variant="default" onClick={() => onPick(join(parent(dir), name))}>↑ Up</Button>
+        )}
+        {folders.map((f) => (
+          <Button key={f.path} size="compact-sm" variant="light" onClick={() => onPick(join(f.path, name))}>{f.name}</Button>
+        ))}
+        {listing.isSuccess && folders.length === 0 && <Text size="sm" c="dimmed">no folders</Text>}
+      </Group>
+    </Stack>
   );
 }
 

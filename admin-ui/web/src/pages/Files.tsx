@@ -2,31 +2,19 @@ import { ActionIcon, Alert, Anchor, Box, Breadcrumbs, Button, FileButton, Group,
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useRef, useState, type DragEvent, type KeyboardEvent } from 'react';
 import { api, request } from '../../../src/api/client';
-import type { DirListing, Entry, IncomingShareList } from '../../../src/api/types';
+import type { Entry, IncomingShareList } from '../../../src/api/types';
 import { formatSize } from '../../../src/format';
 import { NameDialog, PlaceDialog, PreviewDialog, VersionsDialog, when } from '../components/Dialogs';
 import { ShareDialog } from '../components/ShareDialog';
 import { downloadFile, downloadFolderZip } from '../download';
 import { describeError } from '../errors';
+import { listAll } from '../listing';
 import { SHARED, type SortKey, apiUrl, crumbs, filterEntries, folderRoute, inShared, join, parent, sortEntries } from '../paths';
 import { previewOf } from '../preview';
 import { navigate } from '../router';
 import { fromInput, readDrop, unfinished } from '../upload';
 import { useUploads } from '../uploads';
 import { QueryStatus } from '../components/QueryStatus';
-
-/** Every entry of a folder (the API pages by 1000). */
-async function listAll(path: string): Promise<Entry[]> {
-  const out: Entry[] = [];
-  let cursor: string | null = null;
-  do {
-    const q: string = cursor ? `?limit=1000&cursor=${encodeURIComponent(cursor)}` : '?limit=1000';
-    const page: DirListing = await api<DirListing>('GET', apiUrl('dirs', path) + q);
-    out.push(...page.entries);
-    cursor = page.next_cursor;
-  } while (cursor);
-  return out;
-}
 
 /** Names containing `q` anywhere under `root`, walking its folders (the API has no search):
  * at most `maxDirs` folders are read, and the answer says when it stopped early. */
