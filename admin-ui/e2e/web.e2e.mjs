@@ -26,6 +26,23 @@ const PNG = Buffer.from(
   'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==',
   'base64',
 );
+// `rate` samples of 8-bit mono silence as a WAV file (one second).
+function wav(rate) {
+  const b = Buffer.alloc(44 + rate, 128);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + rate, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20); // PCM
+  b.writeUInt16LE(1, 22); // mono
+  b.writeUInt32LE(rate, 24);
+  b.writeUInt32LE(rate, 28); // bytes per second
+  b.writeUInt16LE(1, 32);
+  b.writeUInt16LE(8, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(rate, 40);
+  return b;
+}
 // A one-page PDF saying "Hello PDF".
 const PDF = `%PDF-1.4
 1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj
@@ -192,7 +209,7 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await page.getByRole('button', { name: 'Project', exact: true }).click();
   await row('readme.txt').waitFor();
 
-  step('alice previews a text file and an image');
+  step('alice previews a text file, an image, a sound and a PDF');
   await page.getByRole('button', { name: 'readme.txt', exact: true }).click();
   await page.getByTestId('text-preview').filter({ hasText: 'hello from the web app' }).waitFor();
   await page.getByRole('button', { name: 'Close', exact: true }).click();
@@ -201,6 +218,13 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await img.waitFor();
   await page.waitForFunction(() => document.querySelector('img[alt="dot.png"]')?.naturalWidth === 2);
   await shot('03-preview', 'preview');
+  await page.getByRole('button', { name: 'Close', exact: true }).click();
+  // Audio from a blob: URL (media-src): a second of silence as a WAV the player can read.
+  r = await call('PUT', '/api/v1/files/Project/tone.wav', { token: aliceApi, body: wav(8000) });
+  check(r.status === 201, `put the WAV: ${r.status} ${r.text}`);
+  await page.reload();
+  await page.getByRole('button', { name: 'tone.wav', exact: true }).click();
+  await page.waitForFunction(() => document.querySelector('audio[aria-label="tone.wav"]')?.duration === 1);
   await page.getByRole('button', { name: 'Close', exact: true }).click();
   // A PDF in a frame of the app's page (Chromium's viewer, from a blob: URL the CSP allows).
   r = await call('PUT', '/api/v1/files/Project/doc.pdf', { token: aliceApi, body: PDF });
