@@ -1,4 +1,4 @@
-import { Alert, Button, Center, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Anchor, Button, Center, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
 import { useState, type FormEvent, type ReactNode } from 'react';
 import { api, errorMessage } from '../api/client';
 import type { LoginResponse } from '../api/types';
@@ -75,7 +75,7 @@ export function NotAdmin({ username, onSignOut }: { username: string; onSignOut:
           <Title order={2}>Not an administrator</Title>
           <Text>
             You are signed in as <b>{username}</b>, which is not an administrator account. The admin console is only
-            for administrators; use the Nimbus drive or CLI to reach your files.
+            for administrators; your files are in the <Anchor href="/">web app</Anchor>, the Nimbus drive and the CLI.
           </Text>
           <Button onClick={onSignOut}>Sign out</Button>
         </Stack>

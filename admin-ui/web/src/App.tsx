@@ -1,4 +1,4 @@
-import { Alert, AppShell, Burger, Button, Group, NavLink, Stack, Text, Title } from '@mantine/core';
+import { Alert, Anchor, AppShell, Burger, Button, Group, NavLink, Stack, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
@@ -73,6 +73,7 @@ function Shell({ signOut }: { signOut: () => Promise<void> }) {
           </Group>
           <Group wrap="nowrap">
             {me.data && <Text size="sm" visibleFrom="xs" data-testid="whoami">{me.data.username}</Text>}
+            {me.data?.role === 'admin' && <Anchor href="/admin/" size="sm" visibleFrom="sm">Admin console</Anchor>}
             <Button variant="light" onClick={signOut}>Sign out</Button>
           </Group>
         </Group>
