@@ -110,7 +110,7 @@ export function PlaceDialog({ entry, mode, onDone, onClose }: { entry: Entry; mo
             ? 'That is where it is now.'
             : null
       }
-      extra={(to, setTo) => <FolderPicker path={to} name={entry.name} onPick={setTo} />}
+      extra={(to, setTo) => <FolderPicker dir={to.startsWith('/') ? parent(to) : '/'} onPick={(dir) => setTo(join(dir, entry.name))} />}
       onSubmit={async (to) => {
         await api('POST', `/api/v1/${mode}`, { from: entry.path, to, overwrite: false });
         onDone();
@@ -120,10 +120,36 @@ export function PlaceDialog({ entry, mode, onDone, onClose }: { entry: Entry; mo
   );
 }
 
-/** The folders of the folder a path names, to walk to the new place instead of typing it: a
- * click puts `name` into that folder (or the one above). */
-function FolderPicker({ path, name, onPick }: { path: string; name: string; onPick: (path: string) => void }) {
-  const dir = path.startsWith('/') ? parent(path) : '/';
+/** Moves several entries into one folder, keeping their names. */
+export function MoveManyDialog({ entries, onDone, onClose }: { entries: Entry[]; onDone: (moved: number) => void; onClose: () => void }) {
+  const from = entries.length ? parent(entries[0].path) : '/';
+  return (
+    <AskDialog
+      title={`Move ${entries.length} items`}
+      label="Into the folder"
+      initial={from}
+      action="Move"
+      check={(to) => (!to.startsWith('/') ? 'Give the folder\'s full path, starting with /.' : to === from ? 'That is where they are now.' : null)}
+      extra={(to, setTo) => <FolderPicker dir={to.startsWith('/') ? to : '/'} onPick={setTo} />}
+      onSubmit={async (to) => {
+        let moved = 0;
+        try {
+          for (const e of entries) {
+            await api('POST', '/api/v1/move', { from: e.path, to: join(to, e.name), overwrite: false });
+            moved++;
+          }
+        } finally {
+          onDone(moved);
+        }
+      }}
+      onClose={onClose}
+    />
+  );
+}
+
+/** The folders inside `dir`, to walk to a place instead of typing it; a click picks one (or
+ * the folder above). */
+function FolderPicker({ dir, onPick }: { dir: string; onPick: (dir: string) => void }) {
   const listing = useQuery({ queryKey: ['dir', dir], queryFn: () => listAll(dir) });
   const folders = (listing.data ?? []).filter((e) => e.kind === 'dir' && !(dir === '/' && e.name === SHARED));
   return (
@@ -131,10 +157,10 @@ function FolderPicker({ path, name, onPick }: { path: string; name: string; onPi
       <Text size="sm" c="dimmed">In {dir === '/' ? 'My files' : dir}:</Text>
       <Group gap={4}>
         {dir !== '/' && (
-          <Button size="compact-sm" variant="default" onClick={() => onPick(join(parent(dir), name))}>↑ Up</Button>
+          <Button size="compact-sm" variant="default" onClick={() => onPick(parent(dir))}>↑ Up</Button>
         )}
         {folders.map((f) => (
-          <Button key={f.path} size="compact-sm" variant="light" onClick={() => onPick(join(f.path, name))}>{f.name}</Button>
+          <Button key={f.path} size="compact-sm" variant="light" onClick={() => onPick(f.path)}>{f.name}</Button>
         ))}
         {listing.isSuccess && folders.length === 0 && <Text size="sm" c="dimmed">no folders</Text>}
       </Group>

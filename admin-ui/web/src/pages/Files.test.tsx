@@ -29,6 +29,7 @@ function gateway(tree: Record<string, Entry[]>) {
         return new Response(JSON.stringify({ entries: tree[dir] ?? [], next_cursor: null }));
       }
       if (init.method === 'DELETE') return new Response(null, { status: 204, headers: { 'X-Nimbus-Trash-Id': '9' } });
+      if (url === '/api/v1/move') return new Response(JSON.stringify({ ...entry(JSON.parse(String(init.body)).to, 'file'), id: 2 }));
       return new Response(JSON.stringify({ error: { code: 'locked', message: 'locked' } }), { status: 423 });
     }),
   );
@@ -79,5 +80,37 @@ describe('FilesPage', () => {
     // The restore is refused here (423): the refusal is said in words.
     expect(await screen.findByText(/Someone is editing this item right now/)).toBeInTheDocument();
     expect(calls).toContain('POST /api/v1/trash/9/restore');
+  });
+
+  it('acts on several entries at once: tick them, then Delete', async () => {
+    const calls = gateway({ '/': [entry('/a.txt', 'file', 1), entry('/b.txt', 'file', 1), entry('/c.txt', 'file', 1)] });
+    setup('/');
+    await screen.findByText('a.txt');
+    const u = userEvent.setup();
+    await u.click(screen.getByLabelText('Select a.txt'));
+    await u.click(screen.getByLabelText('Select c.txt'));
+    const bar = within(screen.getByRole('toolbar', { name: 'Selected items' }));
+    expect(bar.getByText('2 selected')).toBeInTheDocument();
+    await u.click(bar.getByRole('button', { name: 'Delete' }));
+    expect(await screen.findByText('2 items were moved to the trash.')).toBeInTheDocument();
+    expect(calls.filter((c) => c.startsWith('DELETE'))).toEqual(['DELETE /api/v1/files/a.txt', 'DELETE /api/v1/files/c.txt']);
+    expect(screen.queryByRole('toolbar', { name: 'Selected items' })).toBeNull();
+  });
+
+  it('moves several entries into a folder, keeping their names', async () => {
+    const calls = gateway({ '/': [entry('/a.txt', 'file', 1), entry('/b.txt', 'file', 1), entry('/Archive', 'dir')] });
+    setup('/');
+    await screen.findByText('a.txt');
+    const u = userEvent.setup();
+    await u.click(screen.getByLabelText('Select all'));
+    await u.click(screen.getByLabelText('Select Archive'));
+    await u.click(screen.getByRole('button', { name: 'Move to…' }));
+    // The folder picker lists the folders of the current one.
+    const dialog = within(await screen.findByRole('dialog'));
+    await u.click(await dialog.findByRole('button', { name: 'Archive' }));
+    expect(dialog.getByLabelText('Into the folder')).toHaveValue('/Archive');
+    await u.click(dialog.getByRole('button', { name: 'Move' }));
+    expect(await screen.findByText('2 items moved.')).toBeInTheDocument();
+    expect(calls.filter((c) => c.startsWith('POST'))).toEqual(['POST /api/v1/move', 'POST /api/v1/move']);
   });
 });

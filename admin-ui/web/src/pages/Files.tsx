@@ -1,10 +1,10 @@
-import { ActionIcon, Alert, Anchor, Box, Breadcrumbs, Button, FileButton, Group, Menu, Stack, Table, Text, TextInput, UnstyledButton } from '@mantine/core';
+import { ActionIcon, Alert, Anchor, Box, Breadcrumbs, Button, Checkbox, FileButton, Group, Menu, Stack, Table, Text, TextInput, UnstyledButton } from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { useRef, useState, type DragEvent, type KeyboardEvent } from 'react';
+import { useEffect, useRef, useState, type DragEvent, type KeyboardEvent } from 'react';
 import { api, request } from '../../../src/api/client';
 import type { Entry, IncomingShareList } from '../../../src/api/types';
 import { formatSize } from '../../../src/format';
-import { NameDialog, PlaceDialog, PreviewDialog, VersionsDialog, when } from '../components/Dialogs';
+import { MoveManyDialog, NameDialog, PlaceDialog, PreviewDialog, VersionsDialog, when } from '../components/Dialogs';
 import { ShareDialog } from '../components/ShareDialog';
 import { downloadFile, downloadFolderZip } from '../download';
 import { describeError } from '../errors';
@@ -34,6 +34,7 @@ async function searchTree(root: string, q: string, maxDirs = 500): Promise<{ hit
 
 type Dialog =
   | { kind: 'mkdir' }
+  | { kind: 'move-many'; entries: Entry[] }
   | { kind: 'rename' | 'move' | 'copy' | 'share' | 'versions' | 'preview'; entry: Entry }
   | null;
 
@@ -53,6 +54,16 @@ export function FilesPage({ path }: { path: string }) {
   const [dialog, setDialog] = useState<Dialog>(null);
   const [message, setMessage] = useState<{ text: string; color: string; undo?: () => void } | null>(null);
   const [dragging, setDragging] = useState(false);
+  // Paths of the entries ticked for an action on several at once (the bar above the list).
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  useEffect(() => setSelected(new Set()), [path]);
+  const toggle = (p: string) =>
+    setSelected((s) => {
+      const n = new Set(s);
+      if (n.has(p)) n.delete(p);
+      else n.add(p);
+      return n;
+    });
   const folderInput = useRef<HTMLInputElement>(null);
   const rows = useRef<HTMLTableSectionElement>(null);
 
@@ -62,29 +73,32 @@ export function FilesPage({ path }: { path: string }) {
   };
   const fail = (e: unknown) => setMessage({ text: describeError(e), color: 'red' });
 
-  const trash = async (e: Entry) => {
-    try {
-      const resp = await request('DELETE', apiUrl('files', e.path));
-      const id = resp.headers.get('X-Nimbus-Trash-Id');
+  /** Moves entries to the trash, one by one (each its own trash item); Undo brings them back. */
+  const trash = async (entries: Entry[]) => {
+    const ids: string[] = [];
+    const what = (n: number) => (entries.length === 1 ? entries[0].name : `${n} item${n === 1 ? '' : 's'}`);
+    const undo = async () => {
+      try {
+        for (const id of ids) await api('POST', `/api/v1/trash/${id}/restore`, {});
+        setMessage({ text: `${what(ids.length)} ${ids.length === 1 ? 'is' : 'are'} back.`, color: 'green' });
+      } catch (err) {
+        fail(err);
+      }
       refresh();
-      setMessage({
-        text: `${e.name} was moved to the trash.`,
-        color: 'blue',
-        undo: id
-          ? async () => {
-              try {
-                await api('POST', `/api/v1/trash/${id}/restore`, {});
-                setMessage({ text: `${e.name} is back.`, color: 'green' });
-                refresh();
-              } catch (err) {
-                fail(err);
-              }
-            }
-          : undefined,
-      });
+    };
+    try {
+      for (const e of entries) {
+        const resp = await request('DELETE', apiUrl('files', e.path));
+        const id = resp.headers.get('X-Nimbus-Trash-Id');
+        if (id) ids.push(id);
+      }
+      setMessage({ text: `${what(entries.length)} ${entries.length === 1 ? 'was' : 'were'} moved to the trash.`, color: 'blue', undo: ids.length ? undo : undefined });
     } catch (err) {
-      fail(err);
+      const done = ids.length ? ` (${what(ids.length)} moved to the trash before that)` : '';
+      setMessage({ text: describeError(err) + done, color: 'red', undo: ids.length ? undo : undefined });
     }
+    setSelected(new Set());
+    refresh();
   };
 
   const open = (e: Entry) => {
@@ -127,7 +141,8 @@ export function FilesPage({ path }: { path: string }) {
     else if (ev.key === 'ArrowUp') all[i - 1]?.focus();
     else if (ev.key === 'Enter') open(e);
     else if (ev.key === 'F2') setDialog({ kind: 'rename', entry: e });
-    else if (ev.key === 'Delete') void trash(e);
+    else if (ev.key === 'Delete') void trash(selected.size ? shown.filter((x) => selected.has(x.path)) : [e]);
+    else if (ev.key === ' ') toggle(e.path);
     else if (ev.key === 'Backspace' && path !== '/') navigate(folderRoute(parent(path)));
     else return;
     ev.preventDefault();
@@ -138,6 +153,7 @@ export function FilesPage({ path }: { path: string }) {
   const ariaSort = (key: SortKey) => (sort.key === key ? (sort.desc ? 'descending' : 'ascending') : 'none');
 
   const shown = search ? search.hits : sortEntries(filterEntries(listing.data ?? [], filter), sort.key, sort.desc);
+  const picked = shown.filter((e) => selected.has(e.path));
   const here = unfinished.list().filter((u) => parent(u.path) === path);
   const atSharedTop = path === `/${SHARED}`;
   const owners = new Map(incoming.data?.shares.map((s) => [s.name, s]) ?? []);
@@ -217,6 +233,14 @@ export function FilesPage({ path }: { path: string }) {
           </Group>
         </Group>
 
+        {picked.length > 0 && (
+          <Group gap="xs" role="toolbar" aria-label="Selected items">
+            <Text size="sm" fw={600}>{picked.length} selected</Text>
+            <Button size="xs" variant="light" onClick={() => setDialog({ kind: 'move-many', entries: picked })}>Move to…</Button>
+            <Button size="xs" variant="light" color="red" onClick={() => void trash(picked)}>Delete</Button>
+            <Button size="xs" variant="subtle" onClick={() => setSelected(new Set())}>Clear selection</Button>
+          </Group>
+        )}
         {message && (
           <Alert color={message.color} role={message.color === 'red' ? 'alert' : 'status'} withCloseButton onClose={() => setMessage(null)}>
             <Group justify="space-between">
@@ -259,6 +283,16 @@ export function FilesPage({ path }: { path: string }) {
             <Table highlightOnHover aria-label="Files">
               <Table.Thead>
                 <Table.Tr>
+                  <Table.Th w={36}>
+                    {!atSharedTop && shown.length > 0 && (
+                      <Checkbox
+                        aria-label="Select all"
+                        checked={picked.length === shown.length}
+                        indeterminate={picked.length > 0 && picked.length < shown.length}
+                        onChange={() => setSelected(picked.length === shown.length ? new Set() : new Set(shown.map((e) => e.path)))}
+                      />
+                    )}
+                  </Table.Th>
                   <Table.Th aria-sort={ariaSort('name')}>
                     <UnstyledButton onClick={() => sortBy('name')} fw={600}>Name{arrow('name')}</UnstyledButton>
                   </Table.Th>
@@ -274,7 +308,7 @@ export function FilesPage({ path }: { path: string }) {
               <Table.Tbody ref={rows}>
                 {shown.length === 0 && (
                   <Table.Tr>
-                    <Table.Td colSpan={4}>
+                    <Table.Td colSpan={5}>
                       <Text c="dimmed" size="sm">
                         {search || filter
                           ? 'Nothing matches.'
@@ -290,6 +324,9 @@ export function FilesPage({ path }: { path: string }) {
                   const top = e.path === `/${SHARED}` || (atSharedTop && !!share);
                   return (
                     <Table.Tr key={e.path} tabIndex={0} data-entry={e.name} onKeyDown={(ev) => onRowKey(ev, e)} onDoubleClick={() => open(e)}>
+                      <Table.Td>
+                        {!top && <Checkbox aria-label={`Select ${e.name}`} checked={selected.has(e.path)} onChange={() => toggle(e.path)} tabIndex={-1} />}
+                      </Table.Td>
                       <Table.Td>
                         <Anchor
                           component="button"
@@ -339,7 +376,7 @@ export function FilesPage({ path }: { path: string }) {
                                   Leave this share
                                 </Menu.Item>
                               )}
-                              {!top && <Menu.Item color="red" onClick={() => void trash(e)}>Delete</Menu.Item>}
+                              {!top && <Menu.Item color="red" onClick={() => void trash([e])}>Delete</Menu.Item>}
                             </Menu.Dropdown>
                           </Menu>
                         )}
@@ -380,6 +417,17 @@ export function FilesPage({ path }: { path: string }) {
       )}
       {(dialog?.kind === 'move' || dialog?.kind === 'copy') && (
         <PlaceDialog entry={dialog.entry} mode={dialog.kind} onDone={refresh} onClose={() => setDialog(null)} />
+      )}
+      {dialog?.kind === 'move-many' && (
+        <MoveManyDialog
+          entries={dialog.entries}
+          onDone={(n) => {
+            if (n) setMessage({ text: `${n} item${n === 1 ? '' : 's'} moved.`, color: 'green' });
+            setSelected(new Set());
+            refresh();
+          }}
+          onClose={() => setDialog(null)}
+        />
       )}
       {dialog?.kind === 'share' && <ShareDialog entry={dialog.entry} onClose={() => setDialog(null)} />}
       {dialog?.kind === 'versions' && <VersionsDialog entry={dialog.entry} onClose={() => setDialog(null)} />}
