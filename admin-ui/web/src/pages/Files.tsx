@@ -388,7 +388,7 @@ export function FilesPage({ path }: { path: string }) {
             </Table>
           </Table.ScrollContainer>
         )}
-        {!atSharedTop && <Text size="xs" c="dimmed">Tip: drop files or whole folders anywhere on this page to upload them. Keys: ↑ ↓ to move, Enter to open, F2 to rename, Delete to move to the trash, Backspace for the folder above.</Text>}
+        {!atSharedTop && <Text size="xs" c="dimmed">Tip: drop files or whole folders anywhere on this page to upload them. Keys: ↑ ↓ to move, Space to tick, Enter to open, F2 to rename, Delete to move to the trash, Backspace for the folder above.</Text>}
       </Stack>
 
       {dialog?.kind === 'mkdir' && (
