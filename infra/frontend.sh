@@ -5,11 +5,12 @@
 # in step, so that neither rebuilds what the other built.
 #
 #   infra/frontend.sh DIR LABEL          npm ci (when node_modules is missing or older than the
-#                                        lock), npm run build (when dist is missing or older
-#                                        than its sources)
+#                                        lock), npm run build (when an output is missing or
+#                                        older than its sources)
 #   infra/frontend.sh DIR LABEL test     the above, then the vitest suite (npm test)
 #
-# Needs Node >= 20.19 (vite 7).
+# OUTPUTS (default `dist`): the directories `npm run build` writes, each with an index.html
+# (admin-ui: `dist dist-web`, the console and the users' web app). Needs Node >= 20.19 (vite 7).
 set -euo pipefail
 
 UI=$(cd "$1" && pwd)
@@ -30,11 +31,20 @@ else
     log "node_modules is up to date with package-lock.json"
 fi
 
-if [ ! -f dist/index.html ] || [ -n "$(find src index.html vite.config.ts tsconfig.json package-lock.json -newer dist/index.html -print -quit)" ]; then
+stale=
+for out in ${OUTPUTS:-dist}; do
+    # The inputs infra/frontend_build.rs watches; `web` and vite.web.config.ts only exist in admin-ui.
+    inputs=$(ls -d src web index.html vite.config.ts vite.web.config.ts tsconfig.json package.json package-lock.json 2>/dev/null)
+    # shellcheck disable=SC2086
+    if [ ! -f "$out/index.html" ] || [ -n "$(find $inputs -newer "$out/index.html" -print -quit)" ]; then
+        stale=1
+    fi
+done
+if [ -n "$stale" ]; then
     log "npm run build"
     npm run build
 else
-    log "dist is up to date"
+    log "${OUTPUTS:-dist} up to date"
 fi
 
 if [ "${3:-}" = "test" ]; then

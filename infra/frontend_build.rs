@@ -3,7 +3,9 @@
 // client/desktop/build.rs (the desktop app's UI, embedded by Tauri). Same rules as the script,
 // so that either one finds the other's work up to date and nothing is built twice:
 //   - `npm ci` when node_modules is missing or older than package-lock.json;
-//   - `npm run build` (tsc -b && vite build) when dist is missing or older than its sources.
+//   - `npm run build` (tsc -b && vite build) when an output (dist, and for admin-ui also dist-web:
+//     the users' web app is a second build of the same Vite project) is missing or older than
+//     its sources.
 // Without npm on PATH, or with NIMBUS_UI_BUILD=0, nothing runs and the caller embeds whatever
 // dist holds (possibly nothing).
 
@@ -22,12 +24,23 @@ pub enum Outcome {
     Skipped,
 }
 
-/// The inputs of a build, relative to the front end's directory (what frontend.sh compares).
-const INPUTS: [&str; 6] = ["src", "index.html", "vite.config.ts", "tsconfig.json", "package.json", "package-lock.json"];
+/// The inputs of a build, relative to the front end's directory (what frontend.sh compares);
+/// `web` and `vite.web.config.ts` are the users' web app's (admin-ui only; absent elsewhere).
+const INPUTS: [&str; 8] = [
+    "src",
+    "web",
+    "index.html",
+    "vite.config.ts",
+    "vite.web.config.ts",
+    "tsconfig.json",
+    "package.json",
+    "package-lock.json",
+];
 
-/// Brings `ui`/dist up to date (see the top of this file) and tells cargo when to run the build
+/// Brings the `outputs` of `ui` (directories its `npm run build` writes, each with an
+/// index.html) up to date (see the top of this file) and tells cargo when to run the build
 /// script again. `label` names the front end in messages.
-pub fn bring_up_to_date(ui: &Path, label: &str) -> Result<Outcome, String> {
+pub fn bring_up_to_date(ui: &Path, label: &str, outputs: &[&str]) -> Result<Outcome, String> {
     println!("cargo:rerun-if-env-changed=NIMBUS_UI_BUILD");
     // Only the inputs, never dist or the whole directory: the build writes those, and a
     // build script that writes what it watches runs (and recompiles its crate) twice.
@@ -54,7 +67,7 @@ pub fn bring_up_to_date(ui: &Path, label: &str) -> Result<Outcome, String> {
         npm_run(&npm, ui, label, &["ci", "--no-audit", "--no-fund", "--prefer-offline"])?;
     }
     let inputs: Vec<PathBuf> = INPUTS.iter().map(|i| ui.join(i)).collect();
-    if older(&ui.join("dist/index.html"), &inputs) {
+    if outputs.iter().any(|o| older(&ui.join(o).join("index.html"), &inputs)) {
         npm_run(&npm, ui, label, &["run", "build"])?;
     }
     Ok(Outcome::Fresh)

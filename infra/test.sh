@@ -152,9 +152,10 @@ bash "$ROOT/infra/desktop-ui.sh"
 log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets
 
-# The admin console was built (and its npm packages installed) by nimbus-gateway's build script
-# above, into the binary that tests/tests/admin_ui.rs drives in chromium. Both front ends'
-# vitest suites, whose counts join the closing line.
+# The admin console and the users' web app were built (and their npm packages installed) by
+# nimbus-gateway's build script above, into the binary that tests/tests/admin_ui.rs and
+# web_app.rs drive in chromium. The vitest suites (admin-ui's covers both of its front ends),
+# whose counts join the closing line.
 run_vitest "$ROOT/admin-ui"
 run_vitest "$ROOT/client/desktop/ui"
 

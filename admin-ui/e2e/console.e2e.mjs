@@ -1,48 +1,29 @@
 // End-to-end: the console in Debian's chromium (playwright-core, no browser download) against a
 // real gateway. Usage: node e2e/console.e2e.mjs BASE_URL ADMIN_PASSWORD
 // Screenshots of each page go to e2e-artifacts/ (gitignored). Exits non-zero on the first failure.
-import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+import { artifacts, caller, check, launch, run, step, watchCsp } from './harness.mjs';
 
 const [base, adminPassword] = process.argv.slice(2);
 if (!base || !adminPassword) {
   console.error('usage: node e2e/console.e2e.mjs BASE_URL ADMIN_PASSWORD');
   process.exit(2);
 }
-const artifacts = join(dirname(fileURLToPath(import.meta.url)), '..', 'e2e-artifacts');
-mkdirSync(artifacts, { recursive: true });
 
 const USER = 'e2e-alice';
 const PW1 = 'alice-password-1';
 const PW2 = 'alice-password-2';
 
-function check(cond, msg) {
-  if (!cond) throw new Error(`check failed: ${msg}`);
-}
-async function call(method, path, { token, json, body } = {}) {
-  const headers = {};
-  if (token) headers.Authorization = `Bearer ${token}`;
-  if (json !== undefined) headers['Content-Type'] = 'application/json';
-  const r = await fetch(base + path, { method, headers, body: json !== undefined ? JSON.stringify(json) : body });
-  const text = await r.text();
-  return { status: r.status, text, json: () => JSON.parse(text) };
-}
+const call = caller(base);
 async function login(username, password, device) {
   return call('POST', '/api/v1/auth/login', { json: { username, password, device } });
 }
-const step = (s) => console.log(`[e2e] ${s}`);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-});
-let page;
+const browser = await launch();
 const violations = [];
-try {
+await run(browser, 'failure.png', violations, async (setPage) => {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  page = await ctx.newPage();
+  const page = setPage(await ctx.newPage());
   page.setDefaultTimeout(30000);
   const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
   // The search is debounced: wait until the list shows only the matches, so a click does not
@@ -60,14 +41,7 @@ try {
 
   // The gateway sends the console a strict CSP (gateway/src/browser.rs): anything it blocks
   // (an inline script, a style, a font, a data: image) is a console bug this run must catch.
-  page.on('console', (m) => {
-    if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
-  });
-  await page.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (e) =>
-      console.error(`Content Security Policy violation: ${e.violatedDirective} ${e.blockedURI}`),
-    );
-  });
+  await watchCsp(ctx, page, violations);
 
   step('admin signs in');
   const first = await page.goto(`${base}/admin/`);
@@ -260,13 +234,4 @@ try {
   await page.getByRole('heading', { name: 'Not an administrator' }).waitFor();
   check((await page.getByRole('link', { name: 'Users' }).count()) === 0, 'a non-admin sees the console');
   await shot('13-not-admin');
-  check(violations.length === 0, `the console broke its CSP:\n${violations.join('\n')}`);
-  console.log('[e2e] all steps passed');
-} catch (e) {
-  if (page) await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true }).catch(() => {});
-  console.error(`[e2e] FAILED: ${e.stack || e}`);
-  if (violations.length) console.error(`[e2e] CSP violations:\n${violations.join('\n')}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

@@ -1,8 +1,9 @@
-import { AppShell, Burger, Button, Group, MantineProvider, NavLink, Text, Title } from '@mantine/core';
+import { AppShell, Burger, Button, Group, NavLink, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
-import { QueryClient, QueryClientProvider, useQuery } from '@tanstack/react-query';
-import { Suspense, lazy, useCallback, useEffect, useState } from 'react';
-import { ApiError, api, session, setUnauthorizedHandler } from './api/client';
+import { useQuery } from '@tanstack/react-query';
+import { Suspense, lazy } from 'react';
+import { AppRoot } from './AppRoot';
+import { api } from './api/client';
 import type { Me } from './api/types';
 import { navigate, useRoute } from './router';
 import { SignIn, NotAdmin } from './pages/SignIn';
@@ -14,44 +15,12 @@ import { AuditPage } from './pages/Audit';
 // The charts library is most of the bundle; only the dashboard needs it, so it loads on its own.
 const Dashboard = lazy(() => import('./pages/Dashboard').then((m) => ({ default: m.Dashboard })));
 
-const queryClient = new QueryClient({
-  defaultOptions: { queries: { retry: (n, e) => !(e instanceof ApiError && e.status < 500) && n < 2 } },
-});
-
 export function App() {
   return (
-    <MantineProvider>
-      <QueryClientProvider client={queryClient}>
-        <Root />
-      </QueryClientProvider>
-    </MantineProvider>
+    <AppRoot signIn={(notice, onSignedIn) => <SignIn notice={notice} onSignedIn={onSignedIn} />}>
+      {(signOut) => <Console signOut={signOut} />}
+    </AppRoot>
   );
-}
-
-function Root() {
-  const [token, setToken] = useState(session.get());
-  const [notice, setNotice] = useState<string | null>(null);
-  const expire = useCallback(() => {
-    session.clear();
-    queryClient.clear();
-    setNotice('Your session has expired. Please sign in again.');
-    setToken(null);
-  }, []);
-  useEffect(() => setUnauthorizedHandler(expire), [expire]);
-
-  if (!token) {
-    return (
-      <SignIn
-        notice={notice}
-        onSignedIn={(t) => {
-          session.set(t);
-          setNotice(null);
-          setToken(t);
-        }}
-      />
-    );
-  }
-  return <Console onSignOut={() => setToken(null)} />;
 }
 
 const NAV = [
@@ -61,21 +30,10 @@ const NAV = [
   ['/audit', 'Audit log'],
 ] as const;
 
-function Console({ onSignOut }: { onSignOut: () => void }) {
+function Console({ signOut }: { signOut: () => Promise<void> }) {
   const route = useRoute();
   const [opened, { toggle, close }] = useDisclosure();
   const me = useQuery({ queryKey: ['me'], queryFn: () => api<Me>('GET', '/api/v1/me') });
-
-  const signOut = async () => {
-    try {
-      await api('POST', '/api/v1/auth/logout');
-    } catch {
-      /* the token is dropped either way */
-    }
-    session.clear();
-    queryClient.clear();
-    onSignOut();
-  };
 
   if (me.isPending) return <Text p="md">Loading…</Text>;
   if (me.isError) return <Text p="md" role="alert">{me.error.message}</Text>;

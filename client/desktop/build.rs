@@ -10,7 +10,7 @@ fn main() {
     // script compiled for a checkout elsewhere can be reused from a shared target dir.
     let root = std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_default();
     let ui = root.join("ui");
-    if let Err(e) = frontend_build::bring_up_to_date(&ui, "client/desktop/ui") {
+    if let Err(e) = frontend_build::bring_up_to_date(&ui, "client/desktop/ui", &["dist"]) {
         panic!("the desktop UI did not build: {e}");
     }
     // Without it `generate_context!` fails with a message that does not say how to get it.

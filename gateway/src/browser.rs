@@ -25,6 +25,15 @@ pub const CONSOLE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 
 img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; \
 form-action 'self'; frame-ancestors 'none'";
 
+/// The users' web app's pages (admin-ui/dist-web): the console's policy, plus what it needs to
+/// hash uploads and show previews: WebAssembly compiled from its own script (BLAKE3 in
+/// hash-wasm, `'wasm-unsafe-eval'`, which allows no JavaScript eval) and `blob:` URLs the app
+/// makes from files it downloaded with its token, for images, audio/video and a PDF frame.
+pub const WEB_APP_CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
+style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; media-src 'self' blob:; frame-src blob:; \
+font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+frame-ancestors 'none'";
+
 /// One year; no `includeSubDomains`: the gateway does not speak for sibling hosts.
 pub const HSTS: &str = "max-age=31536000";
 

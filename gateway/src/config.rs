@@ -151,6 +151,10 @@ pub struct ServeArgs {
     /// inside the binary: for working on the console.
     #[arg(long, env = "NIMBUS_ADMIN_UI_DIR")]
     pub admin_ui_dir: Option<PathBuf>,
+    /// Serve the users' web app from this directory (a built admin-ui/dist-web) instead of the
+    /// copy inside the binary: for working on the web app.
+    #[arg(long, env = "NIMBUS_WEB_UI_DIR")]
+    pub web_ui_dir: Option<PathBuf>,
     /// Server key (32 bytes) that seals users' S3 secrets in the database; created with mode
     /// 0600 on first start. Keep it out of database backups. Default: DATA_DIR/s3-secrets.key.
     #[arg(long, env = "NIMBUS_S3_KEY_FILE")]

@@ -34,8 +34,11 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         .with_context(|| format!("cannot create the data dir {}", args.data_dir.display()))?;
     let meta = open_meta(args).await?;
     let store = open_store(args).await?;
-    if args.admin_ui_dir.is_none() && !crate::api::console::embedded() {
+    if args.admin_ui_dir.is_none() && !crate::api::console::ADMIN.embedded() {
         tracing::warn!("this gateway was built without its admin console (npm was missing): /admin says how to get it");
+    }
+    if args.web_ui_dir.is_none() && !crate::api::console::WEB.embedded() {
+        tracing::warn!("this gateway was built without its web app (npm was missing): / says how to get it");
     }
     let settings = Settings {
         block_size: nimbus_proto::DEFAULT_BLOCK_SIZE,
@@ -44,6 +47,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         default_quota: args.default_quota(),
         upload_parallelism: 4,
         admin_ui_dir: args.admin_ui_dir.clone(),
+        web_ui_dir: args.web_ui_dir.clone(),
         tls: serves_tls(args),
         retention: args.retention(),
         trusted_proxies: args.trusted_proxies.clone().unwrap_or_default(),

@@ -49,6 +49,8 @@ pub struct Settings {
     pub upload_parallelism: usize,
     /// Where the admin console's built files are (`--admin-ui-dir`); None: inside the binary.
     pub admin_ui_dir: Option<std::path::PathBuf>,
+    /// Where the users' web app's built files are (`--web-ui-dir`); None: inside the binary.
+    pub web_ui_dir: Option<std::path::PathBuf>,
     /// The gateway itself serves TLS: the WebDAV door accepts account passwords only then.
     pub tls: bool,
     /// How long older versions and trash items are kept (shown in `/api/v1/info`).

@@ -35,6 +35,7 @@
 
 pub mod backend;
 pub mod bins;
+pub mod browser;
 pub mod data;
 pub mod dav;
 pub mod garage;

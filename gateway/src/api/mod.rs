@@ -53,11 +53,22 @@ pub fn router(state: AppState, doors: Router<AppState>) -> Router {
         .route("/admin", get(console::redirect_root))
         .route("/admin/", get(console::serve))
         .route("/admin/{*path}", get(console::serve))
+        .merge(web_app_routes())
         .merge(api)
         .merge(public_links::routes())
         .merge(doors)
         .fallback(not_found)
         .with_state(state)
+}
+
+/// The users' web app: its page at `/` and at each of its client-side routes (a reload there
+/// must bring the app back), and its hashed files. Keep in step with admin-ui/web/src/router.ts.
+fn web_app_routes() -> Router<AppState> {
+    let mut r = Router::new();
+    for path in ["/", "/files", "/files/", "/files/{*path}", "/trash", "/settings", "/assets/{*path}"] {
+        r = r.route(path, get(console::serve_web));
+    }
+    r
 }
 
 /// The folder routes that also answer for the root without a path (`/api/v1/stat`,
