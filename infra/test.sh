@@ -149,8 +149,20 @@ fi
 # The desktop app embeds its built UI (client/desktop/ui/dist) at compile time.
 bash "$ROOT/infra/desktop-ui.sh"
 
+# Every build of a test target from another checkout path or source leaves its executable
+# (hundreds of MB each) in the shared target dir; only the newest of each name is ever run.
+sweep_stale_tests() {
+    local deps="$CARGO_TARGET_DIR/debug/deps"
+    [ -d "$deps" ] || return 0
+    find "$deps" -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%T@ %f\n' | sort -rn |
+        awk '{ n = $2; sub(/-[0-9a-f]+$/, "", n); if (seen[n]++) print $2 }' |
+        while read -r f; do rm -f "$deps/$f"; done
+}
+sweep_stale_tests
+
 log "cargo build --workspace --all-targets (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets
+sweep_stale_tests
 
 # The admin console and the users' web app were built (and their npm packages installed) by
 # nimbus-gateway's build script above, into the binary that tests/tests/admin_ui.rs and
