@@ -34,7 +34,7 @@ fi
 stale=
 for out in ${OUTPUTS:-dist}; do
     # The inputs infra/frontend_build.rs watches; `web` and vite.web.config.ts only exist in admin-ui.
-    inputs=$(ls -d src web index.html vite.config.ts vite.web.config.ts tsconfig.json package.json package-lock.json 2>/dev/null)
+    inputs=$(ls -d src web index.html vite.config.ts vite.web.config.ts tsconfig.json package.json package-lock.json 2>/dev/null || true)
     # shellcheck disable=SC2086
     if [ ! -f "$out/index.html" ] || [ -n "$(find $inputs -newer "$out/index.html" -print -quit)" ]; then
         stale=1
