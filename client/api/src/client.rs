@@ -260,8 +260,12 @@ impl Client {
 
     /// `POST /auth/login`. Does not keep the token: use [`Client::with_token`].
     pub async fn login(&self, username: &str, password: &str, device: Option<&str>) -> Result<LoginResponse> {
-        let body =
-            LoginRequest { username: username.into(), password: password.into(), device: device.map(Into::into) };
+        let body = LoginRequest {
+            username: username.into(),
+            password: password.into(),
+            device: device.map(Into::into),
+            totp: None,
+        };
         self.json(self.http.post(self.url("/api/v1/auth/login")).json(&body)).await
     }
 
