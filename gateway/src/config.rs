@@ -167,6 +167,12 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_TRUSTED_PROXIES", value_name = "CIDR[,CIDR...]")]
     pub trusted_proxies: Option<crate::auth::TrustedProxies>,
 
+    /// Who must sign in with two factors (password and TOTP code): `none`, `admins` or `all`.
+    /// Someone required who has not set it up yet can, after the password, only set it up
+    /// (docs/IDENTITY.md, Two-factor sign-in).
+    #[arg(long, env = "NIMBUS_REQUIRE_TOTP", value_enum, default_value = "none")]
+    pub require_totp: crate::auth::totp::RequireTotp,
+
     /// Password hashes (argon2id, ~19 MiB and tens of ms of CPU each) computed at once; more
     /// sign-ins wait briefly, then get 429. Default: the number of CPU cores.
     #[arg(long, env = "NIMBUS_PASSWORD_HASH_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..=1024))]

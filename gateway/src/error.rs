@@ -21,6 +21,16 @@ pub enum ApiError {
     InvalidName(#[from] NameError),
     #[error("missing or invalid credentials")]
     Unauthorized,
+    /// The password was right; the account needs its second factor (`totp` in the login).
+    #[error(
+        "this account has two-factor sign-in on: send the code from your authenticator app (or a recovery code) as `totp`"
+    )]
+    TotpRequired,
+    /// A token that may only set up two-factor sign-in, used for anything else.
+    #[error(
+        "your administrator requires two-factor sign-in: set it up first (POST /api/v1/auth/totp, then /api/v1/auth/totp/confirm)"
+    )]
+    TotpSetupRequired,
     /// 401 for a door that signs in with HTTP Basic (WebDAV): the message says what to send.
     #[error("{0}")]
     BasicAuthRequired(String),
@@ -67,7 +77,8 @@ impl ApiError {
             ApiError::BadRequest(_) | ApiError::InvalidName(_) => StatusCode::BAD_REQUEST,
             ApiError::HashMismatch(_) | ApiError::MissingBlocks(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TotpRequired => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) | ApiError::TotpSetupRequired => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) | ApiError::AlreadyExists(_) => StatusCode::CONFLICT,
             ApiError::NotADirectory(_) | ApiError::IsADirectory(_) => StatusCode::CONFLICT,
@@ -89,6 +100,8 @@ impl ApiError {
             ) => ErrorCode::InvalidPath,
             ApiError::InvalidName(_) => ErrorCode::InvalidName,
             ApiError::Unauthorized | ApiError::BasicAuthRequired(_) => ErrorCode::Unauthorized,
+            ApiError::TotpRequired => ErrorCode::TotpRequired,
+            ApiError::TotpSetupRequired => ErrorCode::TotpSetupRequired,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::Conflict(_) => ErrorCode::Conflict,
@@ -123,6 +136,7 @@ impl ApiError {
             ApiError::Unauthorized | ApiError::BasicAuthRequired(_) | ApiError::Forbidden(_) => {
                 S3ErrorCode::AccessDenied
             }
+            ApiError::TotpRequired | ApiError::TotpSetupRequired => S3ErrorCode::AccessDenied,
             ApiError::Locked(_) => return custom("Locked"),
             ApiError::PreconditionFailed(_) => S3ErrorCode::PreconditionFailed,
             // A name taken by a folder (or a file where a folder is needed): S3 has no

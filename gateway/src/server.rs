@@ -51,6 +51,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         tls: serves_tls(args),
         retention: args.retention(),
         trusted_proxies: args.trusted_proxies.clone().unwrap_or_default(),
+        require_totp: args.require_totp,
     };
     let throttle = Arc::new(Throttle::new(meta.clone()));
     let hash_concurrency = args.password_hash_concurrency.map_or_else(PasswordGate::default_concurrency, usize::from);

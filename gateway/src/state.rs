@@ -57,4 +57,6 @@ pub struct Settings {
     pub retention: crate::meta::Retention,
     /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxies`).
     pub trusted_proxies: TrustedProxies,
+    /// Who must use two-factor sign-in (`--require-totp`).
+    pub require_totp: crate::auth::totp::RequireTotp,
 }

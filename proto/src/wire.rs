@@ -45,6 +45,12 @@ pub enum ErrorCode {
     MissingBlocks,
     /// 401: missing, invalid, expired or revoked credentials.
     Unauthorized,
+    /// 401: the password is right, and the account has two-factor sign-in on: send the login
+    /// again with `totp` (a current code or a recovery code).
+    TotpRequired,
+    /// 403: this token may only set up two-factor sign-in (the administrator requires it and
+    /// the account has none yet): `/api/v1/me`, `/api/v1/auth/totp*` and logout answer.
+    TotpSetupRequired,
     /// 403: authenticated, but not allowed.
     Forbidden,
     /// 404
@@ -77,13 +83,15 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidPath,
         ErrorCode::InvalidName,
         ErrorCode::HashMismatch,
         ErrorCode::MissingBlocks,
         ErrorCode::Unauthorized,
+        ErrorCode::TotpRequired,
+        ErrorCode::TotpSetupRequired,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
@@ -109,6 +117,8 @@ impl ErrorCode {
             ErrorCode::HashMismatch => "hash_mismatch",
             ErrorCode::MissingBlocks => "missing_blocks",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::TotpRequired => "totp_required",
+            ErrorCode::TotpSetupRequired => "totp_setup_required",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
@@ -207,6 +217,11 @@ pub struct LoginRequest {
     #[serde(default)]
     #[cfg_attr(feature = "ts", ts(optional = nullable))]
     pub device: Option<String>,
+    /// The second factor when the account has two-factor sign-in on: the authenticator's
+    /// current 6-digit code, or one of the recovery codes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub totp: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -216,6 +231,12 @@ pub struct LoginResponse {
     pub token: String,
     pub expires_at: String,
     pub user: UserRef,
+    /// Present (true) when the administrator requires two-factor sign-in for this account and
+    /// it has none yet: the token only sets it up (`POST /api/v1/auth/totp`, then `/confirm`,
+    /// which makes it a full token); anything else answers 403 `totp_setup_required`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "ts", ts(as = "Option<bool>", optional))]
+    pub totp_setup_required: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -245,6 +266,37 @@ pub struct Me {
     /// Where the account comes from.
     #[serde(default)]
     pub source: IdentitySource,
+    /// The administrator requires two-factor sign-in for this account and it is not set up yet.
+    #[serde(default)]
+    pub totp_setup_required: bool,
+}
+
+/// A pending two-factor enrolment (`POST /api/v1/auth/totp`): the secret to put into an
+/// authenticator app, as base32 text and as an `otpauth://` URL (for a QR code). Shown once.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct TotpEnrollment {
+    pub secret: String,
+    pub otpauth_url: String,
+}
+
+/// A two-factor code: the authenticator's current 6-digit code (or, to turn it off, a
+/// recovery code).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct TotpCode {
+    pub code: String,
+}
+
+/// Two-factor sign-in is on (`POST /api/v1/auth/totp/confirm`): single-use recovery codes,
+/// shown this once (the gateway keeps only their hashes).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct TotpRecoveryCodes {
+    pub recovery_codes: Vec<String>,
 }
 
 /// What a space holds, by kind (bytes). Every version counts at its full size.

@@ -295,6 +295,36 @@ backend_test!(login_whoami_and_wrong_password, |gw| async move {
     Ok(())
 });
 
+backend_test!(login_with_two_factor, |gw| async move {
+    let (_, tess) = gw.user("tess", None).await?;
+    let e: nimbus_proto::wire::TotpEnrollment =
+        tess.post_json("/api/v1/auth/totp", &serde_json::json!({})).await?.ok(200)?;
+    let bytes = totp_rs::Secret::Encoded(e.secret).to_bytes().map_err(|e| anyhow::anyhow!("base32: {e:?}"))?;
+    let auth = totp_rs::TOTP::new_unchecked(totp_rs::Algorithm::SHA1, 6, 1, 30, bytes, None, String::new());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    tess.post_json("/api/v1/auth/totp/confirm", &serde_json::json!({"code": auth.generate(now)})).await?.check(200)?;
+
+    let cli = Cli::new()?;
+    let pw = user_password("tess");
+    // No code and no terminal to ask on: says what to pass.
+    cli.login_raw(&gw.url, "tess", &pw).await?.failed(&["two factors", "--totp"])?;
+    let base = ["login", gw.url.as_str(), "--username", "tess", "--device", "e2e-cli", "--totp"];
+    let wrong = cli.run_env(&[&base[..], &["000000x"]].concat(), &[("NIMBUS_PASSWORD", &pw)]).await?;
+    wrong.failed(&["two-factor code"])?;
+    // The next step's code (the confirmation used the current one).
+    let code = auth.generate(now + 30);
+    cli.run_env(&[&base[..], &[code.as_str()]].concat(), &[("NIMBUS_PASSWORD", &pw)]).await?.ok()?;
+    let me = cli.json(&["whoami"]).await?;
+    ensure!(me["username"] == "tess", "{me}");
+    // The code is also read from NIMBUS_TOTP; a used one is refused.
+    let again = Cli::new()?;
+    let out = again
+        .run_env(&["login", &gw.url, "--username", "tess"], &[("NIMBUS_PASSWORD", &pw), ("NIMBUS_TOTP", &code)])
+        .await?;
+    out.failed(&["two-factor code"])?;
+    Ok(())
+});
+
 backend_test!(put_ls_get_roundtrip, |gw| async move {
     let cli = Cli::for_new_user(&gw, "alice").await?;
     let bs = gw.api().block_size().await?;

@@ -1,7 +1,8 @@
 //! The gateway over HTTPS with `--tls self-signed` (SQLite + local store): the certificate it
 //! generates and keeps, clients that trust it or not, the CLI with `--ca-cert`, HSTS on every
-//! answer of both listeners, and the refusal to serve plain HTTP on a non-loopback address
-//! (`--listen` and `--s3-listen`).
+//! answer of both listeners, the refusal to serve plain HTTP on a non-loopback address
+//! (`--listen` and `--s3-listen`), and WebDAV's account-password sign-in refused for an account
+//! with two-factor sign-in.
 //!
 //! The harness's readiness check only accepts `http://` URLs, so these tests start the gateway
 //! themselves.
@@ -364,4 +365,48 @@ async fn tls_on_every_interface_with_hsts() -> anyhow::Result<()> {
         gw.stop().await
     };
     tokio::time::timeout(TEST_TIMEOUT, body).await.with_context(|| format!("not done within {TEST_TIMEOUT:?}"))?
+}
+
+/// Over TLS WebDAV takes the account password, but not once the account has two-factor sign-in
+/// on (a password is one factor): then only app passwords (device tokens) open it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webdav_password_refused_with_two_factor() -> anyhow::Result<()> {
+    let tmp = tempfile::Builder::new().prefix("nimbus-e2e-tls-").tempdir()?;
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let data = tmp.path().join("data");
+        let gw = TlsGateway::start(&data, &tmp.path().join("logs")).await?;
+        let client = trusting_client(&std::fs::read(data.join("tls").join("cert.pem"))?)?;
+        let token = login(&client, &gw.url).await?;
+        let propfind = |secret: &str| {
+            client
+                .request(reqwest::Method::from_bytes(b"PROPFIND").expect("method"), format!("{}/dav/", gw.url))
+                .header("depth", "0")
+                .basic_auth("admin", Some(secret))
+                .send()
+        };
+        ensure!(propfind(ADMIN_PASSWORD).await?.status().as_u16() == 207, "the password opens WebDAV over TLS");
+
+        let r = client.post(format!("{}/api/v1/auth/totp", gw.url)).bearer_auth(&token).send().await?;
+        let enrol: Value = r.json().await?;
+        let secret = enrol["secret"].as_str().context("no secret")?.to_string();
+        let bytes = totp_rs::Secret::Encoded(secret).to_bytes().map_err(|e| anyhow::anyhow!("base32: {e:?}"))?;
+        let code = totp_rs::TOTP::new_unchecked(totp_rs::Algorithm::SHA1, 6, 1, 30, bytes, None, String::new())
+            .generate_current()?;
+        let r = client
+            .post(format!("{}/api/v1/auth/totp/confirm", gw.url))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({ "code": code }))
+            .send()
+            .await?;
+        ensure!(r.status().as_u16() == 200, "confirm: {}", r.status());
+
+        let r = propfind(ADMIN_PASSWORD).await?;
+        ensure!(r.status().as_u16() == 401, "the password alone after two-factor: {}", r.status());
+        let body = r.text().await?;
+        ensure!(body.contains("app password"), "the refusal says what to use: {body}");
+        ensure!(propfind(&token).await?.status().as_u16() == 207, "an app password still opens WebDAV");
+        gw.stop().await
+    })
+    .await
+    .with_context(|| format!("the test did not finish within {TEST_TIMEOUT:?}"))?
 }

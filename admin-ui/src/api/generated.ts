@@ -13,7 +13,7 @@ code: ErrorCode,
  */
 message: string, };
 
-export type ErrorCode = "bad_request" | "invalid_path" | "invalid_name" | "hash_mismatch" | "missing_blocks" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "already_exists" | "not_a_directory" | "is_a_directory" | "quota_exceeded" | "payload_too_large" | "precondition_failed" | "locked" | "range_not_satisfiable" | "too_many_requests" | "store_unavailable" | "internal";
+export type ErrorCode = "bad_request" | "invalid_path" | "invalid_name" | "hash_mismatch" | "missing_blocks" | "unauthorized" | "totp_required" | "totp_setup_required" | "forbidden" | "not_found" | "conflict" | "already_exists" | "not_a_directory" | "is_a_directory" | "quota_exceeded" | "payload_too_large" | "precondition_failed" | "locked" | "range_not_satisfiable" | "too_many_requests" | "store_unavailable" | "internal";
 
 export type Role = "user" | "admin";
 
@@ -23,9 +23,20 @@ export type LoginRequest = { username: string, password: string,
 /**
  * A name for this device's token, shown when listing and revoking tokens.
  */
-device?: string | null, };
+device?: string | null, 
+/**
+ * The second factor when the account has two-factor sign-in on: the authenticator's
+ * current 6-digit code, or one of the recovery codes.
+ */
+totp?: string | null, };
 
-export type LoginResponse = { token: string, expires_at: string, user: UserRef, };
+export type LoginResponse = { token: string, expires_at: string, user: UserRef, 
+/**
+ * Present (true) when the administrator requires two-factor sign-in for this account and
+ * it has none yet: the token only sets it up (`POST /api/v1/auth/totp`, then `/confirm`,
+ * which makes it a full token); anything else answers 403 `totp_setup_required`.
+ */
+totp_setup_required?: boolean, };
 
 export type UserRef = { id: number, username: string, role: Role, };
 
@@ -45,7 +56,17 @@ totp: boolean,
 /**
  * Where the account comes from.
  */
-source: IdentitySource, };
+source: IdentitySource, 
+/**
+ * The administrator requires two-factor sign-in for this account and it is not set up yet.
+ */
+totp_setup_required: boolean, };
+
+export type TotpEnrollment = { secret: string, otpauth_url: string, };
+
+export type TotpCode = { code: string, };
+
+export type TotpRecoveryCodes = { recovery_codes: Array<string>, };
 
 export type UsageBreakdown = { 
 /**
@@ -459,5 +480,5 @@ cache_used_bytes: number, };
 
 export type StatsHistory = { interval_secs: number, samples: Array<StatsSample>, };
 
-export const ERROR_CODES: readonly ErrorCode[] = ["bad_request", "invalid_path", "invalid_name", "hash_mismatch", "missing_blocks", "unauthorized", "forbidden", "not_found", "conflict", "already_exists", "not_a_directory", "is_a_directory", "quota_exceeded", "payload_too_large", "precondition_failed", "locked", "range_not_satisfiable", "too_many_requests", "store_unavailable", "internal"];
+export const ERROR_CODES: readonly ErrorCode[] = ["bad_request", "invalid_path", "invalid_name", "hash_mismatch", "missing_blocks", "unauthorized", "totp_required", "totp_setup_required", "forbidden", "not_found", "conflict", "already_exists", "not_a_directory", "is_a_directory", "quota_exceeded", "payload_too_large", "precondition_failed", "locked", "range_not_satisfiable", "too_many_requests", "store_unavailable", "internal"];
 

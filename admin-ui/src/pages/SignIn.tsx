@@ -1,11 +1,16 @@
-import { Alert, Anchor, Button, Center, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Anchor, Button, Center, Code, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
 import { useState, type FormEvent, type ReactNode } from 'react';
-import { api, errorMessage } from '../api/client';
-import type { LoginResponse } from '../api/types';
+import { ApiError, api, errorMessage, session } from '../api/client';
+import type { LoginResponse, TotpEnrollment, TotpRecoveryCodes } from '../api/types';
 
 export function SignIn({ notice, onSignedIn }: { notice: string | null; onSignedIn: (token: string) => void }) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
+  // Two-factor: asked for once the gateway answers `totp_required` to the password.
+  const [needCode, setNeedCode] = useState(false);
+  const [code, setCode] = useState('');
+  // A sign-in that may only set up two-factor (the gateway requires it): its token.
+  const [setupToken, setSetupToken] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
@@ -15,23 +20,49 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
       setError('Enter your username and password.');
       return;
     }
+    if (needCode && !code.trim()) {
+      setError('Enter the code from your authenticator app, or a recovery code.');
+      return;
+    }
     setBusy(true);
     setError(null);
     try {
-      const r = await api<LoginResponse>('POST', '/api/v1/auth/login', { username, password, device: 'admin console' });
-      onSignedIn(r.token);
+      const body = { username, password, device: 'admin console', ...(needCode ? { totp: code.trim() } : {}) };
+      const r = await api<LoginResponse>('POST', '/api/v1/auth/login', body);
+      if (r.totp_setup_required) setSetupToken(r.token);
+      else onSignedIn(r.token);
     } catch (err) {
-      setError(errorMessage(err));
+      if (err instanceof ApiError && err.code === 'totp_required') {
+        setNeedCode(true);
+      } else {
+        setError(needCode && err instanceof ApiError && err.code === 'unauthorized'
+          ? 'That code is not right (or was already used). Try the next one.'
+          : errorMessage(err));
+      }
+      setCode('');
     } finally {
       setBusy(false);
     }
   };
 
+  if (setupToken) return <TotpSetup token={setupToken} onDone={() => onSignedIn(setupToken)} />;
+
   return (
     <SignInFrame title="Nimbus admin" notice={notice} error={error} onSubmit={submit}>
-      <TextInput label="Username" autoComplete="username" value={username} onChange={(e) => setUsername(e.currentTarget.value)} data-autofocus autoFocus />
-      <PasswordInput label="Password" autoComplete="current-password" value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
-      <Button type="submit" loading={busy}>Sign in</Button>
+      <TextInput label="Username" autoComplete="username" value={username} readOnly={needCode} onChange={(e) => setUsername(e.currentTarget.value)} data-autofocus autoFocus={!needCode} />
+      <PasswordInput label="Password" autoComplete="current-password" value={password} readOnly={needCode} onChange={(e) => setPassword(e.currentTarget.value)} />
+      {needCode && (
+        <TextInput
+          label="Two-factor code"
+          description="The 6-digit code from your authenticator app, or one of your recovery codes."
+          autoComplete="one-time-code"
+          inputMode="numeric"
+          value={code}
+          onChange={(e) => setCode(e.currentTarget.value)}
+          autoFocus
+        />
+      )}
+      <Button type="submit" loading={busy}>{needCode ? 'Verify' : 'Sign in'}</Button>
     </SignInFrame>
   );
 }
@@ -62,6 +93,81 @@ export function SignInFrame({
             {children}
           </Stack>
         </form>
+      </Paper>
+    </Center>
+  );
+}
+
+/** The gateway requires two-factor sign-in and this account has none yet: the sign-in's token
+ * may only set it up. Shows the secret, takes a first code, then shows the recovery codes once. */
+export function TotpSetup({ token, onDone }: { token: string; onDone: () => void }) {
+  const [enrol, setEnrol] = useState<TotpEnrollment | null>(null);
+  const [code, setCode] = useState('');
+  const [codes, setCodes] = useState<string[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  // The calls go out with this sign-in's token (kept in the session, as after any sign-in).
+  const call = async <T,>(method: string, path: string, body?: unknown) => {
+    session.set(token);
+    return api<T>(method, path, body);
+  };
+  const start = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      setEnrol(await call<TotpEnrollment>('POST', '/api/v1/auth/totp'));
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const confirm = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const r = await call<TotpRecoveryCodes>('POST', '/api/v1/auth/totp/confirm', { code: code.trim() });
+      setCodes(r.recovery_codes);
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <Center mih="100vh" p="md">
+      <Paper withBorder p="xl" w={460} maw="100%" component="main">
+        <Stack>
+          <Title order={2}>Set up two-factor sign-in</Title>
+          {error && <Alert color="red" role="alert">{error}</Alert>}
+          {!enrol && (
+            <>
+              <Text>This gateway requires two-factor sign-in for your account. Set it up to continue.</Text>
+              <Button onClick={start} loading={busy}>Set up</Button>
+            </>
+          )}
+          {enrol && !codes && (
+            <form onSubmit={confirm} aria-label="Confirm two-factor">
+              <Stack>
+                <Text size="sm">Add this key to your authenticator app (or open the link on the phone), then enter the code it shows.</Text>
+                <Code data-testid="totp-secret">{enrol.secret}</Code>
+                <Text size="xs" style={{ wordBreak: 'break-all' }}><a href={enrol.otpauth_url}>{enrol.otpauth_url}</a></Text>
+                <TextInput label="Code" autoComplete="one-time-code" inputMode="numeric" value={code} onChange={(e) => setCode(e.currentTarget.value)} />
+                <Button type="submit" loading={busy}>Turn on</Button>
+              </Stack>
+            </form>
+          )}
+          {codes && (
+            <>
+              <Text>Two-factor sign-in is on. Keep these recovery codes somewhere safe: each signs in once without the app. They are shown only now.</Text>
+              <Code block data-testid="recovery-codes">{codes.join('\n')}</Code>
+              <Button onClick={onDone}>Continue</Button>
+            </>
+          )}
+        </Stack>
       </Paper>
     </Center>
   );

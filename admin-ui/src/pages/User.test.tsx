@@ -116,4 +116,41 @@ describe('UserPage', () => {
     expect(calls).toContain('DELETE /api/v1/admin/shares/3');
     await waitFor(() => expect(screen.queryByText('/Projects/Plan')).toBeNull());
   });
+
+  it('resets the user\'s two-factor sign-in after asking', async () => {
+    const calls: string[] = [];
+    let current: UserInfo = { ...alice, totp: true };
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init?: RequestInit) => {
+        const u = new URL(url, 'http://x');
+        calls.push(`${init?.method ?? 'GET'} ${u.pathname}`);
+        if (u.pathname === '/api/v1/admin/users/7/totp' && init?.method === 'DELETE') {
+          current = { ...current, totp: false };
+          return new Response(null, { status: 204 });
+        }
+        if (u.pathname === '/api/v1/admin/users/7') return new Response(JSON.stringify(current));
+        if (u.pathname === '/api/v1/admin/users/7/devices') return new Response(JSON.stringify({ tokens: [] }));
+        if (u.pathname === '/api/v1/admin/audit') return new Response(JSON.stringify({ entries: [], next_cursor: null }));
+        if (u.pathname === '/api/v1/admin/shares') return new Response(JSON.stringify({ shares: [], next_cursor: null }));
+        return new Response('{}', { status: 404 });
+      }),
+    );
+    render(
+      <MantineProvider env="test">
+        <QueryClientProvider client={new QueryClient()}>
+          <UserPage id={7} />
+        </QueryClientProvider>
+      </MantineProvider>,
+    );
+    const u = userEvent.setup();
+    expect(await screen.findByTestId('identity')).toHaveTextContent('two-factor sign-in on');
+    await u.click(screen.getByRole('button', { name: 'Reset two-factor…' }));
+    expect(calls).not.toContain('DELETE /api/v1/admin/users/7/totp');
+    await u.click(await screen.findByRole('button', { name: 'Reset two-factor' }));
+    expect(await screen.findByText(/Two-factor sign-in reset/)).toBeInTheDocument();
+    expect(calls).toContain('DELETE /api/v1/admin/users/7/totp');
+    await waitFor(() => expect(screen.getByTestId('identity')).toHaveTextContent('no two-factor sign-in'));
+    expect(screen.queryByRole('button', { name: 'Reset two-factor…' })).toBeNull();
+  });
 });

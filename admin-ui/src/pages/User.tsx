@@ -93,6 +93,7 @@ export function UserPage({ id }: { id: number }) {
             </Text>
           </Group>
           <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
+          {u.totp && <ResetTotp user={u} onDone={(text) => setMsg({ ok: true, text })} onError={(text) => setMsg({ ok: false, text })} />}
         </Stack>
       </Paper>
       <Devices id={id} />
@@ -360,6 +361,43 @@ function Activity({ id, username }: { id: number; username: string }) {
         </Table.ScrollContainer>
       )}
     </Paper>
+  );
+}
+
+/** Turns the user's two-factor sign-in off (a lost phone): they sign in with the password
+ * alone again and can set it up anew (unless the gateway requires it: then at the next sign-in). */
+function ResetTotp({ user, onDone, onError }: { user: UserInfo; onDone: (t: string) => void; onError: (t: string) => void }) {
+  const qc = useQueryClient();
+  const [opened, { open, close }] = useDisclosure(false);
+  const [busy, setBusy] = useState(false);
+  const reset = async () => {
+    setBusy(true);
+    try {
+      await api('DELETE', `/api/v1/admin/users/${user.id}/totp`);
+      qc.invalidateQueries({ queryKey: ['user', user.id] });
+      qc.invalidateQueries({ queryKey: ['users'] });
+      qc.invalidateQueries({ queryKey: ['activity', user.id] });
+      onDone('Two-factor sign-in reset: the user signs in with the password alone until they set it up again.');
+    } catch (e) {
+      onError(errorMessage(e));
+    } finally {
+      setBusy(false);
+      close();
+    }
+  };
+  return (
+    <>
+      <Group>
+        <Button variant="default" onClick={open}>Reset two-factor…</Button>
+        <Text size="sm" c="dimmed">For a lost phone: turns two-factor sign-in off and deletes the user's recovery codes.</Text>
+      </Group>
+      <Modal opened={opened} onClose={close} title={`Reset two-factor sign-in of ${user.username}?`}>
+        <Stack>
+          <Text size="sm">Only do this once you are sure it is really {user.username} asking: afterwards the password alone signs in.</Text>
+          <Button color="orange" loading={busy} onClick={reset}>Reset two-factor</Button>
+        </Stack>
+      </Modal>
+    </>
   );
 }
 

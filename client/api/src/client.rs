@@ -260,8 +260,24 @@ impl Client {
 
     /// `POST /auth/login`. Does not keep the token: use [`Client::with_token`].
     pub async fn login(&self, username: &str, password: &str, device: Option<&str>) -> Result<LoginResponse> {
-        let body =
-            LoginRequest { username: username.into(), password: password.into(), device: device.map(Into::into) };
+        self.login_with_totp(username, password, device, None).await
+    }
+
+    /// [`Client::login`] with the second factor (the authenticator's code or a recovery code)
+    /// of an account with two-factor sign-in, which without it answers 401 `totp_required`.
+    pub async fn login_with_totp(
+        &self,
+        username: &str,
+        password: &str,
+        device: Option<&str>,
+        totp: Option<&str>,
+    ) -> Result<LoginResponse> {
+        let body = LoginRequest {
+            username: username.into(),
+            password: password.into(),
+            device: device.map(Into::into),
+            totp: totp.map(Into::into),
+        };
         self.json(self.http.post(self.url("/api/v1/auth/login")).json(&body)).await
     }
 

@@ -140,6 +140,10 @@ pub struct LoginArgs {
     /// Name of this device in `nimbus tokens` (default: "nimbus-cli on <hostname>").
     #[arg(long)]
     pub device: Option<String>,
+    /// Two-factor code (or a recovery code) for an account with two-factor sign-in; asked for
+    /// when needed if missing (or taken from NIMBUS_TOTP).
+    #[arg(long, value_name = "CODE")]
+    pub totp: Option<String>,
     /// Trust this PEM certificate (a gateway with a self-signed certificate).
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,

@@ -6,7 +6,7 @@ use nimbus_proto::names::name_key;
 use nimbus_proto::wire::{IdentitySource, LoginRequest, LoginResponse, Me, Role, TokenInfo, TokenList, UserRef};
 
 use super::{Json, rfc3339};
-use crate::auth::{AuthUser, ClientIp, new_token, verify_password_or_dummy};
+use crate::auth::{AuthUser, ClientIp, SignedIn, new_token, verify_password_or_dummy};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{NewAudit, TokenRow, now_ms};
 use crate::state::AppState;
@@ -17,7 +17,11 @@ use crate::state::AppState;
     tag = "auth",
     summary = "Sign in; returns a bearer token",
     request_body = LoginRequest,
-    responses((status = 200, description = "success", body = LoginResponse)),
+    responses(
+        (status = 200, description = "success", body = LoginResponse),
+        (status = 401, description = "wrong credentials (`unauthorized`), or the account's second factor is missing (`totp_required`)"),
+        (status = 429, description = "too many failed sign-ins here")
+    ),
     security(())
 )]
 pub async fn login(
@@ -52,6 +56,9 @@ pub async fn login(
             return Err(ApiError::Unauthorized);
         }
     };
+    // Second factor: after the password, before any token (docs/IDENTITY.md, Two-factor).
+    let totp_setup_only =
+        super::totp::second_factor(&st, &user, req.totp.as_deref(), &attempt, audit_ip.as_deref()).await?;
     st.throttle.succeeded(&attempt).await;
     let device: String = req
         .device
@@ -64,14 +71,18 @@ pub async fn login(
         .collect();
     let (token, hash) = new_token();
     let expires_at = now_ms() + (st.settings.token_ttl_secs as i64).saturating_mul(1000);
-    st.meta.insert_token(user.id, &hash, &device, expires_at, audit_ip.as_deref()).await?;
+    st.meta.insert_token_with(user.id, &hash, &device, expires_at, audit_ip.as_deref(), totp_setup_only).await?;
     metrics::counter!("nimbus_logins_total", "result" => "success").increment(1);
     st.meta
         .audit(NewAudit {
             actor_id: Some(user.id),
             actor: Some(user.username.clone()),
             action: "login".into(),
-            detail: Some(format!("device: {device}")),
+            detail: Some(if totp_setup_only {
+                format!("device: {device}; may only set up two-factor sign-in")
+            } else {
+                format!("device: {device}")
+            }),
             ip: audit_ip,
             ..Default::default()
         })
@@ -80,6 +91,7 @@ pub async fn login(
         token,
         expires_at: rfc3339(expires_at),
         user: UserRef { id: user.id, username: user.username, role: Role::parse(&user.role).unwrap_or_default() },
+        totp_setup_required: totp_setup_only,
     }))
 }
 
@@ -90,7 +102,8 @@ pub async fn login(
     summary = "Revoke the calling token",
     responses((status = 204, description = "revoked"))
 )]
-pub async fn logout(State(st): State<AppState>, user: AuthUser, ClientIp(ip): ClientIp) -> ApiResult<StatusCode> {
+pub async fn logout(State(st): State<AppState>, caller: SignedIn, ClientIp(ip): ClientIp) -> ApiResult<StatusCode> {
+    let user = caller.user;
     st.meta.revoke_token(user.id, user.token_id).await?;
     st.meta
         .audit(NewAudit {
@@ -154,7 +167,8 @@ pub async fn revoke_token(State(st): State<AppState>, user: AuthUser, Path(id): 
     summary = "Your account and usage",
     responses((status = 200, description = "success", body = Me))
 )]
-pub async fn me(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<Me>> {
+pub async fn me(State(st): State<AppState>, caller: SignedIn) -> ApiResult<Json<Me>> {
+    let user = caller.user;
     let u = st.meta.user(user.id).await?.ok_or(ApiError::Unauthorized)?;
     let usage = super::usage_breakdown(&u);
     Ok(Json(Me {
@@ -166,5 +180,6 @@ pub async fn me(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<Me
         usage,
         totp: u.totp_enabled,
         source: IdentitySource::parse(&u.source).unwrap_or_default(),
+        totp_setup_required: !u.totp_enabled && st.settings.require_totp.applies_to(user.role),
     }))
 }

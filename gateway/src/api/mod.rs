@@ -36,6 +36,7 @@ mod links;
 pub mod openapi;
 pub mod public_links;
 mod shares;
+mod totp;
 mod trash;
 
 /// Largest JSON body accepted (a commit of a 40 GiB file lists 10,240 blocks: ~1 MiB).
@@ -95,6 +96,8 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(auth::list_tokens))
         .routes(routes!(auth::revoke_token))
         .routes(routes!(auth::me))
+        .routes(routes!(totp::enroll, totp::disable))
+        .routes(routes!(totp::confirm))
         .routes(routes!(keys::list, keys::create))
         .routes(routes!(keys::revoke))
         .routes(routes!(shares::list, shares::create))
@@ -118,6 +121,7 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(trash::restore))
         .routes(routes!(admin::list_users, admin::create_user))
         .routes(routes!(admin::get_user, admin::update_user, admin::delete_user))
+        .routes(routes!(totp::admin_reset))
         .routes(routes!(admin_devices::list, admin_devices::revoke_all))
         .routes(routes!(admin_devices::revoke))
         .routes(routes!(admin::audit_log))

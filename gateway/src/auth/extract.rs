@@ -37,6 +37,29 @@ impl<S: AuthState> FromRequestParts<S> for AuthUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let SignedIn { user, totp_setup_only } = SignedIn::from_request_parts(parts, state).await?;
+        if totp_setup_only {
+            return Err(ApiError::TotpSetupRequired);
+        }
+        Ok(user)
+    }
+}
+
+/// Any signed-in caller, also one whose token may only set up two-factor sign-in (the
+/// administrator requires it and the account has none yet: `--require-totp`). Only the
+/// handlers that such a caller needs take this (`/api/v1/me`, `/api/v1/auth/totp*`, logout);
+/// everything else takes [`AuthUser`], which refuses such a token with 403
+/// `totp_setup_required`.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub user: AuthUser,
+    pub totp_setup_only: bool,
+}
+
+impl<S: AuthState> FromRequestParts<S> for SignedIn {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
         let token = header
             .strip_prefix("Bearer ")
@@ -45,7 +68,7 @@ impl<S: AuthState> FromRequestParts<S> for AuthUser {
             .filter(|t| !t.is_empty() && t.len() <= 256)
             .ok_or(ApiError::Unauthorized)?;
         let ClientIp(ip) = ClientIp::of(parts, state);
-        AuthUser::from_token(state, token, ip).await
+        AuthUser::from_token_any(state, token, ip).await
     }
 }
 
@@ -55,6 +78,15 @@ impl AuthUser {
     /// client's address) is recorded with the token's last use for the device list. Never
     /// throttled: a token is 256 random bits, there is nothing to guess.
     pub async fn from_token(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
+        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, ip).await?;
+        if totp_setup_only {
+            return Err(ApiError::TotpSetupRequired);
+        }
+        Ok(user)
+    }
+
+    /// [`AuthUser::from_token`], also for a token that may only set up two-factor sign-in.
+    async fn from_token_any(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<SignedIn, ApiError> {
         if token.is_empty() || token.len() > 256 {
             return Err(ApiError::Unauthorized);
         }
@@ -75,14 +107,15 @@ impl AuthUser {
                 }
             });
         }
-        Ok(AuthUser {
+        let user = AuthUser {
             id: row.user_id,
             space: SpaceId::authenticated(row.user_id),
             username: row.username,
             role: Role::parse(&row.role).unwrap_or(Role::User),
             token_id: row.token_id,
             device: row.device,
-        })
+        };
+        Ok(SignedIn { user, totp_setup_only: row.totp_setup_only })
     }
 }
 

@@ -1,6 +1,6 @@
 //! Authentication: argon2id passwords (hashed under a concurrency bound), opaque bearer tokens
 //! stored hashed, sign-in throttling per client address, the client address itself (behind
-//! trusted proxies), and the extractors (`AuthUser`, `AdminUser`) that make a handler
+//! trusted proxies), two-factor sign-in (TOTP), and the extractors (`AuthUser`, `AdminUser`) that make a handler
 //! impossible to reach without a valid identity.
 
 mod extract;
@@ -9,8 +9,9 @@ mod password;
 pub mod s3key;
 pub mod throttle;
 mod token;
+pub mod totp;
 
-pub use extract::{AdminUser, AuthUser, ClientIp};
+pub use extract::{AdminUser, AuthUser, ClientIp, SignedIn};
 
 /// What the extractors need from the application's state. A trait so that `auth` does not
 /// depend on `state`, which holds auth's parts (`state` implements it for `AppState`).

@@ -294,6 +294,7 @@ mod tests {
             username: "u".into(),
             role: "user".into(),
             disabled: false,
+            totp_setup_only: false,
         }
     }
 

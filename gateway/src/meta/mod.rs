@@ -28,6 +28,7 @@ mod s3objects;
 mod shares;
 mod space_id;
 mod throttle;
+mod totp;
 mod tree;
 pub(crate) mod usage;
 #[cfg(test)]
@@ -47,6 +48,7 @@ pub use s3keys::{S3KeyAuthRow, S3KeyRow};
 pub use s3objects::{PartRow, S3ObjectMeta, UploadRow};
 pub use shares::{Grant, IncomingShare, OutgoingShare, SharePermission, ShareRow};
 pub use space_id::SpaceId;
+pub use totp::TotpRow;
 pub use tree::{ChildRow, TrashItem};
 pub use usage::{Limit, Usage};
 pub use users::{AuditFilter, NewAudit, UserCursor, UserOrder, UserSort, UserUpdate};
@@ -194,6 +196,8 @@ pub struct TokenAuthRow {
     pub username: String,
     pub role: String,
     pub disabled: bool,
+    /// The token may only set up two-factor sign-in (`--require-totp`).
+    pub totp_setup_only: bool,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -247,13 +247,35 @@ impl Meta {
         expires_at: i64,
         ip: Option<&str>,
     ) -> MetaResult<i64> {
+        self.insert_token_with(user_id, token_hash, device, expires_at, ip, false).await
+    }
+
+    /// [`Meta::insert_token`], for a token that may only set up two-factor sign-in when
+    /// `totp_setup_only` (flagged in the same insert, so it is never a full token meanwhile).
+    pub async fn insert_token_with(
+        &self,
+        user_id: i64,
+        token_hash: &str,
+        device: &str,
+        expires_at: i64,
+        ip: Option<&str>,
+        totp_setup_only: bool,
+    ) -> MetaResult<i64> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         let id = scalar::<i64>(
-            "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at, last_ip) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            "INSERT INTO tokens (user_id, token_hash, device, created_at, expires_at, last_ip, totp_setup_only) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
         )
-        .bind(user_id).bind(token_hash).bind(device).bind(now).bind(expires_at).bind(ip)
-        .fetch_one(&mut tx).await?;
+        .bind(user_id)
+        .bind(token_hash)
+        .bind(device)
+        .bind(now)
+        .bind(expires_at)
+        .bind(ip)
+        .bind(totp_setup_only)
+        .fetch_one(&mut tx)
+        .await?;
         sql("UPDATE users SET last_login_at = $1 WHERE id = $2").bind(now).bind(user_id).execute(&mut tx).await?;
         tx.commit().await?;
         Ok(id)
@@ -270,7 +292,7 @@ impl Meta {
         let row = {
             let mut db = self.db();
             sql("SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, t.last_ip, \
-                    u.username, u.role, u.disabled \
+                    u.username, u.role, u.disabled, t.totp_setup_only \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1")
             .bind(token_hash)
             .fetch_optional::<TokenAuthRow, _>(&mut db)

@@ -639,6 +639,7 @@ impl Remote for FakeGateway {
                 usage: UsageBreakdown { current, ..Default::default() },
                 totp: false,
                 source: Default::default(),
+                totp_setup_required: false,
             })
         }))
     }

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use nimbus_client::{Client, ClientOptions};
+use nimbus_proto::wire::ErrorCode;
 use serde_json::json;
 
 use super::{Ctx, connect};
@@ -52,8 +53,28 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
     };
     let device = args.device.unwrap_or_else(default_device);
 
-    let resp = match client.login(&username, &password, Some(&device)).await {
+    let totp = args.totp.or_else(|| std::env::var("NIMBUS_TOTP").ok()).filter(|c| !c.trim().is_empty());
+    let mut attempt = client.login_with_totp(&username, &password, Some(&device), totp.as_deref()).await;
+    if let Err(e) = &attempt
+        && e.has_code(ErrorCode::TotpRequired)
+        && totp.is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stdin())
+    {
+        eprint!("Two-factor code (or a recovery code): ");
+        let code = read_stdin_line()?.trim().to_string();
+        if code.is_empty() {
+            bail!("{username} signs in with two factors: pass --totp CODE (or set NIMBUS_TOTP)");
+        }
+        attempt = client.login_with_totp(&username, &password, Some(&device), Some(&code)).await;
+    }
+    let resp = match attempt {
         Ok(r) => r,
+        Err(e) if e.has_code(ErrorCode::TotpRequired) => {
+            bail!("{username} signs in with two factors: pass --totp CODE (or set NIMBUS_TOTP)")
+        }
+        Err(e) if e.is_unauthorized() && totp.is_some() => {
+            bail!("wrong username, password or two-factor code for {url} (or the account is disabled)")
+        }
         Err(e) if e.is_unauthorized() => bail!("wrong username or password for {url} (or the account is disabled)"),
         Err(e) if e.is_too_many_requests() => {
             let wait =
@@ -62,6 +83,15 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
         }
         Err(e) => return Err(e).context("login failed"),
     };
+
+    if resp.totp_setup_required {
+        // This token could only set two-factor up: no use to the CLI, so give it back.
+        let _ = client.clone().with_token(&resp.token).logout().await;
+        bail!(
+            "the gateway requires two-factor sign-in for {username}: set it up first (in the web app or the \
+             admin console), then log in again with --totp CODE"
+        );
+    }
 
     // The previous session's token would stay valid until it expires: sign it out.
     if let Ok(Some(old)) = session::load()

@@ -337,6 +337,13 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     };
     match user {
         Some(u) if ok && !u.disabled => {
+            let role = nimbus_proto::wire::Role::parse(&u.role).unwrap_or_default();
+            if u.totp_enabled || st.settings.require_totp.applies_to(role) {
+                // A password is one factor: an account with two-factor sign-in uses app passwords here.
+                return Err(ApiError::BasicAuthRequired(
+                    "this account signs in with two factors: for WebDAV use an app password (a device token)".into(),
+                ));
+            }
             st.throttle.succeeded(&attempt).await;
             if !cached {
                 remember_password(cache_key);
