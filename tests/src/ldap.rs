@@ -1,5 +1,6 @@
 //! A private OpenLDAP `slapd` per test, on a free loopback port, with a generated `slapd.conf`
-//! (mdb backend, the ppolicy overlay for `pwdAccountLockedTime`) and the directory of
+//! (mdb backend, the ppolicy overlay for `pwdAccountLockedTime`, StartTLS with a certificate
+//! from a throwaway CA made by `openssl`) and the directory of
 //! docs/IDENTITY.md's worked example loaded with `slapadd`: suffix `dc=example,dc=org`, the
 //! service account `cn=nimbus,ou=services,...`, people `alice` (in the admin group), `bob` and
 //! `carol`, and the group `cn=nimbus-admins,ou=groups,...`. Passwords are stored as `{SSHA}`
@@ -71,6 +72,50 @@ pub fn person_ldif(uid: &str) -> anyhow::Result<String> {
     ))
 }
 
+/// A throwaway CA and a server certificate for 127.0.0.1 signed by it (openssl), in `dir`.
+fn make_certificates(dir: &Path) -> anyhow::Result<()> {
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )?;
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let steps: [Vec<&str>; 3] = [
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=nimbus-e2e-ca", "-days", "2"],
+        ]
+        .concat(),
+        [&["req"][..], &ec, &["-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"]].concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ],
+    ];
+    for args in steps {
+        let out = std::process::Command::new("openssl")
+            .args(&args)
+            .current_dir(dir)
+            .output()
+            .context("cannot run openssl")?;
+        ensure!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
 pub struct Slapd {
     dir: tempfile::TempDir,
     port: u16,
@@ -87,11 +132,15 @@ impl Slapd {
         let dir = tempfile::Builder::new().prefix("nimbus-e2e-slapd-").tempdir()?;
         let d = dir.path();
         std::fs::create_dir_all(d.join("db"))?;
+        make_certificates(d)?;
         let conf = format!(
             "include /etc/ldap/schema/core.schema\n\
              include /etc/ldap/schema/cosine.schema\n\
              include /etc/ldap/schema/inetorgperson.schema\n\
              pidfile {pid}\n\
+             TLSCACertificateFile {dir}/ca.pem\n\
+             TLSCertificateFile {dir}/cert.pem\n\
+             TLSCertificateKeyFile {dir}/key.pem\n\
              modulepath /usr/lib/ldap\n\
              moduleload back_mdb\n\
              moduleload ppolicy\n\
@@ -105,6 +154,7 @@ impl Slapd {
              access to attrs=userPassword by self =xw by anonymous auth by * none\n\
              access to * by dn.exact=\"{SERVICE_DN}\" read by self read by * none\n",
             pid = d.join("slapd.pid").display(),
+            dir = d.display(),
             db = d.join("db").display(),
             rootpw = ssha(ROOT_PASSWORD)?,
         );
@@ -139,6 +189,11 @@ impl Slapd {
         let s = Slapd { dir, port: crate::minio::free_port()?, child: Mutex::new(None) };
         s.spawn_and_wait().await?;
         Ok(s)
+    }
+
+    /// The CA (PEM) that issued slapd's certificate (for `127.0.0.1`), for `--ldap-ca-file`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
     }
 
     /// `ldap://127.0.0.1:PORT`.

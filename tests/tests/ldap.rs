@@ -275,3 +275,27 @@ async fn removed_user_loses_access_sqlite_local() -> anyhow::Result<()> {
 async fn removed_user_loses_access_postgres_s3() -> anyhow::Result<()> {
     removed_user_loses_access(Backend::PostgresS3).await
 }
+
+/// StartTLS with `--ldap-ca-file`: the password travels inside TLS; a directory certificate the
+/// gateway does not trust is an unavailable directory, never a plain fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starttls_with_the_directorys_ca() -> anyhow::Result<()> {
+    let slapd = Slapd::start().await?;
+    let s = &slapd;
+    let ca = slapd.ca_file().display().to_string();
+    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(ca);
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        login(&gw, "alice", &ldap::password("alice")).await?;
+        let log = std::fs::read_to_string(s.log_path())?;
+        ensure!(log.contains("oid=1.3.6.1.4.1.1466.20037"), "slapd saw no StartTLS:\n{}", s.log_tail(20));
+        Ok(())
+    })
+    .await?;
+    // The system's roots do not include the test CA.
+    let opts = options(&slapd, "0").arg("--ldap-starttls");
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        gw.api().login("alice", &ldap::password("alice")).await?.check_error(503, "directory_unavailable")?;
+        Ok(())
+    })
+    .await
+}
