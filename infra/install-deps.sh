@@ -59,6 +59,7 @@ APT_PACKAGES=(
     litmus davfs2  # tests/tests/webdav.rs: the WebDAV compliance suite and a real WebDAV mount
     python3-boto3  # tests/tests/bench.rs: creates the direct-store target's bucket
     python3-venv   # the OpenAPI validator's virtualenv (below)
+    slapd ldap-utils  # tests/tests/ldap.rs: a real OpenLDAP per test (tests/src/ldap.rs); no system directory is configured (below)
     libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev xvfb xauth webkit2gtk-driver  # client/desktop (Tauri): `cargo build -p nimbus-desktop`; tests/tests/desktop_app.rs: the app under Xvfb via WebKitWebDriver
 )
 
@@ -97,6 +98,9 @@ if [ "${#missing[@]}" -eq 0 ]; then
     log "apt: all ${#APT_PACKAGES[@]} packages already installed"
 else
     log "apt: installing ${missing[*]}"
+    # slapd's package would otherwise configure and start a system-wide directory; the tests
+    # start their own.
+    echo "slapd slapd/no_configuration boolean true" | as_root debconf-set-selections
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" </dev/null

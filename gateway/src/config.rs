@@ -30,6 +30,9 @@ pub enum Command {
     /// Print what this binary accepts: every subcommand's flags with their `NIMBUS_*` variables
     /// and defaults, the other variables it reads, its health routes and metrics.
     Describe(DescribeArgs),
+    /// Sync the accounts from the LDAP directory once (what `serve` does every
+    /// `--ldap-sync-interval`) and print what changed.
+    LdapSync(Box<LdapSyncArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -240,6 +243,95 @@ pub struct ServeArgs {
     #[arg(long = "gc-upload-expiry", alias = "upload-expiry", env = "NIMBUS_GC_UPLOAD_EXPIRY", default_value = "7d",
           value_parser = crate::timefmt::parse_duration)]
     pub gc_upload_expiry: std::time::Duration,
+
+    #[command(flatten)]
+    pub ldap: LdapArgs,
+}
+
+/// Accounts from an LDAP directory or Active Directory (docs/IDENTITY.md); off without
+/// `--ldap-url`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "LDAP / Active Directory")]
+pub struct LdapArgs {
+    /// The directory: `ldaps://HOST[:636]`, or `ldap://HOST[:389]` with `--ldap-starttls`
+    /// (plain `ldap://` only on loopback or with `--ldap-plain`). Turns LDAP accounts on.
+    #[arg(long, env = "NIMBUS_LDAP_URL")]
+    pub ldap_url: Option<String>,
+
+    /// The service account that searches the directory, e.g.
+    /// `cn=nimbus,ou=services,dc=example,dc=org` (AD: also `nimbus@example.org`). Default:
+    /// anonymous search.
+    #[arg(long, env = "NIMBUS_LDAP_BIND_DN", requires = "ldap_url")]
+    pub ldap_bind_dn: Option<String>,
+
+    /// A file holding the service account's password (a trailing newline is ignored).
+    #[arg(long, env = "NIMBUS_LDAP_BIND_PASSWORD_FILE", requires = "ldap_bind_dn")]
+    pub ldap_bind_password_file: Option<PathBuf>,
+
+    /// Where users are searched (the whole subtree), e.g. `ou=people,dc=example,dc=org`.
+    #[arg(long, env = "NIMBUS_LDAP_USER_BASE", requires = "ldap_url")]
+    pub ldap_user_base: Option<String>,
+
+    /// Which entries are Nimbus users. AD: `(&(objectCategory=person)(objectClass=user))`.
+    #[arg(long, env = "NIMBUS_LDAP_USER_FILTER", default_value = "(objectClass=inetOrgPerson)")]
+    pub ldap_user_filter: String,
+
+    /// The attribute that is the Nimbus username. AD: `sAMAccountName`.
+    #[arg(long, env = "NIMBUS_LDAP_USERNAME_ATTR", default_value = "uid")]
+    pub ldap_username_attr: String,
+
+    /// A group (its DN) whose `member`s are administrators; everyone else is a user. Without
+    /// it, roles are left as administrators set them in the console.
+    #[arg(long, env = "NIMBUS_LDAP_ADMIN_GROUP", requires = "ldap_url")]
+    pub ldap_admin_group: Option<String>,
+
+    /// A group (its DN) whose `member`s may use Nimbus (and the admin group's). Default:
+    /// everyone the user filter finds.
+    #[arg(long, env = "NIMBUS_LDAP_USER_GROUP", requires = "ldap_url")]
+    pub ldap_user_group: Option<String>,
+
+    /// The attribute that marks an account disabled in the directory: present (OpenLDAP's
+    /// `pwdAccountLockedTime`), or for `userAccountControl` (AD) the ACCOUNTDISABLE bit (2).
+    /// Empty: none.
+    #[arg(long, env = "NIMBUS_LDAP_DISABLED_ATTR", default_value = "pwdAccountLockedTime")]
+    pub ldap_disabled_attr: String,
+
+    /// Upgrade an `ldap://` connection to TLS with StartTLS.
+    #[arg(long, env = "NIMBUS_LDAP_STARTTLS")]
+    pub ldap_starttls: bool,
+
+    /// Allow a plain `ldap://` URL to a host other than loopback (passwords cross the network
+    /// in clear).
+    #[arg(long, env = "NIMBUS_LDAP_PLAIN")]
+    pub ldap_plain: bool,
+
+    /// Trust only the CA certificate(s) in this PEM file for the directory's TLS. Default: the
+    /// system's roots.
+    #[arg(long, env = "NIMBUS_LDAP_CA_FILE", requires = "ldap_url")]
+    pub ldap_ca_file: Option<PathBuf>,
+
+    /// How often `serve` syncs the accounts from the directory (creates, disables, sets
+    /// roles); `0` turns it off (then run `nimbus-gateway ldap-sync` on a schedule).
+    #[arg(long, env = "NIMBUS_LDAP_SYNC_INTERVAL", default_value = "15m", value_parser = crate::timefmt::parse_duration)]
+    pub ldap_sync_interval: std::time::Duration,
+
+    /// Deadline for one directory request (connect, bind, search).
+    #[arg(long, env = "NIMBUS_LDAP_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub ldap_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LdapSyncArgs {
+    /// Print what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub serve: ServeArgs,
 }
 
 /// `--trash-retention`: None keeps trash items until they are purged.

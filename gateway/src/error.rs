@@ -67,6 +67,9 @@ pub enum ApiError {
     Busy { retry_after: u64 },
     #[error("the object store is unavailable; try again shortly")]
     StoreUnavailable(#[source] StoreError),
+    /// The LDAP directory does not answer: its accounts cannot sign in.
+    #[error("{0}")]
+    DirectoryUnavailable(String),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -87,7 +90,7 @@ impl ApiError {
             ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::StoreUnavailable(_) | ApiError::DirectoryUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -117,6 +120,7 @@ impl ApiError {
             ApiError::MissingBlocks(_) => ErrorCode::MissingBlocks,
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => ErrorCode::TooManyRequests,
             ApiError::StoreUnavailable(_) => ErrorCode::StoreUnavailable,
+            ApiError::DirectoryUnavailable(_) => ErrorCode::DirectoryUnavailable,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -151,7 +155,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => S3ErrorCode::EntityTooLarge,
             ApiError::RangeNotSatisfiable { .. } => S3ErrorCode::InvalidRange,
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => S3ErrorCode::SlowDown,
-            ApiError::StoreUnavailable(_) => S3ErrorCode::ServiceUnavailable,
+            ApiError::StoreUnavailable(_) | ApiError::DirectoryUnavailable(_) => S3ErrorCode::ServiceUnavailable,
             ApiError::Internal(_) => S3ErrorCode::InternalError,
         };
         (code, None)

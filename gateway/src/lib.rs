@@ -14,6 +14,7 @@ pub mod describe;
 pub mod doors;
 pub mod error;
 pub mod headers;
+pub mod ldap;
 pub mod meta;
 pub mod metrics;
 pub mod ops;

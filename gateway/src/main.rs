@@ -22,6 +22,7 @@ async fn main() -> std::process::ExitCode {
         Command::Fsck(args) => return exit(nimbus_gateway::ops::fsck_command(&args).await),
         Command::Migrate(args) => return exit(nimbus_gateway::ops::migrate_command(&args).await),
         Command::Describe(args) => return describe(args.json),
+        Command::LdapSync(args) => return exit(nimbus_gateway::ops::ldap_sync_command(&args).await),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -77,6 +77,8 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
             crate::auth::s3key::SecretSealer::load_or_create(&args.s3_key_file())
                 .context("cannot load the S3 key file")?,
         ),
+        ldap: crate::ldap::client::LdapConfig::from_args(&args.ldap)?
+            .map(|cfg| Arc::new(crate::ldap::LdapDirectory::new(cfg)) as crate::ldap::DynDirectory),
     })
 }
 
@@ -221,6 +223,10 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     };
     crate::ops::maintenance::spawn(meta.clone(), state.store.clone(), maintenance, args.maintenance_interval);
     state.throttle.spawn_pruner();
+    if let Some(dir) = state.ldap.clone() {
+        let opts = crate::ldap::sync::SyncOptions { default_quota: args.default_quota(), dry_run: false };
+        crate::ldap::sync::spawn(meta.clone(), dir, opts, args.ldap.ldap_sync_interval);
+    }
 
     let listener =
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;

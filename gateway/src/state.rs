@@ -25,6 +25,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Seals and opens stored S3 secrets (the server key never enters the database).
     pub s3_sealer: Arc<crate::auth::s3key::SecretSealer>,
+    /// The LDAP directory whose accounts sign in here (`--ldap-url`), if any.
+    pub ldap: Option<crate::ldap::DynDirectory>,
 }
 
 impl crate::auth::AuthState for AppState {

@@ -77,13 +77,15 @@ pub enum ErrorCode {
     TooManyRequests,
     /// 503: the object store does not answer.
     StoreUnavailable,
+    /// 503: the LDAP directory does not answer, so its accounts cannot sign in.
+    DirectoryUnavailable,
     /// 500: details in the gateway log only.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidPath,
         ErrorCode::InvalidName,
@@ -105,6 +107,7 @@ impl ErrorCode {
         ErrorCode::RangeNotSatisfiable,
         ErrorCode::TooManyRequests,
         ErrorCode::StoreUnavailable,
+        ErrorCode::DirectoryUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -132,6 +135,7 @@ impl ErrorCode {
             ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
             ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::DirectoryUnavailable => "directory_unavailable",
             ErrorCode::Internal => "internal",
         }
     }

@@ -42,6 +42,7 @@ pub mod garage;
 pub mod gateway;
 pub mod http;
 pub mod inproc;
+pub mod ldap;
 pub mod minio;
 pub mod mount;
 pub mod netproxy;

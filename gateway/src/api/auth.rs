@@ -32,10 +32,18 @@ pub async fn login(
     // Locked (this name at this address, or this address): 429 before any work.
     let attempt = st.throttle.begin(&name_key(&req.username), ip).await?;
     let user = if req.username.len() <= 64 { st.meta.user_by_name(&req.username).await? } else { None };
-    let stored = user.as_ref().map(|u| u.password_hash.clone());
-    let password = req.password.clone();
-    // Bounded: beyond the hashing limit this is a quick 429 `too_many_requests`, not a queue.
-    let ok = st.passwords.run(move || verify_password_or_dummy(&password, stored.as_deref())).await?;
+    let (user, ok) = match &st.ldap {
+        // Not a local account: the directory checks the password (and makes the account).
+        Some(dir) if user.as_ref().is_none_or(|u| u.source == crate::ldap::SOURCE) => {
+            crate::ldap::sign_in(&st, dir, &req.username, &req.password, user).await?
+        }
+        _ => {
+            let stored = user.as_ref().map(|u| u.password_hash.clone());
+            let password = req.password.clone();
+            // Bounded: beyond the hashing limit this is a quick 429 `too_many_requests`, not a queue.
+            (user, st.passwords.run(move || verify_password_or_dummy(&password, stored.as_deref())).await?)
+        }
+    };
     let audit_ip = ip.map(|i| i.to_string());
     let user = match user {
         Some(u) if ok && !u.disabled => u,

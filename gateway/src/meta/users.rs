@@ -80,15 +80,27 @@ impl Meta {
         role: &str,
         quota: Option<i64>,
     ) -> MetaResult<UserRow> {
+        self.create_user_from(username, password_hash, role, quota, "local").await
+    }
+
+    /// [`Meta::create_user`] for an account that comes from elsewhere (`source`: `ldap`, ...).
+    pub async fn create_user_from(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role: &str,
+        quota: Option<i64>,
+        source: &str,
+    ) -> MetaResult<UserRow> {
         let now = now_ms();
         let key = name_key(username);
         {
             let mut tx = self.begin_write().await?;
             let id: i64 = scalar(
                 "INSERT INTO users (username, username_key, password_hash, role, quota_bytes, used_bytes, disabled, \
-                 created_at, updated_at, usage_counted) VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6, TRUE) RETURNING id",
+                 created_at, updated_at, usage_counted, source) VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6, TRUE, $7) RETURNING id",
             )
-            .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now)
+            .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now).bind(source)
             .fetch_one(&mut tx)
             .await
             .map_err(|e| MetaError::from_insert(e, || format!("a user named `{username}` already exists")))?;
@@ -116,6 +128,31 @@ impl Meta {
         Ok({
             let mut db = self.db();
             sql(sqlx::AssertSqlSafe(text)).bind(&key).fetch_optional::<UserRow, _>(&mut db).await?
+        })
+    }
+
+    /// Every user whose account comes from `source` (`ldap`, ...).
+    pub async fn users_from(&self, source: &str) -> MetaResult<Vec<UserRow>> {
+        let text = format!("SELECT {USER_COLS} FROM users WHERE source = $1 ORDER BY id");
+        Ok({
+            let mut db = self.db();
+            sql(sqlx::AssertSqlSafe(text)).bind(source).fetch_all::<UserRow, _>(&mut db).await?
+        })
+    }
+
+    /// Who last disabled or enabled the user named `username`, by the audit log (the actor of
+    /// the newest `user_update` that says `disabled` or `enabled`).
+    pub async fn last_enablement_actor(&self, username: &str) -> MetaResult<Option<String>> {
+        Ok({
+            let mut db = self.db();
+            scalar::<Option<String>>(
+                "SELECT actor FROM audit WHERE target = $1 AND action = 'user_update' \
+                 AND (detail LIKE '%disabled%' OR detail LIKE '%enabled%') ORDER BY id DESC LIMIT 1",
+            )
+            .bind(username)
+            .fetch_optional(&mut db)
+            .await?
+            .flatten()
         })
     }
 

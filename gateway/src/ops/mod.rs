@@ -1,13 +1,13 @@
 //! Operator commands run beside (or instead of) `serve` on the same database and store:
 //! `gc` (reclaim unreferenced blocks), `fsck` (check and repair the registry against the
-//! store), `migrate` (bring the schema up to date).
+//! store), `migrate` (bring the schema up to date), `ldap-sync` (accounts from the directory).
 
 pub mod fsck;
 pub mod gc;
 pub mod maintenance;
 
 use crate::backends::{open_meta, open_store};
-use crate::config::{FsckArgs, GcArgs, MigrateArgs, ServeArgs};
+use crate::config::{FsckArgs, GcArgs, LdapSyncArgs, MigrateArgs, ServeArgs};
 use std::process::ExitCode;
 
 fn init_logs(args: &ServeArgs) {
@@ -47,6 +47,19 @@ pub async fn migrate_command(args: &MigrateArgs) -> anyhow::Result<ExitCode> {
     let meta = open_meta(&args.serve).await?;
     println!("database schema is up to date ({})", meta.engine());
     meta.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn ldap_sync_command(args: &LdapSyncArgs) -> anyhow::Result<ExitCode> {
+    init_logs(&args.serve);
+    let cfg = crate::ldap::client::LdapConfig::from_args(&args.serve.ldap)?
+        .ok_or_else(|| anyhow::anyhow!("ldap-sync needs --ldap-url (and the other --ldap-* flags `serve` gets)"))?;
+    let dir = crate::ldap::LdapDirectory::new(cfg);
+    let meta = open_meta(&args.serve).await?;
+    let opts = crate::ldap::sync::SyncOptions { default_quota: args.serve.default_quota(), dry_run: args.dry_run };
+    let report = crate::ldap::sync::run(&meta, &dir, &opts).await;
+    meta.close().await;
+    print_report(args.json, &report?, crate::ldap::sync::human);
     Ok(ExitCode::SUCCESS)
 }
 
