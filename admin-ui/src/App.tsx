@@ -6,6 +6,7 @@ import { ApiError, api, session, setUnauthorizedHandler } from './api/client';
 import type { Me } from './api/types';
 import { navigate, useRoute } from './router';
 import { SignIn, NotAdmin } from './pages/SignIn';
+import { takeSsoResult } from './sso';
 import { UsersPage } from './pages/Users';
 import { UserPage } from './pages/User';
 import { CachePage } from './pages/Cache';
@@ -29,7 +30,12 @@ export function App() {
 }
 
 function Root() {
-  const [token, setToken] = useState(session.get());
+  // A single sign-on that just ended brought a token (or an error) in the address.
+  const [sso] = useState(() => takeSsoResult());
+  const [token, setToken] = useState(() => {
+    if (sso.token) session.set(sso.token);
+    return session.get();
+  });
   const [notice, setNotice] = useState<string | null>(null);
   const expire = useCallback(() => {
     session.clear();
@@ -43,6 +49,7 @@ function Root() {
     return (
       <SignIn
         notice={notice}
+        ssoError={notice ? null : sso.error}
         onSignedIn={(t) => {
           session.set(t);
           setNotice(null);

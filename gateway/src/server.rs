@@ -71,6 +71,10 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
             crate::auth::s3key::SecretSealer::load_or_create(&args.s3_key_file())
                 .context("cannot load the S3 key file")?,
         ),
+        oidc: match crate::auth::oidc::OidcConfig::from_args(&args.oidc)? {
+            Some(cfg) => Some(Arc::new(crate::auth::oidc::Oidc::new(cfg)?)),
+            None => None,
+        },
     })
 }
 

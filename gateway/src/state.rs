@@ -25,6 +25,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Seals and opens stored S3 secrets (the server key never enters the database).
     pub s3_sealer: Arc<crate::auth::s3key::SecretSealer>,
+    /// OpenID Connect single sign-on, when `--oidc-issuer` is set.
+    pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
 }
 
 impl crate::auth::AuthState for AppState {

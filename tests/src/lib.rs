@@ -44,6 +44,7 @@ pub mod inproc;
 pub mod minio;
 pub mod mount;
 pub mod netproxy;
+pub mod oidc;
 pub mod ops;
 pub mod postgres;
 pub mod s3;

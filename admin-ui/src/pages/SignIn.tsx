@@ -1,13 +1,36 @@
-import { Alert, Button, Center, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
-import { useState, type FormEvent } from 'react';
+import { Alert, Button, Center, Divider, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
+import { useEffect, useState, type FormEvent } from 'react';
 import { api, errorMessage } from '../api/client';
-import type { LoginResponse } from '../api/types';
+import type { AuthMethods, LoginResponse } from '../api/types';
+import { SSO_START } from '../sso';
 
-export function SignIn({ notice, onSignedIn }: { notice: string | null; onSignedIn: (token: string) => void }) {
+export function SignIn({
+  notice,
+  ssoError = null,
+  onSignedIn,
+}: {
+  notice: string | null;
+  /** Why the single sign-on that brought the browser back failed (`#sso_error`). */
+  ssoError?: string | null;
+  onSignedIn: (token: string) => void;
+}) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(ssoError ? `Single sign-on failed: ${ssoError}` : null);
   const [busy, setBusy] = useState(false);
+  // The button shows only where the gateway offers single sign-on.
+  const [sso, setSso] = useState(false);
+  useEffect(() => {
+    let live = true;
+    api<AuthMethods>('GET', '/api/v1/auth/methods')
+      .then((m) => live && setSso(m.oidc))
+      .catch(() => {
+        /* an older gateway without the route: passwords only */
+      });
+    return () => {
+      live = false;
+    };
+  }, []);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -38,6 +61,14 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
             <TextInput label="Username" autoComplete="username" value={username} onChange={(e) => setUsername(e.currentTarget.value)} data-autofocus autoFocus />
             <PasswordInput label="Password" autoComplete="current-password" value={password} onChange={(e) => setPassword(e.currentTarget.value)} />
             <Button type="submit" loading={busy}>Sign in</Button>
+            {sso && (
+              <>
+                <Divider label="or" labelPosition="center" />
+                <Button variant="default" component="a" href={SSO_START}>
+                  Sign in with single sign-on
+                </Button>
+              </>
+            )}
           </Stack>
         </form>
       </Paper>

@@ -78,15 +78,27 @@ impl Meta {
         role: &str,
         quota: Option<i64>,
     ) -> MetaResult<UserRow> {
+        self.create_user_from(username, password_hash, role, quota, "local").await
+    }
+
+    /// [`Meta::create_user`] for an account from elsewhere (`source`: `local`, `ldap`, `oidc`).
+    pub async fn create_user_from(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role: &str,
+        quota: Option<i64>,
+        source: &str,
+    ) -> MetaResult<UserRow> {
         let now = now_ms();
         let key = name_key(username);
         {
             let mut tx = self.begin_write().await?;
             let id: i64 = scalar(
                 "INSERT INTO users (username, username_key, password_hash, role, quota_bytes, used_bytes, disabled, \
-                 created_at, updated_at, usage_counted) VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6, TRUE) RETURNING id",
+                 created_at, updated_at, usage_counted, source) VALUES ($1, $2, $3, $4, $5, 0, FALSE, $6, $6, TRUE, $7) RETURNING id",
             )
-            .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now)
+            .bind(username).bind(&key).bind(password_hash).bind(role).bind(quota).bind(now).bind(source)
             .fetch_one(&mut tx)
             .await
             .map_err(|e| MetaError::from_insert(e, || format!("a user named `{username}` already exists")))?;
