@@ -353,16 +353,20 @@ async fn start_checks_its_input() -> anyhow::Result<()> {
     .await
 }
 
-/// Without `--oidc-issuer` nothing of it answers; with a provider that is down, the browser
-/// comes back with a message, not an error page.
+/// Without `--oidc-issuer` the browser comes back with a message and native clients get 404;
+/// with a provider that is down, the browser comes back with a message, not an error page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_and_provider_down() -> anyhow::Result<()> {
     run_on(Backend::SqliteLocal, GatewayOptions::default(), |gw| async move {
         let api = gw.api();
         let m: AuthMethods = api.get("/api/v1/auth/methods").await?.ok(200)?;
         assert_eq!(m, AuthMethods { password: true, oidc: false });
-        api.get("/api/v1/auth/oidc/start").await?.check(404)?;
-        api.get(&format!("{CALLBACK}?state=x&code=y")).await?.check(404)?;
+        let (status, loc, _) = Browser::new()?.visit(&format!("{}/api/v1/auth/oidc/start", gw.url)).await?;
+        assert_eq!(status, 303);
+        let loc = loc.unwrap_or_default();
+        assert!(url_params(&loc, '#')["sso_error"].contains("not configured"), "{loc}");
+        api.get(&format!("{CALLBACK}?state=x&code=y")).await?.check(400)?;
+        api.post_json("/api/v1/auth/oidc/token", &json!({"code": "c", "code_verifier": "v"})).await?.check(404)?;
         Ok(())
     })
     .await?;

@@ -82,15 +82,13 @@ pub async fn methods(State(st): State<AppState>) -> Json<AuthMethods> {
     summary = "Begin single sign-on: redirects the browser to the identity provider",
     params(StartQuery),
     responses(
-        (status = 303, description = "to the identity provider (or back with `#sso_error=`)"),
+        (status = 303, description = "to the identity provider (or back with `#sso_error=`: single sign-on not configured, the provider unreachable)"),
         (status = 400, description = "a `return` that is not a path here, or a bad client redirect", body = nimbus_proto::wire::ErrorBody),
-        (status = 404, description = "single sign-on is not configured", body = nimbus_proto::wire::ErrorBody),
         (status = 429, description = "too many sign-ins in progress", body = nimbus_proto::wire::ErrorBody)
     ),
     security(())
 )]
 pub async fn start(State(st): State<AppState>, parts: Parts, Query(q): Query<StartQuery>) -> ApiResult<Response> {
-    let oidc = configured(&st)?;
     let return_to = match q.return_to.as_deref() {
         None | Some("") => "/".to_string(),
         Some(r) => same_origin_path(r)?.to_string(),
@@ -109,6 +107,9 @@ pub async fn start(State(st): State<AppState>, parts: Parts, Query(q): Query<Sta
         _ => return Err(ApiError::BadRequest("cli_redirect and cli_challenge go together".into())),
     };
     let target = Target { return_to: return_to.clone(), cli_redirect: cli_redirect.clone() };
+    let Some(oidc) = st.oidc.clone() else {
+        return Ok(target.fail("single sign-on is not configured on this server"));
+    };
     let base = super::links::base_url(&st, &parts);
     let redirect_uri = oidc.redirect_uri(&base);
     let started = match oidc.start(&redirect_uri).await {
@@ -175,7 +176,7 @@ fn cookie_value<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'
     params(CallbackQuery),
     responses(
         (status = 303, description = "to the page that started the sign-in, with `#sso_token=` or `#sso_error=` (a client's loopback: `?code=` or `?error=`)"),
-        (status = 400, description = "an unknown, used or expired sign-in (state): an HTML page that says so")
+        (status = 400, description = "an unknown, used or expired sign-in (state), one from another browser, or single sign-on not configured: an HTML page that says so")
     ),
     security(())
 )]
@@ -186,7 +187,7 @@ pub async fn callback(
     Query(q): Query<CallbackQuery>,
 ) -> ApiResult<Response> {
     let Some(oidc) = st.oidc.clone() else {
-        return Ok(page(StatusCode::NOT_FOUND, "Single sign-on is not configured on this server."));
+        return Ok(page(StatusCode::BAD_REQUEST, "Single sign-on is not configured on this server."));
     };
     let flow = match q.state.as_deref() {
         Some(s) if !s.is_empty() && s.len() <= 256 => st.meta.take_oidc_flow(s).await?,
@@ -556,7 +557,7 @@ mod tests {
 
     #[test]
     fn client_redirects_are_loopback_only() {
-        for ok in ["http://127.0.0.1:4321/callback", "http://[::1]:80/", "http://localhost:9/x"] {
+        for ok in ["http://127.0.0.1:4321/callback", "http://[::1]:4321/", "http://localhost:9/x"] {
             assert!(loopback_url(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -573,12 +574,12 @@ mod tests {
     }
 
     #[test]
-    fn pkce_s256_matches_rfc7636() {
-        // RFC 7636 appendix B.
-        assert_eq!(
-            pkce_s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gXk-uLNkA"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-        );
+    fn pkce_s256_matches_the_oauth_library() {
+        // The check of a native client's verifier must agree with how clients make challenges.
+        let v = openidconnect::PkceCodeVerifier::new("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gXk-uLNkA".into());
+        let c = openidconnect::PkceCodeChallenge::from_code_verifier_sha256(&v);
+        assert_eq!(pkce_s256(v.secret()), c.as_str());
+        assert_ne!(pkce_s256("another verifier"), c.as_str());
     }
 
     #[test]
