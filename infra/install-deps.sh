@@ -16,6 +16,8 @@
 #   * openapi-spec-validator (tests/tests/docs.rs checks the served OpenAPI document with it):
 #     pip-installed at $OPENAPI_VALIDATOR_VERSION into the virtualenv $NIMBUS_CACHE_DIR/openapi-venv,
 #     linked as $NIMBUS_CACHE_DIR/bin/openapi-spec-validator; only when missing or another version.
+#   * The tests' OpenID provider (tests/oidc-provider: the npm package oidc-provider, pinned in
+#     its package-lock.json): `npm ci` there, only when node_modules is missing or stale.
 #   * The deployment validator (infra/deploy/validate/, run by infra/validate-deploy.sh): built
 #     with `go build` (module versions pinned in its go.mod/go.sum) into
 #     $NIMBUS_CACHE_DIR/bin/nimbus-deploy-validate, only when the binary is missing or the hash of
@@ -228,6 +230,21 @@ else
     fi
     "$GARAGE_BIN" --version >/dev/null 2>&1 || die "$GARAGE_BIN does not run (delete it and rerun)"
     log "garage: $("$GARAGE_BIN" --version 2>/dev/null | head -n1)"
+fi
+# --- the OpenID provider of the tests ---------------------------------------------------------
+# tests/tests/oidc.rs signs in through a real OpenID provider: the npm package oidc-provider
+# (pinned with jose in tests/oidc-provider/package-lock.json), run by node. `npm ci` only when
+# node_modules is missing or older than the lock (npm rewrites node_modules/.package-lock.json
+# on every install).
+OIDC_PROVIDER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/oidc-provider
+if ! command -v npm >/dev/null 2>&1; then
+    die "npm not found (Node.js >= 20 runs the tests' OpenID provider)"
+elif [ -f "$OIDC_PROVIDER_DIR/node_modules/.package-lock.json" ] \
+    && [ ! "$OIDC_PROVIDER_DIR/package-lock.json" -nt "$OIDC_PROVIDER_DIR/node_modules/.package-lock.json" ]; then
+    log "oidc-provider: $OIDC_PROVIDER_DIR/node_modules is up to date"
+else
+    log "oidc-provider: npm ci in $OIDC_PROVIDER_DIR"
+    (cd "$OIDC_PROVIDER_DIR" && npm ci --no-audit --no-fund --prefer-offline </dev/null)
 fi
 # --- tauri-driver ----------------------------------------------------------------------------
 # tests/tests/desktop_app.rs drives the real desktop app through WebDriver: tauri-driver (from

@@ -1,12 +1,13 @@
 import { AppShell, Burger, Button, Group, NavLink, Text, Title } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
-import { Suspense, lazy } from 'react';
+import { Suspense, lazy, useState } from 'react';
 import { AppRoot } from './AppRoot';
-import { api } from './api/client';
+import { api, session } from './api/client';
 import type { Me } from './api/types';
 import { navigate, useRoute } from './router';
 import { SignIn, NotAdmin } from './pages/SignIn';
+import { takeSsoResult } from './sso';
 import { UsersPage } from './pages/Users';
 import { UserPage } from './pages/User';
 import { CachePage } from './pages/Cache';
@@ -16,8 +17,15 @@ import { AuditPage } from './pages/Audit';
 const Dashboard = lazy(() => import('./pages/Dashboard').then((m) => ({ default: m.Dashboard })));
 
 export function App() {
+  // A single sign-on that just ended brought a token (or an error) in the address; taken
+  // before the session below reads its token.
+  const [sso] = useState(() => {
+    const r = takeSsoResult();
+    if (r.token) session.set(r.token);
+    return r;
+  });
   return (
-    <AppRoot signIn={(notice, onSignedIn) => <SignIn notice={notice} onSignedIn={onSignedIn} />}>
+    <AppRoot signIn={(notice, onSignedIn) => <SignIn notice={notice} ssoError={notice ? null : sso.error} onSignedIn={onSignedIn} />}>
       {(signOut) => <Console signOut={signOut} />}
     </AppRoot>
   );

@@ -246,6 +246,10 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub ldap: LdapArgs,
+
+    /// OpenID Connect single sign-on (docs/IDENTITY.md).
+    #[command(flatten)]
+    pub oidc: OidcArgs,
 }
 
 /// Accounts from an LDAP directory or Active Directory (docs/IDENTITY.md); off without
@@ -332,6 +336,59 @@ pub struct LdapSyncArgs {
 
     #[command(flatten)]
     pub serve: ServeArgs,
+}
+
+/// Whom OpenID Connect sign-in lets in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OidcProvision {
+    /// Create the account on its first sign-in.
+    Auto,
+    /// Only accounts an administrator created beforehand (source `oidc`).
+    Existing,
+}
+
+/// OpenID Connect single sign-on: on when `--oidc-issuer` is set (docs/IDENTITY.md).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "OpenID Connect single sign-on")]
+pub struct OidcArgs {
+    /// The provider's issuer URL, e.g. `https://keycloak.example.com/realms/acme`; its discovery
+    /// document (`/.well-known/openid-configuration`) and keys are fetched from there. Unset:
+    /// single sign-on is off.
+    #[arg(long, env = "NIMBUS_OIDC_ISSUER", requires_all = ["oidc_client_id", "oidc_client_secret_file"])]
+    pub oidc_issuer: Option<String>,
+
+    /// This gateway's client id at the provider.
+    #[arg(long, env = "NIMBUS_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+
+    /// A file holding the client secret (read at start; trailing whitespace ignored).
+    #[arg(long, env = "NIMBUS_OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+
+    /// The ID token claim that names the Nimbus user (validated like any username).
+    #[arg(long, env = "NIMBUS_OIDC_USERNAME_CLAIM", default_value = "preferred_username")]
+    pub oidc_username_claim: String,
+
+    /// The ID token claim that makes an administrator, with `--oidc-admin-values` (e.g. `groups`).
+    /// Unset: the role is never changed by sign-in (new accounts are users).
+    #[arg(long, env = "NIMBUS_OIDC_ADMIN_CLAIM", requires = "oidc_admin_values")]
+    pub oidc_admin_claim: Option<String>,
+
+    /// Comma-separated values of `--oidc-admin-claim` (a string or a list) meaning administrator;
+    /// anyone else is a user. Checked at every sign-in.
+    #[arg(long, env = "NIMBUS_OIDC_ADMIN_VALUES", value_delimiter = ',', requires = "oidc_admin_claim")]
+    pub oidc_admin_values: Vec<String>,
+
+    /// `existing`: only accounts an administrator created (source `oidc`) may sign in; `auto`:
+    /// an account is created at its first sign-in.
+    #[arg(long, env = "NIMBUS_OIDC_PROVISION", value_enum, default_value = "existing")]
+    pub oidc_provision: OidcProvision,
+
+    /// The callback URL registered at the provider. Default: this gateway's address as the
+    /// browser reached it (`Host`, or `X-Forwarded-Host`/`-Proto` from `--trusted-proxies`)
+    /// followed by `/api/v1/auth/oidc/callback`.
+    #[arg(long, env = "NIMBUS_OIDC_REDIRECT_URL")]
+    pub oidc_redirect_url: Option<String>,
 }
 
 /// `--trash-retention`: None keeps trash items until they are purged.

@@ -27,6 +27,8 @@ pub struct AppState {
     pub s3_sealer: Arc<crate::auth::s3key::SecretSealer>,
     /// The LDAP directory whose accounts sign in here (`--ldap-url`), if any.
     pub ldap: Option<crate::ldap::DynDirectory>,
+    /// OpenID Connect single sign-on, when `--oidc-issuer` is set.
+    pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
 }
 
 impl crate::auth::AuthState for AppState {

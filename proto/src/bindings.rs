@@ -24,6 +24,8 @@ pub fn typescript() -> String {
         IdentitySource::decl(&cfg),
         LoginRequest::decl(&cfg),
         LoginResponse::decl(&cfg),
+        AuthMethods::decl(&cfg),
+        OidcTokenRequest::decl(&cfg),
         UserRef::decl(&cfg),
         Me::decl(&cfg),
         TotpEnrollment::decl(&cfg),

@@ -243,6 +243,29 @@ pub struct LoginResponse {
     pub totp_setup_required: bool,
 }
 
+/// `GET /api/v1/auth/methods`: the ways to sign in this gateway offers, so that a front end
+/// shows a "Sign in with single sign-on" button only where it works.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct AuthMethods {
+    /// `POST /api/v1/auth/login` with a username and password.
+    pub password: bool,
+    /// OpenID Connect single sign-on: `GET /api/v1/auth/oidc/start` (docs/IDENTITY.md).
+    pub oidc: bool,
+}
+
+/// `POST /api/v1/auth/oidc/token`: a command-line or desktop client trades the one-time code its
+/// loopback redirect received (RFC 8252) for a device token, proving with the PKCE verifier
+/// whose challenge it gave to `/api/v1/auth/oidc/start`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct OidcTokenRequest {
+    pub code: String,
+    pub code_verifier: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -548,6 +571,11 @@ pub struct CreateUserRequest {
     pub quota_bytes: Option<u64>,
     #[serde(default)]
     pub role: Role,
+    /// `oidc`: an account that signs in only through single sign-on (no password; what
+    /// `--oidc-provision existing` lets in). Omitted or `local`: a password account.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub source: Option<IdentitySource>,
 }
 
 /// A user as admins see it.

@@ -46,6 +46,7 @@ pub mod ldap;
 pub mod minio;
 pub mod mount;
 pub mod netproxy;
+pub mod oidc;
 pub mod ops;
 pub mod postgres;
 pub mod s3;

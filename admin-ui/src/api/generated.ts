@@ -38,6 +38,18 @@ export type LoginResponse = { token: string, expires_at: string, user: UserRef,
  */
 totp_setup_required?: boolean, };
 
+export type AuthMethods = { 
+/**
+ * `POST /api/v1/auth/login` with a username and password.
+ */
+password: boolean, 
+/**
+ * OpenID Connect single sign-on: `GET /api/v1/auth/oidc/start` (docs/IDENTITY.md).
+ */
+oidc: boolean, };
+
+export type OidcTokenRequest = { code: string, code_verifier: string, };
+
 export type UserRef = { id: number, username: string, role: Role, };
 
 export type Me = { id: number, username: string, role: Role, 
@@ -206,7 +218,12 @@ password?: string | null,
 /**
  * `null` or omitted: the server's default quota.
  */
-quota_bytes?: number | null, role: Role, };
+quota_bytes?: number | null, role: Role, 
+/**
+ * `oidc`: an account that signs in only through single sign-on (no password; what
+ * `--oidc-provision existing` lets in). Omitted or `local`: a password account.
+ */
+source?: IdentitySource | null, };
 
 export type UserInfo = { id: number, username: string, role: Role, quota_bytes: number | null, used_bytes: number, usage: UsageBreakdown, disabled: boolean, 
 /**

@@ -55,4 +55,25 @@ describe('CreateUserForm', () => {
     expect(await screen.findByRole('alert')).toHaveTextContent('a user named carol already exists');
     expect(onCreate).toHaveBeenCalledWith({ username: 'carol', role: 'user', password: 'a good password' });
   });
+
+  it('creates a single sign-on account without a password', async () => {
+    const onCreate = vi.fn().mockResolvedValue({
+      id: 8, username: 'dave', role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, disabled: false,
+      sharing: true, source: 'oidc', totp: false, last_login: null, created: '2026-01-01T00:00:00Z', generated_password: null,
+    });
+    render(
+      // env="test": no transitions or portals, so the dropdown's options are in the DOM at once.
+      <MantineProvider env="test">
+        <CreateUserForm onCreate={onCreate} />
+      </MantineProvider>,
+    );
+    const u = userEvent.setup();
+    await u.type(screen.getByLabelText(/Username/), 'dave');
+    await u.click(screen.getAllByLabelText('Signs in with')[0]);
+    await u.click(await screen.findByRole('option', { name: /Single sign-on/ }));
+    expect(screen.queryByLabelText(/^Password/)).not.toBeInTheDocument();
+    await u.click(screen.getByRole('button', { name: 'Create user' }));
+    expect(onCreate).toHaveBeenCalledWith({ username: 'dave', role: 'user', source: 'oidc' });
+    expect(await screen.findByText('The user signs in with single sign-on.')).toBeInTheDocument();
+  });
 });

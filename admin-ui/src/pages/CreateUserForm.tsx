@@ -9,6 +9,8 @@ export interface NewUser {
   password?: string;
   quota_bytes?: number;
   role: Role;
+  /** `oidc`: signs in only through single sign-on (no password). */
+  source?: 'oidc';
 }
 
 /** Validates before sending; shows the generated password once. */
@@ -17,6 +19,7 @@ export function CreateUserForm({ onCreate }: { onCreate: (u: NewUser) => Promise
   const [password, setPassword] = useState('');
   const [quota, setQuota] = useState('');
   const [role, setRole] = useState<Role>('user');
+  const [sso, setSso] = useState(false);
   const [errors, setErrors] = useState<Record<string, string | null>>({});
   const [apiError, setApiError] = useState<string | null>(null);
   const [created, setCreated] = useState<CreatedUser | null>(null);
@@ -31,14 +34,15 @@ export function CreateUserForm({ onCreate }: { onCreate: (u: NewUser) => Promise
     } catch (err) {
       quotaErr = errorMessage(err);
     }
-    const errs = { username: usernameError(username), password: passwordError(password), quota: quotaErr };
+    const errs = { username: usernameError(username), password: sso ? null : passwordError(password), quota: quotaErr };
     setErrors(errs);
     if (Object.values(errs).some(Boolean)) return;
     setBusy(true);
     setApiError(null);
     try {
       const req: NewUser = { username, role };
-      if (password) req.password = password;
+      if (sso) req.source = 'oidc';
+      else if (password) req.password = password;
       if (quotaBytes !== null) req.quota_bytes = quotaBytes;
       const u = await onCreate(req);
       setCreated(u);
@@ -62,19 +66,33 @@ export function CreateUserForm({ onCreate }: { onCreate: (u: NewUser) => Promise
               <Text>
                 Generated password (shown only once): <Code data-testid="generated-password">{created.generated_password}</Code>
               </Text>
+            ) : created.source === 'oidc' ? (
+              <Text>The user signs in with single sign-on.</Text>
             ) : (
               <Text>The user can sign in with the password you chose.</Text>
             )}
           </Alert>
         )}
         <TextInput label="Username" required value={username} error={errors.username} onChange={(e) => setUsername(e.currentTarget.value)} />
-        <PasswordInput
-          label="Password"
-          description="Leave empty to generate one"
-          value={password}
-          error={errors.password}
-          onChange={(e) => setPassword(e.currentTarget.value)}
+        <Select
+          label="Signs in with"
+          data={[
+            { value: 'password', label: 'A password' },
+            { value: 'oidc', label: 'Single sign-on (identity provider)' },
+          ]}
+          value={sso ? 'oidc' : 'password'}
+          allowDeselect={false}
+          onChange={(v) => setSso(v === 'oidc')}
         />
+        {!sso && (
+          <PasswordInput
+            label="Password"
+            description="Leave empty to generate one"
+            value={password}
+            error={errors.password}
+            onChange={(e) => setPassword(e.currentTarget.value)}
+          />
+        )}
         <TextInput label="Quota" description="e.g. 10 GiB; empty for the default" value={quota} error={errors.quota} onChange={(e) => setQuota(e.currentTarget.value)} />
         <Select
           label="Role"

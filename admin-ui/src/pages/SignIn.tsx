@@ -1,9 +1,19 @@
-import { Alert, Anchor, Button, Center, Code, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
-import { useState, type FormEvent, type ReactNode } from 'react';
+import { Alert, Anchor, Button, Center, Code, Divider, Paper, PasswordInput, Stack, Text, TextInput, Title } from '@mantine/core';
+import { useEffect, useState, type FormEvent, type ReactNode } from 'react';
 import { ApiError, api, errorMessage, session } from '../api/client';
-import type { LoginResponse, TotpEnrollment, TotpRecoveryCodes } from '../api/types';
+import type { AuthMethods, LoginResponse, TotpEnrollment, TotpRecoveryCodes } from '../api/types';
+import { SSO_START } from '../sso';
 
-export function SignIn({ notice, onSignedIn }: { notice: string | null; onSignedIn: (token: string) => void }) {
+export function SignIn({
+  notice,
+  ssoError = null,
+  onSignedIn,
+}: {
+  notice: string | null;
+  /** Why the single sign-on that brought the browser back failed (`#sso_error`). */
+  ssoError?: string | null;
+  onSignedIn: (token: string) => void;
+}) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
   // Two-factor: asked for once the gateway answers `totp_required` to the password.
@@ -11,7 +21,20 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
   const [code, setCode] = useState('');
   // A sign-in that may only set up two-factor (the gateway requires it): its token.
   const [setupToken, setSetupToken] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(ssoError ? `Single sign-on failed: ${ssoError}` : null);
+  // The button shows only where the gateway offers single sign-on.
+  const [sso, setSso] = useState(false);
+  useEffect(() => {
+    let live = true;
+    api<AuthMethods>('GET', '/api/v1/auth/methods')
+      .then((m) => live && setSso(m.oidc))
+      .catch(() => {
+        /* an older gateway without the route: passwords only */
+      });
+    return () => {
+      live = false;
+    };
+  }, []);
   const [busy, setBusy] = useState(false);
 
   const submit = async (e: FormEvent) => {
@@ -63,6 +86,14 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
         />
       )}
       <Button type="submit" loading={busy}>{needCode ? 'Verify' : 'Sign in'}</Button>
+      {sso && !needCode && (
+        <>
+          <Divider label="or" labelPosition="center" />
+          <Button variant="default" component="a" href={SSO_START}>
+            Sign in with single sign-on
+          </Button>
+        </>
+      )}
     </SignInFrame>
   );
 }

@@ -281,6 +281,17 @@ impl Client {
         self.json(self.http.post(self.url("/api/v1/auth/login")).json(&body)).await
     }
 
+    /// `GET /auth/methods` (no auth): whether the gateway offers single sign-on.
+    pub async fn auth_methods(&self) -> Result<nimbus_proto::wire::AuthMethods> {
+        self.json(self.http.get(self.url("/api/v1/auth/methods"))).await
+    }
+
+    /// `POST /auth/oidc/token`: trades a single sign-on one-time code (see [`crate::sso`]).
+    pub async fn oidc_token(&self, code: &str, code_verifier: &str) -> Result<LoginResponse> {
+        let body = nimbus_proto::wire::OidcTokenRequest { code: code.into(), code_verifier: code_verifier.into() };
+        self.json(self.http.post(self.url("/api/v1/auth/oidc/token")).json(&body)).await
+    }
+
     /// `POST /auth/logout`: revokes the token this client uses.
     pub async fn logout(&self) -> Result<()> {
         self.empty(self.request(Method::POST, "/api/v1/auth/logout")).await

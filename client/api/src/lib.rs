@@ -23,6 +23,7 @@ pub mod client;
 pub mod download;
 pub mod error;
 pub mod private_file;
+pub mod sso;
 pub mod tls;
 pub mod upload;
 

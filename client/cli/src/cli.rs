@@ -150,6 +150,14 @@ pub struct LoginArgs {
     /// Do not check the gateway's certificate at all (testing only: traffic can be read).
     #[arg(long)]
     pub insecure: bool,
+    /// Sign in through your organisation's identity provider (single sign-on) in the system
+    /// browser instead of with a password.
+    #[arg(long, conflicts_with = "username")]
+    pub sso: bool,
+    /// With `--sso`: do not start a browser; print the address to open instead (also when
+    /// `NIMBUS_NO_BROWSER` is set).
+    #[arg(long, requires = "sso")]
+    pub no_browser: bool,
 }
 
 #[derive(Debug, Args)]

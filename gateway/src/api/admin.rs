@@ -91,26 +91,40 @@ pub async fn create_user(
     Json(req): Json<CreateUserRequest>,
 ) -> ApiResult<Response> {
     validate_username(&req.username).map_err(ApiError::BadRequest)?;
-    let (password, generated) = match req.password {
-        Some(p) => (p, None),
-        None => {
+    let source = req.source.unwrap_or_default();
+    let (password_hash, generated) = match (source, req.password) {
+        (IdentitySource::Local, Some(p)) => (hash(&st, p).await?, None),
+        (IdentitySource::Local, None) => {
             let p = generate_password();
-            (p.clone(), Some(p))
+            (hash(&st, p.clone()).await?, Some(p))
+        }
+        // Signs in only through the identity provider: no password at all.
+        (IdentitySource::Oidc, None) => (super::oidc::NO_PASSWORD.to_string(), None),
+        (IdentitySource::Oidc, Some(_)) => {
+            return Err(ApiError::BadRequest("an account that signs in with single sign-on has no password".into()));
+        }
+        (IdentitySource::Ldap, _) => {
+            return Err(ApiError::BadRequest("accounts from LDAP come from the directory, not from here".into()));
         }
     };
-    let password_hash = hash(&st, password).await?;
     let quota = match req.quota_bytes.or(st.settings.default_quota) {
         Some(q) => Some(quota(q)?),
         None => None,
     };
-    let user = st.meta.create_user(&req.username, &password_hash, req.role.as_str(), quota).await?;
+    let user =
+        st.meta.create_user_from(&req.username, &password_hash, req.role.as_str(), quota, source.as_str()).await?;
     audit(
         &st,
         &admin,
         ip,
         "user_create",
         user.username.clone(),
-        Some(format!("role {}, quota {}", user.role, quota_text(user.quota_bytes))),
+        Some(format!(
+            "role {}, quota {}{}",
+            user.role,
+            quota_text(user.quota_bytes),
+            if source == IdentitySource::Local { String::new() } else { format!(", signs in with {}", user.source) }
+        )),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(CreatedUser { user: user_info(&user), generated_password: generated }))

@@ -33,6 +33,7 @@ mod files;
 mod health;
 mod keys;
 mod links;
+mod oidc;
 pub mod openapi;
 pub mod public_links;
 mod shares;
@@ -98,6 +99,10 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(auth::me))
         .routes(routes!(totp::enroll, totp::disable))
         .routes(routes!(totp::confirm))
+        .routes(routes!(oidc::methods))
+        .routes(routes!(oidc::start))
+        .routes(routes!(oidc::callback))
+        .routes(routes!(oidc::token))
         .routes(routes!(keys::list, keys::create))
         .routes(routes!(keys::revoke))
         .routes(routes!(shares::list, shares::create))

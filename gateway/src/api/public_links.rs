@@ -573,7 +573,7 @@ async fn upload(
 // ---- HTML ----
 
 /// `s` with HTML's special characters escaped (text and attribute values alike).
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -5,6 +5,7 @@
 
 mod extract;
 mod forwarded;
+pub mod oidc;
 mod password;
 pub mod s3key;
 pub mod throttle;

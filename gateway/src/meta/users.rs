@@ -83,7 +83,7 @@ impl Meta {
         self.create_user_from(username, password_hash, role, quota, "local").await
     }
 
-    /// [`Meta::create_user`] for an account that comes from elsewhere (`source`: `ldap`, ...).
+    /// [`Meta::create_user`] for an account from elsewhere (`source`: `local`, `ldap`, `oidc`).
     pub async fn create_user_from(
         &self,
         username: &str,

@@ -107,6 +107,7 @@ async fn user_add(
         // `null` means "the server's default"; `unlimited` is set right after creation.
         quota_bytes: quota.flatten(),
         role: if admin { Role::Admin } else { Role::User },
+        source: None,
     };
     let created = match client.create_user(&req).await {
         Ok(c) => c,

@@ -36,7 +36,63 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
     // certificate is reported before the user types a password.
     client.info().await.with_context(|| format!("cannot reach a Nimbus gateway at {url}"))?;
 
-    let username = match args.username {
+    let device = args.device.clone().unwrap_or_else(default_device);
+    let resp = if args.sso {
+        sso_login(&client, &device, args.no_browser).await?
+    } else {
+        password_login(&client, &url, args.username, &device, args.totp).await?
+    };
+    save_session(ctx, url, resp, ca_cert, args.insecure).await
+}
+
+/// `--sso`: the system browser, a loopback redirect, a device token (nimbus_client::sso).
+async fn sso_login(client: &Client, device: &str, no_browser: bool) -> Result<nimbus_client::wire::LoginResponse> {
+    match client.auth_methods().await {
+        Ok(m) if !m.oidc => bail!("{} does not offer single sign-on; sign in with a username", client.base_url()),
+        _ => {}
+    }
+    let no_browser = no_browser || std::env::var_os("NIMBUS_NO_BROWSER").is_some_and(|v| !v.is_empty());
+    let resp = nimbus_client::sso::sign_in(client, device, |url| {
+        let opened = !no_browser && open_browser(url);
+        if opened {
+            eprintln!("Opened your browser to sign in. If it did not open, go to:\n  {url}");
+        } else {
+            eprintln!("Open this address in a browser on this computer to sign in:\n  {url}");
+        }
+        opened
+    })
+    .await
+    .context("single sign-on failed")?;
+    Ok(resp)
+}
+
+/// Starts the system's browser on `url`; false when there is none to start.
+fn open_browser(url: &str) -> bool {
+    let mut cmd = if cfg!(target_os = "macos") {
+        std::process::Command::new("open")
+    } else if cfg!(windows) {
+        let mut c = std::process::Command::new("rundll32");
+        c.arg("url.dll,FileProtocolHandler");
+        c
+    } else {
+        std::process::Command::new("xdg-open")
+    };
+    cmd.arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .is_ok()
+}
+
+async fn password_login(
+    client: &Client,
+    url: &str,
+    username: Option<String>,
+    device: &str,
+    totp: Option<String>,
+) -> Result<nimbus_client::wire::LoginResponse> {
+    let username = match username {
         Some(u) => u,
         None => {
             eprint!("Username: ");
@@ -51,10 +107,8 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
         _ => rpassword::prompt_password(format!("Password for {username}: "))
             .map_err(|e| anyhow!("cannot read the password ({e}): set NIMBUS_PASSWORD or run in a terminal"))?,
     };
-    let device = args.device.unwrap_or_else(default_device);
-
-    let totp = args.totp.or_else(|| std::env::var("NIMBUS_TOTP").ok()).filter(|c| !c.trim().is_empty());
-    let mut attempt = client.login_with_totp(&username, &password, Some(&device), totp.as_deref()).await;
+    let totp = totp.or_else(|| std::env::var("NIMBUS_TOTP").ok()).filter(|c| !c.trim().is_empty());
+    let mut attempt = client.login_with_totp(&username, &password, Some(device), totp.as_deref()).await;
     if let Err(e) = &attempt
         && e.has_code(ErrorCode::TotpRequired)
         && totp.is_none()
@@ -65,7 +119,7 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
         if code.is_empty() {
             bail!("{username} signs in with two factors: pass --totp CODE (or set NIMBUS_TOTP)");
         }
-        attempt = client.login_with_totp(&username, &password, Some(&device), Some(&code)).await;
+        attempt = client.login_with_totp(&username, &password, Some(device), Some(&code)).await;
     }
     let resp = match attempt {
         Ok(r) => r,
@@ -83,7 +137,6 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
         }
         Err(e) => return Err(e).context("login failed"),
     };
-
     if resp.totp_setup_required {
         // This token could only set two-factor up: no use to the CLI, so give it back.
         let _ = client.clone().with_token(&resp.token).logout().await;
@@ -92,7 +145,16 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
              admin console), then log in again with --totp CODE"
         );
     }
+    Ok(resp)
+}
 
+async fn save_session(
+    ctx: &Ctx,
+    url: String,
+    resp: nimbus_client::wire::LoginResponse,
+    ca_cert: Option<std::path::PathBuf>,
+    insecure: bool,
+) -> Result<()> {
     // The previous session's token would stay valid until it expires: sign it out.
     if let Ok(Some(old)) = session::load()
         && let Ok(old_client) = old.client()
@@ -100,13 +162,8 @@ pub async fn login(ctx: &Ctx, args: LoginArgs) -> Result<()> {
         let _ = old_client.logout().await;
     }
 
-    let session = Session {
-        url: url.clone(),
-        token: resp.token,
-        username: resp.user.username.clone(),
-        ca_cert,
-        insecure: args.insecure,
-    };
+    let session =
+        Session { url: url.clone(), token: resp.token, username: resp.user.username.clone(), ca_cert, insecure };
     let path = session::save(&session)?;
     if ctx.json {
         print_json(&json!({"url": url, "user": resp.user, "expires_at": resp.expires_at, "session_file": path}))?;
