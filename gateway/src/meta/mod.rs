@@ -338,3 +338,19 @@ fn schema_error(e: sqlx::migrate::MigrateError) -> MetaError {
 pub fn now_ms() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
 }
+
+#[cfg(test)]
+mod migration_tests {
+    /// Two branches once gave their migrations one version, and every start failed on it:
+    /// versions are unique, and both engines have the same ones.
+    #[test]
+    fn migration_versions_are_unique_and_match() {
+        let versions = |m: &sqlx::migrate::Migrator| m.iter().map(|m| m.version).collect::<Vec<_>>();
+        let (sqlite, postgres) = (versions(&super::SQLITE_MIGRATIONS), versions(&super::POSTGRES_MIGRATIONS));
+        let mut unique = sqlite.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), sqlite.len(), "two SQLite migrations share a version: {sqlite:?}");
+        assert_eq!(sqlite, postgres, "the engines' migrations differ");
+    }
+}
