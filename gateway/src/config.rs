@@ -338,15 +338,6 @@ pub struct LdapSyncArgs {
     pub serve: ServeArgs,
 }
 
-/// Whom OpenID Connect sign-in lets in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OidcProvision {
-    /// Create the account on its first sign-in.
-    Auto,
-    /// Only accounts an administrator created beforehand (source `oidc`).
-    Existing,
-}
-
 /// OpenID Connect single sign-on: on when `--oidc-issuer` is set (docs/IDENTITY.md).
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "OpenID Connect single sign-on")]
@@ -382,7 +373,7 @@ pub struct OidcArgs {
     /// `existing`: only accounts an administrator created (source `oidc`) may sign in; `auto`:
     /// an account is created at its first sign-in.
     #[arg(long, env = "NIMBUS_OIDC_PROVISION", value_enum, default_value = "existing")]
-    pub oidc_provision: OidcProvision,
+    pub oidc_provision: crate::auth::oidc::OidcProvision,
 
     /// The callback URL registered at the provider. Default: this gateway's address as the
     /// browser reached it (`Host`, or `X-Forwarded-Host`/`-Proto` from `--trusted-proxies`)
@@ -474,5 +465,45 @@ impl ServeArgs {
 
     pub fn retention(&self) -> crate::meta::Retention {
         crate::meta::Retention { versions: self.version_retention.clone(), trash: self.trash_retention.0 }
+    }
+}
+
+impl OidcArgs {
+    /// The single sign-on settings these flags give; None when `--oidc-issuer` is unset (off).
+    pub fn config(&self) -> anyhow::Result<Option<crate::auth::oidc::OidcConfig>> {
+        use openidconnect::{ClientId, ClientSecret, IssuerUrl, RedirectUrl};
+        let a = self;
+        use anyhow::Context;
+        let Some(issuer) = a.oidc_issuer.as_deref() else { return Ok(None) };
+        // As the provider spells it (a trailing slash included): discovery compares it exactly.
+        let issuer =
+            IssuerUrl::new(issuer.to_string()).with_context(|| format!("--oidc-issuer `{issuer}` is not a URL"))?;
+        let client_id = a.oidc_client_id.clone().filter(|c| !c.is_empty()).context("--oidc-client-id is required")?;
+        let file = a.oidc_client_secret_file.as_ref().context("--oidc-client-secret-file is required")?;
+        let secret = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read --oidc-client-secret-file {}", file.display()))?;
+        let secret = secret.trim_end().to_string();
+        anyhow::ensure!(!secret.is_empty(), "--oidc-client-secret-file {} is empty", file.display());
+        let admin = match (&a.oidc_admin_claim, a.oidc_admin_values.is_empty()) {
+            (Some(claim), false) => Some((
+                claim.clone(),
+                a.oidc_admin_values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect(),
+            )),
+            _ => None,
+        };
+        let redirect_url = a
+            .oidc_redirect_url
+            .as_ref()
+            .map(|u| RedirectUrl::new(u.clone()).with_context(|| format!("--oidc-redirect-url `{u}` is not a URL")))
+            .transpose()?;
+        Ok(Some(crate::auth::oidc::OidcConfig {
+            issuer,
+            client_id: ClientId::new(client_id),
+            client_secret: ClientSecret::new(secret),
+            username_claim: a.oidc_username_claim.clone(),
+            admin,
+            provision: a.oidc_provision,
+            redirect_url,
+        }))
     }
 }

@@ -79,7 +79,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
         ),
         ldap: crate::ldap::client::LdapConfig::from_args(&args.ldap)?
             .map(|cfg| Arc::new(crate::ldap::LdapDirectory::new(cfg)) as crate::ldap::DynDirectory),
-        oidc: match crate::auth::oidc::OidcConfig::from_args(&args.oidc)? {
+        oidc: match args.oidc.config()? {
             Some(cfg) => Some(Arc::new(crate::auth::oidc::Oidc::new(cfg)?)),
             None => None,
         },

@@ -35,7 +35,7 @@ pub async fn login(
     let (user, ok) = match &st.ldap {
         // Not a local account: the directory checks the password (and makes the account).
         Some(dir) if user.as_ref().is_none_or(|u| u.source == crate::ldap::SOURCE) => {
-            crate::ldap::sign_in(&st, dir, &req.username, &req.password, user).await?
+            crate::ldap::sign_in(&st.meta, st.settings.default_quota, dir, &req.username, &req.password, user).await?
         }
         _ => {
             let stored = user.as_ref().map(|u| u.password_hash.clone());

@@ -21,9 +21,9 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::{Json, Query, rfc3339};
+use crate::auth::oidc::OidcProvision;
 use crate::auth::oidc::{CALLBACK_PATH, Oidc, OidcError, claim_has_any, claim_text};
 use crate::auth::{ClientIp, new_token, token_hash};
-use crate::config::OidcProvision;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{NewAudit, OidcFlow, UserRow, UserUpdate, now_ms};
 use crate::state::AppState;

@@ -201,7 +201,19 @@ mod tests {
             }
         }
         open.sort();
-        assert_eq!(open, ["get /api/v1/info", "get /api/v1/openapi.json", "post /api/v1/auth/login"]);
+        // Signing in needs no token: a password, or single sign-on's browser and native legs.
+        assert_eq!(
+            open,
+            [
+                "get /api/v1/auth/methods",
+                "get /api/v1/auth/oidc/callback",
+                "get /api/v1/auth/oidc/start",
+                "get /api/v1/info",
+                "get /api/v1/openapi.json",
+                "post /api/v1/auth/login",
+                "post /api/v1/auth/oidc/token",
+            ]
+        );
     }
 
     /// Every route the API router serves under `/api/v1` is in the document. axum cannot list a

@@ -21,8 +21,6 @@ use openidconnect::{
     StandardTokenResponse, TokenResponse,
 };
 
-use crate::config::{OidcArgs, OidcProvision};
-
 /// How long the provider's discovery document and keys are reused before they are fetched
 /// again (keys rotate; a sign-in whose token names an unknown key fetches them at once).
 const METADATA_TTL: Duration = Duration::from_secs(300);
@@ -80,6 +78,15 @@ pub enum OidcError {
     Config(String),
 }
 
+/// Whom OpenID Connect sign-in lets in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OidcProvision {
+    /// Create the account on its first sign-in.
+    Auto,
+    /// Only accounts an administrator created beforehand (source `oidc`).
+    Existing,
+}
+
 /// The settings of `--oidc-*`, checked at start.
 #[derive(Debug, Clone)]
 pub struct OidcConfig {
@@ -91,44 +98,6 @@ pub struct OidcConfig {
     pub admin: Option<(String, Vec<String>)>,
     pub provision: OidcProvision,
     pub redirect_url: Option<RedirectUrl>,
-}
-
-impl OidcConfig {
-    /// None when `--oidc-issuer` is unset (single sign-on off).
-    pub fn from_args(a: &OidcArgs) -> anyhow::Result<Option<OidcConfig>> {
-        use anyhow::Context;
-        let Some(issuer) = a.oidc_issuer.as_deref() else { return Ok(None) };
-        // As the provider spells it (a trailing slash included): discovery compares it exactly.
-        let issuer =
-            IssuerUrl::new(issuer.to_string()).with_context(|| format!("--oidc-issuer `{issuer}` is not a URL"))?;
-        let client_id = a.oidc_client_id.clone().filter(|c| !c.is_empty()).context("--oidc-client-id is required")?;
-        let file = a.oidc_client_secret_file.as_ref().context("--oidc-client-secret-file is required")?;
-        let secret = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read --oidc-client-secret-file {}", file.display()))?;
-        let secret = secret.trim_end().to_string();
-        anyhow::ensure!(!secret.is_empty(), "--oidc-client-secret-file {} is empty", file.display());
-        let admin = match (&a.oidc_admin_claim, a.oidc_admin_values.is_empty()) {
-            (Some(claim), false) => Some((
-                claim.clone(),
-                a.oidc_admin_values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect(),
-            )),
-            _ => None,
-        };
-        let redirect_url = a
-            .oidc_redirect_url
-            .as_ref()
-            .map(|u| RedirectUrl::new(u.clone()).with_context(|| format!("--oidc-redirect-url `{u}` is not a URL")))
-            .transpose()?;
-        Ok(Some(OidcConfig {
-            issuer,
-            client_id: ClientId::new(client_id),
-            client_secret: ClientSecret::new(secret),
-            username_claim: a.oidc_username_claim.clone(),
-            admin,
-            provision: a.oidc_provision,
-            redirect_url,
-        }))
-    }
 }
 
 impl OidcConfig {

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta::UserRow;
-use crate::state::AppState;
 
 pub use client::LdapDirectory;
 
@@ -76,7 +75,8 @@ pub type DynDirectory = Arc<dyn Directory>;
 /// password against the directory, creates the account on its first sign-in, and returns the
 /// row and whether the password was right. An unreachable directory is a 503.
 pub async fn sign_in(
-    st: &AppState,
+    meta: &crate::meta::Meta,
+    default_quota: Option<u64>,
     dir: &DynDirectory,
     username: &str,
     password: &str,
@@ -101,9 +101,9 @@ pub async fn sign_in(
         }
     };
     let row = match user {
-        Some(u) => sync::apply_role(&st.meta, dir.as_ref(), u, &found).await?,
+        Some(u) => sync::apply_role(meta, dir.as_ref(), u, &found).await?,
         // First sign-in before the sync has seen this user: created now, as the sync would.
-        None => sync::create(&st.meta, &found, st.settings.default_quota).await?,
+        None => sync::create(meta, &found, default_quota).await?,
     };
     Ok((Some(row), true))
 }
