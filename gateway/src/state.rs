@@ -10,8 +10,28 @@ use crate::cache::BlockCache;
 use crate::cache::warm::Warmer;
 use crate::meta::Meta;
 
+/// What every handler shares. A handle: axum clones the state for every extractor of every
+/// request, and one reference count is far cheaper than one per field (a profile of hot 4 KiB
+/// reads spent about 8 % of the gateway's time cloning and dropping the fields one by one).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct Shared {
     pub meta: Meta,
     pub store: DynStore,
     pub cache: Arc<BlockCache>,

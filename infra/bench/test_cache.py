@@ -56,7 +56,12 @@ def sample_runs():
     rps = {"4k-nginx": 60000, "4k-minio": 7000, "4k-minio-signed": 5600, "4k-gateway-warm": 42000,
            "4k-gateway-bypass": 2800, "1m-nginx": 2700, "1m-minio": 1500, "1m-minio-signed": 1200,
            "1m-gateway-warm": 3000, "1m-gateway-bypass": 700, "range-nginx": 32000, "range-gateway-warm": 19200}
-    return {n: run(v, rss=600.0 if "gateway" in n else None) for n, v in rps.items()}
+    runs = {n: run(v, rss=600.0 if "gateway" in n else None) for n, v in rps.items()}
+    # CPU seconds over each 10 s run: 4 KiB bypass 28,000 requests, 1 MiB bypass 7,000.
+    runs["4k-gateway-bypass"]["cpu_s"] = {"gateway": 4.2, "minio": 10.5}
+    runs["1m-gateway-bypass"]["cpu_s"] = {"gateway": 6.3, "minio": 9.0}
+    runs["4k-minio"]["cpu_s"] = {"gateway": 0.01, "minio": 14.0}
+    return runs
 
 
 class ConfigTest(unittest.TestCase):
@@ -123,19 +128,42 @@ class ReportTest(unittest.TestCase):
         doc = cache.analyse(sample_runs(), dict(self.META))
         by = {q["name"]: q for q in doc["ratios"]}
         hot = by["4KiB hot: gateway / nginx"]
-        self.assertEqual((hot["value"], hot["goal"], hot["pass"], hot["valid"]), (0.7, 0.5, True, True))
+        self.assertEqual((hot["value"], hot["goal"], hot["pass"], hot["valid"]), (0.7, 0.9, False, True))
         minio = by["4KiB hot: gateway / MinIO"]
         self.assertEqual((minio["value"], minio["pass"], minio["shortfall_pct"]), (6.0, True, 0.0))
-        bypass = by["4KiB bypass: gateway / MinIO"]
-        self.assertEqual((bypass["value"], bypass["pass"], bypass["shortfall_pct"]), (0.4, False, 50.0))
+        cpu4k = by["4KiB bypass: gateway CPU / MinIO CPU"]
+        self.assertEqual((cpu4k["value"], cpu4k["goal"], cpu4k["pass"], cpu4k["shortfall_pct"]), (0.4, 0.35, False, 14.3))
+        cpu1m = by["1MiB bypass: gateway CPU / MinIO CPU"]
+        self.assertEqual((cpu1m["value"], cpu1m["pass"], cpu1m["at_most"]), (0.7, False, True))
         self.assertEqual(len(doc["ratios"]), 7)
+        self.assertEqual(doc["runs"]["4k-gateway-bypass"]["cpu_us_per_request"], {"gateway": 150.0, "minio": 375.0})
+        self.assertEqual(doc["runs"]["4k-minio"]["cpu_us_per_request"]["minio"], 200.0)
         refs = {q["name"]: q["value"] for q in doc["reference_ratios"]}
         self.assertEqual(refs["4KiB: MinIO signed / MinIO anonymous"], 0.8)
         self.assertEqual(refs["4KiB bypass: gateway / MinIO signed"], 0.5)
+        self.assertEqual(refs["4KiB bypass: gateway / MinIO"], 0.4)
         self.assertEqual(doc["rss"], {"max_vmrss_mib_during_runs": 600.0, "vmhwm_mib_whole_life": 700.0,
                                       "limit_mib": 662, "pass": True, "over_by_mib": 0.0})
         self.assertEqual(doc["errors"], [])
         self.assertEqual(set(doc), {"meta", "runs", "ratios", "reference_ratios", "rss", "errors"})
+
+    def test_cpu_goals_need_both_figures(self):
+        runs = sample_runs()
+        runs["1m-gateway-bypass"]["cpu_s"] = {"gateway": 6.3, "minio": None}
+        doc = cache.analyse(runs, dict(self.META))
+        by = {q["name"]: q for q in doc["ratios"]}
+        self.assertEqual((by["1MiB bypass: gateway CPU / MinIO CPU"]["valid"],
+                          by["1MiB bypass: gateway CPU / MinIO CPU"]["pass"]), (False, False))
+        self.assertEqual(doc["errors"], ["1m-gateway-bypass: no CPU time measured for the gateway and MinIO"])
+
+    def test_cpu_files_are_loaded(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(f"{d}/4k-gateway-bypass.wrk", "w") as f:
+                f.write(WRK_ERRORS)
+            with open(f"{d}/4k-gateway-bypass.cpu", "w") as f:
+                json.dump({"gateway": 2.5, "minio": 7.0}, f)
+            runs = cache.load_runs(d, ["4k-gateway-bypass"])
+        self.assertEqual(runs["4k-gateway-bypass"]["cpu_s"], {"gateway": 2.5, "minio": 7.0})
 
     def test_a_run_with_errors_invalidates_its_ratios(self):
         runs = sample_runs()
@@ -156,15 +184,21 @@ class ReportTest(unittest.TestCase):
         runs["4k-minio"]["non_2xx_3xx"] = 5
         text = cache.format_report(cache.analyse(runs, dict(self.META)))
         lines = text.splitlines()
-        self.assertEqual(lines[1].split(), ["run", "req/s", "MiB/s", "avg", "ms", "p99", "ms", "RSS", "MiB"])
-        self.assertIn("4k-minio                   7000.0      27.3     1.00     3.00           ERRORS (see below)", text)
+        self.assertEqual(lines[1].split(), ["run", "req/s", "MiB/s", "avg", "ms", "p99", "ms", "RSS", "MiB",
+                                            "gw", "CPU", "us/req", "MinIO", "CPU", "us/req"])
+        self.assertIn("4k-minio                   7000.0      27.3     1.00     3.00                                   200.0"
+                      "  ERRORS (see below)", text)
         self.assertIn("4k-gateway-warm           42000.0     164.1     1.00     3.00    600.0", text)
-        self.assertIn("4KiB hot: gateway / nginx                  0.700  >= 0.5  PASS", text)
-        self.assertIn("4KiB hot: gateway / MinIO                  6.000  >= 5.0  INVALID (a run behind it had errors)",
+        self.assertIn("4k-gateway-bypass          2800.0      10.9     1.00     3.00    600.0         150.0            375.0",
                       text)
-        self.assertIn("1MiB bypass: gateway / MinIO               0.467  >= 0.8  MISS (41.7% short)", text)
-        self.assertIn("1MiB: MinIO signed / MinIO anonymous       0.800   (ref)  ", text)
-        self.assertIn("gateway VmRSS max under load (MiB)         600.0  <= 662  PASS", text)
+        self.assertIn("4KiB hot: gateway / nginx                  0.700   >= 0.9  MISS (22.2% short)", text)
+        self.assertIn("4KiB hot: gateway / MinIO                  6.000   >= 6.0  INVALID (a run behind it had errors",
+                      text)
+        self.assertIn("1MiB hot: gateway / nginx                  1.111   >= 0.8  PASS", text)
+        self.assertIn("1MiB bypass: gateway CPU / MinIO CPU       0.700   <= 0.6  MISS (16.7% over)", text)
+        self.assertIn("1MiB bypass: gateway / MinIO               0.467    (ref)  ", text)
+        self.assertIn("1MiB: MinIO signed / MinIO anonymous       0.800    (ref)  ", text)
+        self.assertIn("gateway VmRSS max under load (MiB)         600.0   <= 662  PASS", text)
         self.assertTrue(lines[-1].startswith("(gateway VmHWM over its whole life, uploads included: 700.0 MiB)"))
 
     def test_report_writes_json_and_says_whether_clean(self):

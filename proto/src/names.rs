@@ -83,6 +83,10 @@ pub fn validate_name(raw: &str) -> Result<String, NameError> {
 /// The key under which a name is unique in its directory: NFC, then lowercased.
 /// `Report.docx` and `REPORT.DOCX` share a key; so do NFC and NFD spellings.
 pub fn name_key(name: &str) -> String {
+    // ASCII is already NFC: skip the normaliser, which a hot read pays for on every request.
+    if name.is_ascii() {
+        return name.to_ascii_lowercase();
+    }
     name.nfc().collect::<String>().to_lowercase()
 }
 
@@ -325,6 +329,14 @@ mod tests {
         let nfd = "Cafe\u{301}.txt";
         assert_eq!(validate_name(nfd).as_deref(), Ok(nfc));
         assert_eq!(name_key(nfd), name_key("CAFÉ.TXT"));
+    }
+
+    #[test]
+    fn the_ascii_shortcut_keys_like_the_normaliser() {
+        let all: String = (0u8..128).map(char::from).collect();
+        for s in [all.as_str(), "Report.DOCX", "A/B c~1", ""] {
+            assert_eq!(name_key(s), s.nfc().collect::<String>().to_lowercase(), "{s:?}");
+        }
     }
 
     #[test]
