@@ -247,6 +247,17 @@ await run(browser, 'failure.png', violations, async (setPage) => {
   await page.getByRole('button', { name: 'Verify' }).click();
   // Signed in (back on the page the last session ended on).
   await page.getByRole('button', { name: 'Sign out', exact: true }).waitFor();
+  // The users list shows the identity columns: source, two-factor, last sign-in.
+  await page.goto(`${base}/admin/users`);
+  await searchUsers('e2e-carol');
+  const carolRow = page.locator('tr[data-user="e2e-carol"]');
+  const carolCells = await carolRow.locator('td').allTextContents();
+  const heads = await page.locator('table thead th').allTextContents();
+  const cell = (h) => carolCells[heads.indexOf(h)];
+  check(cell('Source') === 'local' && cell('Two-factor') === 'on', `carol's row: ${heads} / ${carolCells}`);
+  // Signed in a moment ago (the browser's date format: some digits, never `never`).
+  check(/\d/.test(cell('Last sign-in') ?? ''), `carol's last sign-in: ${cell('Last sign-in')}`);
+  await shot('13b-users-identity');
   await page.goto(`${base}/admin/users/${carolId}`);
   await page.getByTestId('identity').getByText('two-factor sign-in on').waitFor();
   await page.getByRole('button', { name: 'Reset two-factor…' }).click();

@@ -11,7 +11,9 @@ use anyhow::{Context, ensure};
 use nimbus_e2e::browser::{admin_ui, run_e2e_script};
 use nimbus_e2e::gateway::user_password;
 use nimbus_e2e::{ADMIN_PASSWORD, Api, Backend, Gateway, GatewayOptions, Resp, backend_test, run_on};
-use nimbus_proto::wire::{AuditList, CreatedUser, LoginResponse, Me, TotpEnrollment, TotpRecoveryCodes, UserInfo};
+use nimbus_proto::wire::{
+    AuditList, CreatedUser, LoginResponse, Me, TotpEnrollment, TotpRecoveryCodes, UserInfo, UserList,
+};
 use reqwest::Method;
 use totp_rs::{Algorithm, Secret, TOTP};
 
@@ -126,6 +128,9 @@ backend_test!(enrol_sign_in_recover_and_turn_off, |gw| async move {
     tina.get("/api/v1/dirs/").await?.check(200)?;
     let info: UserInfo = gw.admin().await?.get(&format!("/api/v1/admin/users/{uid}")).await?.ok(200)?;
     ensure!(info.totp, "the admin view shows two-factor on: {info:?}");
+    // The console's user list shows it too, from the same page request (no call per row).
+    let list: UserList = gw.admin().await?.get("/api/v1/admin/users?q=tina").await?.ok(200)?;
+    ensure!(list.users == [info.clone()], "the list's entry is the user's: {:?} vs {info:?}", list.users);
 
     // Sign-in: the password alone asks for the code.
     let r = login(&anon, "tina", &pw, None).await?;
