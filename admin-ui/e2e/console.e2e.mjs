@@ -1,9 +1,8 @@
 // End-to-end: the console in Debian's chromium (playwright-core, no browser download) against a
 // real gateway. Usage: node e2e/console.e2e.mjs BASE_URL ADMIN_PASSWORD
 // Screenshots of each page go to e2e-artifacts/ (gitignored). Exits non-zero on the first failure.
-import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
-import { artifacts, caller, check, launch, run, step, watchCsp } from './harness.mjs';
+import { artifacts, caller, check, launch, run, step, totp, watchCsp } from './harness.mjs';
 
 const [base, adminPassword] = process.argv.slice(2);
 if (!base || !adminPassword) {
@@ -18,27 +17,6 @@ const PW2 = 'alice-password-2';
 const call = caller(base);
 async function login(username, password, device) {
   return call('POST', '/api/v1/auth/login', { json: { username, password, device } });
-}
-
-// An authenticator app: RFC 6238 (HMAC-SHA1, 6 digits, 30 s) on the base32 secret.
-function totp(secret, offsetSteps = 0) {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  const key = [];
-  let bits = 0;
-  let val = 0;
-  for (const c of secret.replace(/=+$/, '')) {
-    val = ((val << 5) | alphabet.indexOf(c)) & 0xfff;
-    bits += 5;
-    if (bits >= 8) {
-      key.push((val >>> (bits - 8)) & 0xff);
-      bits -= 8;
-    }
-  }
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(Date.now() / 30000) + offsetSteps));
-  const h = createHmac('sha1', Buffer.from(key)).update(msg).digest();
-  const o = h[h.length - 1] & 15;
-  return String((h.readUInt32BE(o) & 0x7fffffff) % 1e6).padStart(6, '0');
 }
 
 const browser = await launch();
@@ -269,6 +247,17 @@ await run(browser, 'failure.png', violations, async (setPage) => {
   await page.getByRole('button', { name: 'Verify' }).click();
   // Signed in (back on the page the last session ended on).
   await page.getByRole('button', { name: 'Sign out', exact: true }).waitFor();
+  // The users list shows the identity columns: source, two-factor, last sign-in.
+  await page.goto(`${base}/admin/users`);
+  await searchUsers('e2e-carol');
+  const carolRow = page.locator('tr[data-user="e2e-carol"]');
+  const carolCells = await carolRow.locator('td').allTextContents();
+  const heads = await page.locator('table thead th').allTextContents();
+  const cell = (h) => carolCells[heads.indexOf(h)];
+  check(cell('Source') === 'local' && cell('Two-factor') === 'on', `carol's row: ${heads} / ${carolCells}`);
+  // Signed in a moment ago (the browser's date format: some digits, never `never`).
+  check(/\d/.test(cell('Last sign-in') ?? ''), `carol's last sign-in: ${cell('Last sign-in')}`);
+  await shot('13b-users-identity');
   await page.goto(`${base}/admin/users/${carolId}`);
   await page.getByTestId('identity').getByText('two-factor sign-in on').waitFor();
   await page.getByRole('button', { name: 'Reset two-factor…' }).click();

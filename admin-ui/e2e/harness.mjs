@@ -1,7 +1,8 @@
-// What the browser tests (console.e2e.mjs, web.e2e.mjs) share: Debian's chromium through
+// What the browser tests (console.e2e.mjs, web.e2e.mjs, ...) share: Debian's chromium through
 // playwright-core (no browser download; CHROMIUM= overrides), the API called directly, the
-// Content-Security-Policy violations a page reports, and the run's end (a failure screenshot,
-// a non-zero exit).
+// Content-Security-Policy violations a page reports, an authenticator app (`totp`, RFC 6238),
+// and the run's end (a failure screenshot, a non-zero exit).
+import { createHmac } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,4 +65,26 @@ export async function run(browser, failureShot, violations, body) {
   } finally {
     await browser.close();
   }
+}
+
+/** An authenticator app: the RFC 6238 code (HMAC-SHA1, 6 digits, 30 s) of the base32 `secret`
+ * now, or `offsetSteps` 30-second steps away. */
+export function totp(secret, offsetSteps = 0) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  const key = [];
+  let bits = 0;
+  let val = 0;
+  for (const c of secret.replace(/=+$/, '')) {
+    val = ((val << 5) | alphabet.indexOf(c)) & 0xfff;
+    bits += 5;
+    if (bits >= 8) {
+      key.push((val >>> (bits - 8)) & 0xff);
+      bits -= 8;
+    }
+  }
+  const msg = Buffer.alloc(8);
+  msg.writeBigUInt64BE(BigInt(Math.floor(Date.now() / 30000) + offsetSteps));
+  const h = createHmac('sha1', Buffer.from(key)).update(msg).digest();
+  const o = h[h.length - 1] & 15;
+  return String((h.readUInt32BE(o) & 0x7fffffff) % 1e6).padStart(6, '0');
 }

@@ -5,7 +5,7 @@ use nimbus_e2e::backend_test;
 use nimbus_e2e::gateway::user_password;
 use nimbus_e2e::http::{Api, check_rfc3339_utc};
 use nimbus_proto::wire::{
-    AuditList, CreatedUser, LoginResponse, Me, Role, StatsHistory, TokenList, UserInfo, UserList,
+    AuditList, CreatedUser, IdentitySource, LoginResponse, Me, Role, StatsHistory, TokenList, UserInfo, UserList,
 };
 use reqwest::Method;
 
@@ -68,6 +68,10 @@ backend_test!(user_crud, |gw| async move {
     for n in ["admin", "grace", "heidi"] {
         ensure!(names.contains(&n), "{n} missing from {names:?}");
     }
+    // Each entry is what the user's own page shows: identity columns included (source, two-factor,
+    // last sign-in), so the console's list needs no request per row.
+    let listed = l.users.iter().find(|u| u.username == "heidi").context("heidi listed")?;
+    ensure!(*listed == again && listed.source == IdentitySource::Local && !listed.totp, "{listed:?} vs {again:?}");
     let l: UserList = admin.get("/api/v1/admin/users?q=gra").await?.ok(200)?;
     ensure!(l.users.len() == 1 && l.users[0].username == "grace", "{:?}", l.users);
     let mut seen = Vec::new();

@@ -18,7 +18,7 @@ fn header(r: &Resp, name: &str) -> String {
 async fn serves_the_embedded_web_app_and_the_console() -> anyhow::Result<()> {
     run_on(Backend::SqliteLocal, GatewayOptions::default(), |gw| async move {
         let api = gw.api().anonymous();
-        for path in ["/", "/files", "/files/My%20Docs/2026", "/trash", "/settings"] {
+        for path in ["/", "/files", "/files/My%20Docs/2026", "/trash", "/settings", "/settings/security"] {
             let r = api.get(path).await?;
             r.check(200)?;
             ensure!(r.headers["content-type"] == "text/html; charset=utf-8", "{path}: {r} {:?}", r.headers);

@@ -86,6 +86,7 @@ describe('SignIn', () => {
     await u.click(screen.getByRole('button', { name: 'Sign in' }));
     await u.click(await screen.findByRole('button', { name: 'Set up' }));
     expect(await screen.findByTestId('totp-secret')).toHaveTextContent('JBSWY3DPEHPK3PXP');
+    expect(screen.getByRole('img', { name: 'QR code for your authenticator app' })).toBeInTheDocument();
     await u.type(screen.getByLabelText('Code'), '999999');
     await u.click(screen.getByRole('button', { name: 'Turn on' }));
     expect(await screen.findByRole('alert')).toHaveTextContent('that code is not right');

@@ -2,6 +2,7 @@ import { Alert, Anchor, Button, Center, Code, Divider, Paper, PasswordInput, Sta
 import { useEffect, useState, type FormEvent, type ReactNode } from 'react';
 import { ApiError, api, errorMessage, session } from '../api/client';
 import type { AuthMethods, LoginResponse, TotpEnrollment, TotpRecoveryCodes } from '../api/types';
+import { QrCode } from '../QrCode';
 import { SSO_START } from '../sso';
 
 export function SignIn({
@@ -183,7 +184,8 @@ export function TotpSetup({ token, onDone }: { token: string; onDone: () => void
           {enrol && !codes && (
             <form onSubmit={confirm} aria-label="Confirm two-factor">
               <Stack>
-                <Text size="sm">Add this key to your authenticator app (or open the link on the phone), then enter the code it shows.</Text>
+                <Text size="sm">Scan the QR code with your authenticator app, or add this key by hand (or open the link on the phone), then enter the code it shows.</Text>
+                <QrCode value={enrol.otpauth_url} label="QR code for your authenticator app" />
                 <Code data-testid="totp-secret">{enrol.secret}</Code>
                 <Text size="xs" style={{ wordBreak: 'break-all' }}><a href={enrol.otpauth_url}>{enrol.otpauth_url}</a></Text>
                 <TextInput label="Code" autoComplete="one-time-code" inputMode="numeric" value={code} onChange={(e) => setCode(e.currentTarget.value)} />

@@ -70,28 +70,9 @@ export function UserPage({ id }: { id: number }) {
             </Button>
           </Group>
           <Text size="sm" c="dimmed">Disabling or resetting the password signs the user out of every device.</Text>
-          <Group>
-            <Button
-              variant="default"
-              onClick={() => patch.mutate({ body: { sharing: !u.sharing }, done: u.sharing ? 'Sharing turned off for this user.' : 'Sharing allowed for this user.' })}
-            >
-              {u.sharing ? 'Turn sharing off' : 'Allow sharing'}
-            </Button>
-            <Text size="sm" data-testid="sharing">
-              {u.sharing ? 'May share files and folders with other users.' : 'May not share with other users; shares made before stay until revoked below.'}
-            </Text>
-          </Group>
-          <Group>
-            <Button
-              variant="default"
-              onClick={() => patch.mutate({ body: { links: !u.links }, done: u.links ? 'Public links turned off for this user; their links no longer open.' : 'Public links allowed for this user.' })}
-            >
-              {u.links ? 'Turn public links off' : 'Allow public links'}
-            </Button>
-            <Text size="sm" data-testid="links">
-              {u.links ? 'May make public links to files and folders.' : 'May not make public links; the links made before do not open.'}
-            </Text>
-          </Group>
+          {POLICIES.map((p) => (
+            <PolicySwitch key={p.name} {...p} on={u[p.name]} onChange={(body, done) => patch.mutate({ body, done })} />
+          ))}
           <ResetPassword onReset={(password) => patch.mutate({ body: { password }, done: 'Password reset; the user was signed out everywhere.' })} />
           {u.totp && <ResetTotp user={u} onDone={(text) => setMsg({ ok: true, text })} onError={(text) => setMsg({ ok: false, text })} />}
         </Stack>
@@ -101,6 +82,54 @@ export function UserPage({ id }: { id: number }) {
       <Activity id={id} username={u.username} />
       <DeleteUser user={u} />
     </Stack>
+  );
+}
+
+/** A permission of the user's (`sharing`, `links`) as the console shows it: what the button
+ * says, the state in words beside it, and what to say once it flipped. */
+interface Policy {
+  name: 'sharing' | 'links';
+  turnOn: string;
+  turnOff: string;
+  onText: string;
+  offText: string;
+  onDone: string;
+  offDone: string;
+}
+
+const POLICIES: Policy[] = [
+  {
+    name: 'sharing',
+    turnOn: 'Allow sharing',
+    turnOff: 'Turn sharing off',
+    onText: 'May share files and folders with other users.',
+    offText: 'May not share with other users; shares made before stay until revoked below.',
+    onDone: 'Sharing allowed for this user.',
+    offDone: 'Sharing turned off for this user.',
+  },
+  {
+    name: 'links',
+    turnOn: 'Allow public links',
+    turnOff: 'Turn public links off',
+    onText: 'May make public links to files and folders.',
+    offText: 'May not make public links; the links made before do not open.',
+    onDone: 'Public links allowed for this user.',
+    offDone: 'Public links turned off for this user; their links no longer open.',
+  },
+];
+
+/** A button that flips one permission, with its state in words (`data-testid`: its name). */
+function PolicySwitch({ name, on, turnOn, turnOff, onText, offText, onDone, offDone, onChange }: Policy & {
+  on: boolean;
+  onChange: (body: UpdateUserRequest, done: string) => void;
+}) {
+  return (
+    <Group>
+      <Button variant="default" onClick={() => onChange({ [name]: !on }, on ? offDone : onDone)}>
+        {on ? turnOff : turnOn}
+      </Button>
+      <Text size="sm" data-testid={name}>{on ? onText : offText}</Text>
+    </Group>
   );
 }
 

@@ -15,7 +15,40 @@ function page(users: string[], next: string | null): UserList {
 
 afterEach(() => vi.unstubAllGlobals());
 
+function show() {
+  render(
+    // env="test": no transitions or portals, so the dropdown's options are in the DOM at once.
+    <MantineProvider env="test">
+      <QueryClientProvider client={new QueryClient()}>
+        <UsersPage />
+      </QueryClientProvider>
+    </MantineProvider>,
+  );
+}
+
 describe('UsersPage', () => {
+  it('shows where each account comes from, its two-factor state and last sign-in, from the one page request', async () => {
+    const body = page(['anna', 'bob', 'cleo'], null);
+    body.users[1] = { ...body.users[1], source: 'ldap', totp: true, last_login: '2026-11-25T08:30:00Z' };
+    body.users[2] = { ...body.users[2], source: 'oidc' };
+    const fetch = vi.fn(async () => new Response(JSON.stringify(body), { status: 200 }));
+    vi.stubGlobal('fetch', fetch);
+    show();
+    await screen.findByText('anna');
+    const headers = screen.getAllByRole('columnheader').map((h) => h.textContent);
+    expect(headers).toEqual(expect.arrayContaining(['Source', 'Two-factor', 'Last sign-in']));
+    const cells = (name: string) => {
+      const row = document.querySelector(`tr[data-user="${name}"]`);
+      const i = (h: string) => headers.indexOf(h);
+      const td = row ? Array.from(row.querySelectorAll('td')).map((c) => c.textContent) : [];
+      return [td[i('Source')], td[i('Two-factor')], td[i('Last sign-in')]];
+    };
+    expect(cells('anna')).toEqual(['local', 'off', 'never']);
+    expect(cells('bob')).toEqual(['LDAP', 'on', new Date('2026-11-25T08:30:00Z').toLocaleDateString()]);
+    expect(cells('cleo')).toEqual(['SSO (OIDC)', 'off', 'never']);
+    expect(fetch).toHaveBeenCalledTimes(1);
+  });
+
   it('asks the gateway for the chosen order and starts again from the first page', async () => {
     const urls: string[] = [];
     vi.stubGlobal(
@@ -27,14 +60,7 @@ describe('UsersPage', () => {
         return new Response(JSON.stringify(body), { status: 200 });
       }),
     );
-    render(
-      // env="test": no transitions or portals, so the dropdown's options are in the DOM at once.
-      <MantineProvider env="test">
-        <QueryClientProvider client={new QueryClient()}>
-          <UsersPage />
-        </QueryClientProvider>
-      </MantineProvider>,
-    );
+    show();
     const u = userEvent.setup();
     expect(await screen.findByText('anna')).toBeInTheDocument();
     expect(new URL(urls[0], 'http://x').searchParams.get('sort')).toBe('name');

@@ -3,12 +3,22 @@ import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api } from '../api/client';
-import type { CreatedUser, UserList } from '../api/types';
+import type { CreatedUser, IdentitySource, UserList } from '../api/types';
 import { formatSize } from '../format';
 import { navigate } from '../router';
 import { CreateUserForm } from './CreateUserForm';
 
 const PAGE = 50;
+
+/** The account's source, short for a column (the user's page says it in full). */
+export const SOURCE_SHORT: Record<IdentitySource, string> = { local: 'local', ldap: 'LDAP', oidc: 'SSO (OIDC)' };
+
+/** A sign-in time for the table: the date, with the time in a tooltip; `never` for none. */
+function lastSignIn(at: string | null) {
+  if (!at) return <Text size="sm" c="dimmed">never</Text>;
+  const d = new Date(at);
+  return <span title={d.toLocaleString()}>{d.toLocaleDateString()}</span>;
+}
 
 // The gateway's `?sort=` values (a leading - is descending).
 export const SORTS = [
@@ -71,7 +81,7 @@ export function UsersPage() {
       {list.isError && <Alert color="red" role="alert">{list.error.message}</Alert>}
       {list.data && list.data.users.length === 0 && <Text>No users match.</Text>}
       {list.data && list.data.users.length > 0 && (
-        <Table.ScrollContainer minWidth={560}>
+        <Table.ScrollContainer minWidth={820}>
           <Table striped highlightOnHover>
             <Table.Thead>
               <Table.Tr>
@@ -80,12 +90,15 @@ export function UsersPage() {
                 <Table.Th>Used</Table.Th>
                 <Table.Th>Quota</Table.Th>
                 <Table.Th>Status</Table.Th>
+                <Table.Th>Source</Table.Th>
+                <Table.Th>Two-factor</Table.Th>
+                <Table.Th>Last sign-in</Table.Th>
                 <Table.Th>Created</Table.Th>
               </Table.Tr>
             </Table.Thead>
             <Table.Tbody>
               {list.data.users.map((u) => (
-                <Table.Tr key={u.id}>
+                <Table.Tr key={u.id} data-user={u.username}>
                   <Table.Td>
                     <Anchor
                       href={`/admin/users/${u.id}`}
@@ -101,6 +114,9 @@ export function UsersPage() {
                   <Table.Td>{formatSize(u.used_bytes)}</Table.Td>
                   <Table.Td>{formatSize(u.quota_bytes)}</Table.Td>
                   <Table.Td>{u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green">active</Badge>}</Table.Td>
+                  <Table.Td>{SOURCE_SHORT[u.source]}</Table.Td>
+                  <Table.Td>{u.totp ? <Badge color="teal" variant="light">on</Badge> : <Text size="sm" c="dimmed">off</Text>}</Table.Td>
+                  <Table.Td>{lastSignIn(u.last_login)}</Table.Td>
                   <Table.Td>{new Date(u.created).toLocaleDateString()}</Table.Td>
                 </Table.Tr>
               ))}

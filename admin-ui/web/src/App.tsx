@@ -7,11 +7,12 @@ import { api } from '../../src/api/client';
 import type { Me } from '../../src/api/types';
 import { QuotaBar } from './components/QuotaBar';
 import { FilesPage } from './pages/Files';
+import { SecurityPage } from './pages/Security';
 import { SettingsPage } from './pages/Settings';
 import { SignIn } from './pages/SignIn';
 import { TrashPage } from './pages/Trash';
 import { SHARED, folderOfRoute, folderRoute } from './paths';
-import { navigate, useRoute } from './router';
+import { SECURITY, navigate, useRoute } from './router';
 import { unfinished } from './upload';
 import { UploadProvider } from './uploads';
 
@@ -48,10 +49,19 @@ function Shell({ signOut }: { signOut: () => Promise<void> }) {
   const me = useQuery({ queryKey: ['me'], queryFn: () => api<Me>('GET', '/api/v1/me') });
   if (me.data) unfinished.setOwner(me.data.username);
   const online = useOnline();
+  // The administrator requires two-factor sign-in and this account has none yet: the token
+  // reaches nothing but the security page (everything else would answer 403).
+  const setupOnly = me.data?.totp_setup_required === true;
+  useEffect(() => {
+    if (setupOnly && route !== SECURITY) navigate(SECURITY);
+  }, [setupOnly, route]);
 
   const folder = folderOfRoute(route);
   let page;
-  if (route === '/trash') page = <TrashPage />;
+  // Until `me` answers, whether this sign-in may reach the other pages is not known.
+  if (me.isPending) page = null;
+  else if (setupOnly || route === SECURITY) page = <SecurityPage />;
+  else if (route === '/trash') page = <TrashPage />;
   else if (route === '/settings') page = <SettingsPage />;
   else page = <FilesPage path={folder ?? '/'} />;
 
@@ -61,6 +71,7 @@ function Shell({ signOut }: { signOut: () => Promise<void> }) {
     [folderRoute(sharedPath), SHARED, folder !== null && (folder === sharedPath || folder.startsWith(`${sharedPath}/`))],
     ['/trash', 'Trash', route === '/trash'],
     ['/settings', 'Devices and keys', route === '/settings'],
+    [SECURITY, 'Security', route === SECURITY],
   ];
 
   return (
@@ -81,7 +92,7 @@ function Shell({ signOut }: { signOut: () => Promise<void> }) {
       <AppShell.Navbar p="xs" aria-label="Main">
         <Stack justify="space-between" h="100%">
           <div>
-            {nav.map(([to, label, active]) => (
+            {(setupOnly ? nav.filter(([to]) => to === SECURITY) : nav).map(([to, label, active]) => (
               <NavLink
                 key={to}
                 href={to}
@@ -95,7 +106,7 @@ function Shell({ signOut }: { signOut: () => Promise<void> }) {
               />
             ))}
           </div>
-          {me.data && <QuotaBar me={me.data} />}
+          {me.data && !setupOnly && <QuotaBar me={me.data} />}
         </Stack>
       </AppShell.Navbar>
       <AppShell.Main>

@@ -26,6 +26,8 @@ export function describeError(e: unknown, online: boolean = navigator.onLine): s
     case 'invalid_name':
     case 'invalid_path':
       return `That name cannot be used${detail}.`;
+    case 'totp_setup_required':
+      return 'Your administrator requires two-factor sign-in: turn it on under Security first.';
     case 'unauthorized':
       return 'Your session has ended. Please sign in again.';
     case 'too_many_requests':

@@ -99,7 +99,7 @@ pub async fn create_user(
             (hash(&st, p.clone()).await?, Some(p))
         }
         // Signs in only through the identity provider: no password at all.
-        (IdentitySource::Oidc, None) => (super::oidc::NO_PASSWORD.to_string(), None),
+        (IdentitySource::Oidc, None) => (crate::auth::oidc::NO_PASSWORD.to_string(), None),
         (IdentitySource::Oidc, Some(_)) => {
             return Err(ApiError::BadRequest("an account that signs in with single sign-on has no password".into()));
         }

@@ -8,7 +8,7 @@ use nimbus_proto::wire::{IdentitySource, LoginRequest, LoginResponse, Me, Role, 
 use super::{Json, rfc3339};
 use crate::auth::{AuthUser, ClientIp, SignedIn, new_token, verify_password_or_dummy};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{NewAudit, TokenRow, now_ms};
+use crate::meta::{NewAudit, TokenRow, UserRow, now_ms};
 use crate::state::AppState;
 
 #[utoipa::path(
@@ -77,30 +77,56 @@ pub async fn login(
         .chars()
         .take(100)
         .collect();
-    let (token, hash) = new_token();
-    let expires_at = now_ms() + (st.settings.token_ttl_secs as i64).saturating_mul(1000);
-    st.meta.insert_token_with(user.id, &hash, &device, expires_at, audit_ip.as_deref(), totp_setup_only).await?;
-    metrics::counter!("nimbus_logins_total", "result" => "success").increment(1);
-    st.meta
-        .audit(NewAudit {
-            actor_id: Some(user.id),
-            actor: Some(user.username.clone()),
-            action: "login".into(),
-            detail: Some(if totp_setup_only {
-                format!("device: {device}; may only set up two-factor sign-in")
-            } else {
-                format!("device: {device}")
-            }),
-            ip: audit_ip,
-            ..Default::default()
-        })
-        .await?;
+    let (token, expires_at) =
+        issue_session(&st, &user, &device, audit_ip.as_deref(), Via::Password { totp_setup_only }).await?;
     Ok(Json(LoginResponse {
         token,
         expires_at: rfc3339(expires_at),
         user: UserRef { id: user.id, username: user.username, role: Role::parse(&user.role).unwrap_or_default() },
         totp_setup_required: totp_setup_only,
     }))
+}
+
+/// How a sign-in was made, for the audit entry of the session it opens.
+pub(super) enum Via {
+    /// `POST /api/v1/auth/login` (LDAP or local password, and the second factor if on);
+    /// `totp_setup_only`: the token may only set up two-factor sign-in.
+    Password { totp_setup_only: bool },
+    /// The end of an OpenID Connect flow (browser or CLI).
+    SingleSignOn,
+}
+
+/// A new device token for `user` after a complete sign-in: stored (hashed) with its lifetime,
+/// counted and audited. Every way of signing in opens its session here. Returns the token and
+/// when it expires (ms).
+pub(super) async fn issue_session(
+    st: &AppState,
+    user: &UserRow,
+    device: &str,
+    ip: Option<&str>,
+    via: Via,
+) -> ApiResult<(String, i64)> {
+    let (token, hash) = new_token();
+    let expires_at = now_ms() + (st.settings.token_ttl_secs as i64).saturating_mul(1000);
+    let setup_only = matches!(via, Via::Password { totp_setup_only: true });
+    st.meta.insert_token_with(user.id, &hash, device, expires_at, ip, setup_only).await?;
+    metrics::counter!("nimbus_logins_total", "result" => "success").increment(1);
+    let detail = match via {
+        Via::Password { totp_setup_only: false } => format!("device: {device}"),
+        Via::Password { totp_setup_only: true } => format!("device: {device}; may only set up two-factor sign-in"),
+        Via::SingleSignOn => format!("single sign-on, device: {device}"),
+    };
+    st.meta
+        .audit(NewAudit {
+            actor_id: Some(user.id),
+            actor: Some(user.username.clone()),
+            action: "login".into(),
+            detail: Some(detail),
+            ip: ip.map(str::to_string),
+            ..Default::default()
+        })
+        .await?;
+    Ok((token, expires_at))
 }
 
 #[utoipa::path(

@@ -67,7 +67,9 @@ pub fn router(state: AppState, doors: Router<AppState>) -> Router {
 /// must bring the app back), and its hashed files. Keep in step with admin-ui/web/src/router.ts.
 fn web_app_routes() -> Router<AppState> {
     let mut r = Router::new();
-    for path in ["/", "/files", "/files/", "/files/{*path}", "/trash", "/settings", "/assets/{*path}"] {
+    for path in
+        ["/", "/files", "/files/", "/files/{*path}", "/trash", "/settings", "/settings/security", "/assets/{*path}"]
+    {
         r = r.route(path, get(console::serve_web));
     }
     r

@@ -20,10 +20,11 @@ use rand::RngCore;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+use super::auth::{Via, issue_session};
 use super::{Json, Query, rfc3339};
 use crate::auth::oidc::OidcProvision;
-use crate::auth::oidc::{CALLBACK_PATH, Oidc, OidcError, claim_has_any, claim_text};
-use crate::auth::{ClientIp, new_token, token_hash};
+use crate::auth::oidc::{CALLBACK_PATH, NO_PASSWORD, Oidc, OidcError, claim_has_any, claim_text};
+use crate::auth::{ClientIp, token_hash};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{NewAudit, OidcFlow, UserRow, UserUpdate, now_ms};
 use crate::state::AppState;
@@ -35,9 +36,6 @@ const FLOW_TTL_MS: i64 = 10 * 60 * 1000;
 pub const MAX_FLOWS: i64 = 10_000;
 /// How long a client has to trade its one-time code.
 const CODE_TTL_MS: i64 = 2 * 60 * 1000;
-/// The password hash of an account that signs in only through the provider: not a PHC string,
-/// so no password ever matches it.
-pub const NO_PASSWORD: &str = "!oidc";
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -274,7 +272,7 @@ pub async fn callback(
         return Ok(see_other(&with_query(redirect, "code", &code)));
     }
     let device = "web browser (single sign-on)";
-    let (token, expires_at) = issue_token(&st, &user, device, audit_ip.as_deref()).await?;
+    let (token, expires_at) = issue_session(&st, &user, device, audit_ip.as_deref(), Via::SingleSignOn).await?;
     let fragment = format!(
         "sso_token={}&expires_at={}",
         utf8_percent_encode(&token, NON_ALPHANUMERIC),
@@ -312,7 +310,7 @@ pub async fn token(
     }
     let user = st.meta.user(code.user_id).await?.filter(|u| !u.disabled).ok_or_else(refused)?;
     let audit_ip = ip.map(|i| i.to_string());
-    let (token, expires_at) = issue_token(&st, &user, &code.device, audit_ip.as_deref()).await?;
+    let (token, expires_at) = issue_session(&st, &user, &code.device, audit_ip.as_deref(), Via::SingleSignOn).await?;
     Ok(Json(LoginResponse {
         token,
         expires_at: rfc3339(expires_at),
@@ -416,25 +414,6 @@ async fn account(
         })
         .await?;
     Ok(Ok(updated))
-}
-
-/// A device token for `user`, recorded and audited as a single sign-on.
-async fn issue_token(st: &AppState, user: &UserRow, device: &str, ip: Option<&str>) -> ApiResult<(String, i64)> {
-    let (token, hash) = new_token();
-    let expires_at = now_ms() + (st.settings.token_ttl_secs as i64).saturating_mul(1000);
-    st.meta.insert_token(user.id, &hash, device, expires_at, ip).await?;
-    metrics::counter!("nimbus_logins_total", "result" => "success").increment(1);
-    st.meta
-        .audit(NewAudit {
-            actor_id: Some(user.id),
-            actor: Some(user.username.clone()),
-            action: "login".into(),
-            detail: Some(format!("single sign-on, device: {device}")),
-            ip: ip.map(str::to_string),
-            ..Default::default()
-        })
-        .await?;
-    Ok((token, expires_at))
 }
 
 /// Where a flow ends: the browser page's path, or a client's loopback URL.

@@ -213,19 +213,36 @@ async fn open(st: &AppState, uri: &Uri, headers: &HeaderMap, ip: Option<IpAddr>)
     Ok(Visit { link, node, path, token: token.to_string(), ip })
 }
 
-/// Runs a handler's body, turning its error into the public side's answer.
-async fn answer<F>(headers: &HeaderMap, f: F) -> PublicResult<Response>
+/// The frame of every handler below a link: opens the request's link, checks that it serves
+/// `mode` (`None`: any), runs `f` on it, and turns an error into the public side's answer
+/// (JSON, or a page for a browser).
+async fn with_link<F, Fut>(
+    st: &AppState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    ip: Option<IpAddr>,
+    mode: Option<LinkMode>,
+    f: F,
+) -> PublicResult<Response>
 where
-    F: Future<Output = ApiResult<Response>>,
+    F: FnOnce(Visit) -> Fut,
+    Fut: Future<Output = ApiResult<Response>>,
 {
-    f.await.map_err(|err| PublicError { err, html: wants_html(headers) })
+    let run = async {
+        let v = open(st, uri, headers, ip).await?;
+        if let Some(mode) = mode {
+            v.require(mode)?;
+        }
+        f(v).await
+    };
+    run.await.map_err(|err| PublicError { err, html: wants_html(headers) })
 }
 
 /// `GET /s/{token}`: the link's page.
 async fn page(State(st): State<AppState>, ClientIp(ip): ClientIp, parts: Parts) -> PublicResult<Response> {
-    let (uri, headers) = (&parts.uri, &parts.headers);
-    answer(headers, async {
-        let v = open(&st, uri, headers, ip).await?;
+    let st = &st;
+    let parts = &parts;
+    with_link(st, &parts.uri, &parts.headers, ip, None, |v| async move {
         let base = format!("/s/{}", v.token);
         let body = match (v.mode(), v.node.is_dir()) {
             (LinkMode::Upload, _) => format!(
@@ -233,12 +250,12 @@ async fn page(State(st): State<AppState>, ClientIp(ip): ClientIp, parts: Parts) 
                  <p>Upload a file with <code>curl -T FILE {url}/upload/NAME</code> (a name that is \
                  already taken is refused).</p>",
                 name = escape(&v.node.name),
-                url = escape(&format!("{}{base}", super::links::base_url(&st, &parts))),
+                url = escape(&format!("{}{base}", super::links::base_url(st, parts))),
             ),
             (LinkMode::View, false) => file_page(&v, &base),
-            (LinkMode::View, true) => folder_page(&st, &v, &v.node, &RemotePath::root(), &base).await?,
+            (LinkMode::View, true) => folder_page(st, &v, &v.node, &RemotePath::root(), &base).await?,
         };
-        v.audit(&st, "link_view", format!("page of {}", v.path)).await;
+        v.audit(st, "link_view", format!("page of {}", v.path)).await;
         Ok(html_response(&v.node.name, &body))
     })
     .await
@@ -251,17 +268,16 @@ async fn browse(
     uri: Uri,
     headers: HeaderMap,
 ) -> PublicResult<Response> {
-    answer(&headers, async {
-        let v = open(&st, &uri, &headers, ip).await?;
-        v.require(LinkMode::View)?;
-        let rel = space_path(&uri, &format!("/s/{}/browse/", v.token))?;
-        let dir = below(&st, &v, &rel).await?;
+    let (st, uri) = (&st, &uri);
+    with_link(st, uri, &headers, ip, Some(LinkMode::View), |v| async move {
+        let rel = space_path(uri, &format!("/s/{}/browse/", v.token))?;
+        let dir = below(st, &v, &rel).await?;
         if !dir.is_dir() {
             return Err(ApiError::not_found());
         }
         let base = format!("/s/{}", v.token);
-        let body = folder_page(&st, &v, &dir, &rel, &base).await?;
-        v.audit(&st, "link_view", format!("page of {}", join_display(&v.path, &rel))).await;
+        let body = folder_page(st, &v, &dir, &rel, &base).await?;
+        v.audit(st, "link_view", format!("page of {}", join_display(&v.path, &rel))).await;
         Ok(html_response(&dir.name, &body))
     })
     .await
@@ -275,12 +291,11 @@ async fn download(
     uri: Uri,
     headers: HeaderMap,
 ) -> PublicResult<Response> {
-    answer(&headers, async {
-        let v = open(&st, &uri, &headers, ip).await?;
-        v.require(LinkMode::View)?;
+    let (st, method, headers) = (&st, &method, &headers);
+    with_link(st, &uri, headers, ip, Some(LinkMode::View), |v| async move {
         let node = v.node.clone();
         let shown = v.path.to_string();
-        send(&st, &v, node, shown, &method, &headers).await
+        send(st, &v, node, shown, method, headers).await
     })
     .await
 }
@@ -293,16 +308,15 @@ async fn download_inside(
     uri: Uri,
     headers: HeaderMap,
 ) -> PublicResult<Response> {
-    answer(&headers, async {
-        let v = open(&st, &uri, &headers, ip).await?;
-        v.require(LinkMode::View)?;
-        let rel = space_path(&uri, &format!("/s/{}/download/", v.token))?;
+    let (st, uri, method, headers) = (&st, &uri, &method, &headers);
+    with_link(st, uri, headers, ip, Some(LinkMode::View), |v| async move {
+        let rel = space_path(uri, &format!("/s/{}/download/", v.token))?;
         if rel.is_root() {
             return Err(ApiError::not_found());
         }
-        let node = below(&st, &v, &rel).await?;
+        let node = below(st, &v, &rel).await?;
         let shown = join_display(&v.path, &rel);
-        send(&st, &v, node, shown, &method, &headers).await
+        send(st, &v, node, shown, method, headers).await
     })
     .await
 }
@@ -519,6 +533,11 @@ async fn write_zip(st: AppState, space: SpaceId, root: NodeRow, out: tokio::io::
     Ok(())
 }
 
+/// A file drop never replaces anything: the answer when `name` is taken.
+fn taken(name: &str) -> ApiError {
+    ApiError::AlreadyExists(format!("`{name}` is already there; choose another name"))
+}
+
 /// `PUT /s/{token}/upload/{name}`: adds a file to a file drop (201); never replaces one (409).
 async fn upload(
     State(st): State<AppState>,
@@ -528,20 +547,19 @@ async fn upload(
     body: Body,
 ) -> PublicResult<Response> {
     let mut stream = body.into_data_stream();
-    let result = answer(&headers, async {
-        let v = open(&st, &uri, &headers, ip).await?;
-        v.require(LinkMode::Upload)?;
+    let (st, uri, headers, stream_ref) = (&st, &uri, &headers, &mut stream);
+    let result = with_link(st, uri, headers, ip, Some(LinkMode::Upload), |v| async move {
         if !v.node.is_dir() {
             return Err(gone());
         }
-        let rel = space_path(&uri, &format!("/s/{}/upload/", v.token))?;
+        let rel = space_path(uri, &format!("/s/{}/upload/", v.token))?;
         let [name] = rel.components() else {
             return Err(ApiError::BadRequest("upload one file by its name: /s/{token}/upload/NAME".into()));
         };
         // Already there (a file or a folder): refused before the body is read. The commit
         // checks again (`Base::Expect(None)`), so a race cannot replace anything either.
         match st.meta.resolve_below(v.space(), v.node.id, &rel).await {
-            Ok(_) => return Err(ApiError::AlreadyExists(format!("`{name}` is already there; choose another name"))),
+            Ok(_) => return Err(taken(name)),
             Err(MetaError::NotFound) => {}
             Err(e) => return Err(e.into()),
         }
@@ -551,15 +569,13 @@ async fn upload(
             headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
         let opts =
             PutOptions { base: Base::Expect(None), device: Some(&device), content_length, verify: None, allowance: 0 };
-        let (node, _, _) =
-            match space::put_stream(&st, v.space(), &target, &mut stream, opts, LockTokens::new(&[])).await {
-                Err(ApiError::Conflict(_)) => {
-                    return Err(ApiError::AlreadyExists(format!("`{name}` is already there; choose another name")));
-                }
-                other => other?,
-            };
+        let (node, _, _) = match space::put_stream(st, v.space(), &target, stream_ref, opts, LockTokens::new(&[])).await
+        {
+            Err(ApiError::Conflict(_)) => return Err(taken(name)),
+            other => other?,
+        };
         let size = node.size.max(0) as u64;
-        v.audit(&st, "link_upload", format!("{target}: {size} bytes")).await;
+        v.audit(st, "link_upload", format!("{target}: {size} bytes")).await;
         let body = serde_json::json!({ "name": node.name, "size": size });
         Ok((StatusCode::CREATED, axum::Json(body)).into_response())
     })

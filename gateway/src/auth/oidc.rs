@@ -247,6 +247,11 @@ impl Oidc {
 /// The callback route (registered at the provider as `<gateway>/api/v1/auth/oidc/callback`).
 pub const CALLBACK_PATH: &str = "/api/v1/auth/oidc/callback";
 
+/// The password hash of an account that signs in only through the provider: not a PHC string,
+/// so no password ever matches it. (Here, not in api/oidc.rs: the admin API creates such
+/// accounts too, and api/oidc.rs signs in through api/auth.rs.)
+pub const NO_PASSWORD: &str = "!oidc";
+
 /// An error with its causes (reqwest's own message hides them).
 fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();

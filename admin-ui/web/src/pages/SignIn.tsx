@@ -39,14 +39,14 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
       setError('Enter your username and password.');
       return;
     }
-    if (needCode && !/^\d{6}$/.test(code)) {
-      setError('Enter the 6-digit code from your authenticator app.');
+    if (needCode && !code.trim()) {
+      setError('Enter the 6-digit code from your authenticator app, or a recovery code.');
       return;
     }
     setBusy(true);
     setError(null);
     try {
-      const body: LoginWithCode = { username, password, device: 'web app', ...(needCode ? { totp: code } : {}) };
+      const body: LoginWithCode = { username, password, device: 'web app', ...(needCode ? { totp: code.trim() } : {}) };
       const r = await api<LoginResponse>('POST', '/api/v1/auth/login', body);
       onSignedIn(r.token);
     } catch (err) {
@@ -76,13 +76,12 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
         <Stack gap="xs">
           <TextInput
             label="Code"
-            description="Two-factor sign-in is on: enter the 6-digit code from your authenticator app."
-            inputMode="numeric"
+            description="Two-factor sign-in is on: enter the 6-digit code from your authenticator app, or one of your recovery codes."
             autoComplete="one-time-code"
-            maxLength={6}
+            maxLength={64}
             autoFocus
             value={code}
-            onChange={(e) => setCode(e.currentTarget.value.replace(/\D/g, ''))}
+            onChange={(e) => setCode(e.currentTarget.value)}
           />
           <Anchor component="button" type="button" size="sm" onClick={() => { setNeedCode(false); setError(null); }}>
             Back to username and password
