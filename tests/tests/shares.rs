@@ -542,3 +542,195 @@ backend_test!(
         Ok(())
     }
 );
+
+/// `/api/v1/blocks/{hash}` scoped to the file `path` (as the caller sees it).
+fn block_url(hash: &str, path: Option<&str>) -> String {
+    match path {
+        Some(p) => format!("/api/v1/blocks/{hash}{}", nimbus_e2e::http::query_string(&[("path", p)])),
+        None => format!("/api/v1/blocks/{hash}"),
+    }
+}
+
+backend_test!(blocks_through_a_share_stay_inside_it, |gw| async move {
+    use nimbus_proto::wire::{BlockRef, Manifest};
+    use reqwest::Method;
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    alice.put_file("/Plan/notes.txt", "the plan").await?.check(201)?;
+    alice.put_file("/Work/todo.txt", "to do").await?.check(201)?;
+    alice.put_file("/private.txt", "alice's secret").await?.check(201)?;
+    share(&alice, "/Plan", "bob", "read").await?;
+    share(&alice, "/Work", "bob", "write").await?;
+    let notes = "/Shared with me/Plan/notes.txt";
+
+    // The manifest through the share names the file as bob sees it; its blocks are read with
+    // the file's path, and only so.
+    let m: Manifest = bob.get(&format!("/api/v1/manifests/{}", nimbus_e2e::http::encode_path(notes))).await?.ok(200)?;
+    ensure!(m.path == notes && m.blocks.len() == 1, "{m:?}");
+    let h = &m.blocks[0].hash;
+    let r = bob.get(&block_url(h, Some(notes))).await?;
+    r.check(200)?;
+    ensure!(r.body.as_ref() == b"the plan", "{r}");
+    bob.get(&block_url(h, None)).await?.check_error(404, "not_found")?;
+
+    // An owner's block outside the share: unknown, whatever the path given.
+    let secret: Manifest = alice.get("/api/v1/manifests/private.txt").await?.ok(200)?;
+    let sh = &secret.blocks[0].hash;
+    for p in [Some(notes), Some("/Shared with me/Plan"), Some("/Shared with me/Work/todo.txt"), None] {
+        bob.get(&block_url(sh, p)).await?.check_error(404, "not_found")?;
+    }
+    bob.get(&block_url(sh, Some("/private.txt"))).await?.check_error(404, "not_found")?;
+    let r = bob.get(&block_url(sh, Some("/Shared with me/Plan/../private.txt"))).await?;
+    ensure!(matches!(r.status, 400 | 404), "{r}");
+
+    // Nor can a write share be made to hold it: committing its hash is refused (the bytes
+    // were never sent through the share), so it cannot be read back from there.
+    let todo = "/Shared with me/Work/stolen.txt";
+    let stolen = [BlockRef { hash: sh.clone(), size: secret.size }];
+    bob.commit(todo, None, &stolen).await?.check_error(400, "missing_blocks")?;
+    let missing: serde_json::Value = bob
+        .post_json(
+            &format!("/api/v1/blocks/missing{}", nimbus_e2e::http::query_string(&[("path", todo)])),
+            &json!({"hashes": [sh]}),
+        )
+        .await?
+        .ok(200)?;
+    ensure!(missing["missing"] == json!([sh]), "the owner's holdings leak through `missing`: {missing}");
+
+    // Uploading the bytes proves them: the block goes to alice's space, the commit is hers.
+    let data = b"bob's addition".to_vec();
+    let hash = blake3::hash(&data).to_hex().to_string();
+    let put = |path: &str| bob.req(Method::PUT, &block_url(&hash, Some(path))).body(data.clone()).send();
+    put("/Shared with me/Plan/new.txt").await?.check_error(403, "forbidden")?;
+    put("/Shared with me/Work/new.txt").await?.check(201)?;
+    let r = bob
+        .commit("/Shared with me/Work/new.txt", None, &[BlockRef { hash: hash.clone(), size: data.len() as u64 }])
+        .await?;
+    ensure!(r.ok::<Entry>(201)?.path == "/Shared with me/Work/new.txt", "{r}");
+    let r = alice.get_file("/Work/new.txt").await?;
+    ensure!(r.body.as_ref() == data.as_slice(), "{r}");
+    let me: serde_json::Value = bob.get("/api/v1/me").await?.ok(200)?;
+    ensure!(me["used_bytes"] == 0, "bob was charged for a block of alice's space: {me}");
+    let me: serde_json::Value = alice.get("/api/v1/me").await?.ok(200)?;
+    ensure!(me["used_bytes"].as_u64().unwrap_or(0) >= data.len() as u64, "{me}");
+    // Commits through a read share are refused; after revocation the blocks are gone for bob.
+    bob.commit("/Shared with me/Plan/x.txt", None, &[BlockRef { hash: h.clone(), size: m.size }])
+        .await?
+        .check_error(403, "forbidden")?;
+    let list: ShareList = alice.get("/api/v1/shares").await?.ok(200)?;
+    for s in &list.shares {
+        alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+    }
+    bob.get(&block_url(h, Some(notes))).await?.check_error(404, "not_found")?;
+    Ok(())
+});
+
+/// Bob's feed from `cursor` on: (op, path, from) of each change, and the next cursor.
+async fn feed(api: &Api, cursor: &str) -> anyhow::Result<(Vec<(String, String, Option<String>)>, String)> {
+    let list: nimbus_proto::wire::ChangeList = api
+        .get(&format!("/api/v1/changes{}", nimbus_e2e::http::query_string(&[("cursor", cursor), ("wait", "0")])))
+        .await?
+        .ok(200)?;
+    ensure!(!list.reset, "{list:?}");
+    let seen = list.changes.iter().map(|c| (c.op.as_str().to_string(), c.path.clone(), c.from.clone())).collect();
+    Ok((seen, list.cursor))
+}
+
+fn ch(op: &str, path: &str, from: Option<&str>) -> (String, String, Option<String>) {
+    (op.to_string(), path.to_string(), from.map(String::from))
+}
+
+backend_test!(the_feed_follows_shares_in_the_recipients_paths, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    alice.put_file("/Projects/Plan/notes.txt", "v1").await?.check(201)?;
+    let start: nimbus_proto::wire::ChangeList = bob.get("/api/v1/changes").await?.ok(200)?;
+    let mut cursor = start.cursor;
+
+    // Granted: the folder appears, with `Shared with me` around it.
+    let s = share(&alice, "/Projects/Plan", "bob", "read").await?;
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(seen == [ch("mkdir", SHARED, None), ch("mkdir", "/Shared with me/Plan", None)], "{seen:?}");
+    cursor = c;
+
+    // Alice's changes inside, as bob sees them; hers outside are not reported.
+    alice.put_file("/Projects/Plan/notes.txt", "v2").await?.check(200)?;
+    alice.put_file("/Projects/secret.txt", "no").await?.check(201)?;
+    alice.put_file("/Projects/Plan/Sub/new.txt", "new").await?.check(201)?;
+    alice
+        .post_json("/api/v1/move", &json!({"from": "/Projects/Plan/notes.txt", "to": "/Projects/Plan/renamed.txt"}))
+        .await?
+        .check(200)?;
+    alice
+        .post_json("/api/v1/move", &json!({"from": "/Projects/Plan/Sub/new.txt", "to": "/out.txt"}))
+        .await?
+        .check(200)?;
+    alice
+        .post_json("/api/v1/move", &json!({"from": "/Projects/secret.txt", "to": "/Projects/Plan/in.txt"}))
+        .await?
+        .check(200)?;
+    alice.delete("/api/v1/files/Projects/Plan/in.txt").await?.check(204)?;
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(
+        seen == [
+            ch("update", "/Shared with me/Plan/notes.txt", None),
+            ch("mkdir", "/Shared with me/Plan/Sub", None),
+            ch("create", "/Shared with me/Plan/Sub/new.txt", None),
+            ch("move", "/Shared with me/Plan/renamed.txt", Some("/Shared with me/Plan/notes.txt")),
+            ch("delete", "/Shared with me/Plan/Sub/new.txt", None),
+            ch("create", "/Shared with me/Plan/in.txt", None),
+            ch("delete", "/Shared with me/Plan/in.txt", None),
+        ],
+        "{seen:?}"
+    );
+    ensure!(
+        seen.iter().all(|(_, p, f)| !p.contains("Projects") && f.as_deref().is_none_or(|f| !f.contains("Projects")))
+    );
+    cursor = c;
+    // Nothing new: the same cursor back, and a busy owner outside the share adds nothing.
+    for i in 0..5 {
+        alice.put_file(&format!("/busy/{i}.txt"), "x").await?.check(201)?;
+    }
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(seen.is_empty(), "{seen:?}");
+    cursor = c;
+
+    // A long poll wakes for a change inside the share.
+    let waiter = {
+        let (bob, cursor) = (bob.clone(), cursor.clone());
+        tokio::spawn(async move {
+            bob.get(&format!(
+                "/api/v1/changes{}",
+                nimbus_e2e::http::query_string(&[("cursor", &cursor), ("wait", "30")])
+            ))
+            .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    alice.put_file("/Projects/Plan/late.txt", "late").await?.check(201)?;
+    let list: nimbus_proto::wire::ChangeList = waiter.await??.ok(200)?;
+    ensure!(list.changes.iter().any(|c| c.path == "/Shared with me/Plan/late.txt"), "{list:?}");
+    cursor = list.cursor;
+
+    // Permission changed, then revoked: the entry changes, then goes, and `Shared with me` too.
+    alice.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "write"})).await?.check(200)?;
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(seen == [ch("update", "/Shared with me/Plan", None)], "{seen:?}");
+    cursor = c;
+    alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+    alice.put_file("/Projects/Plan/after.txt", "gone for bob").await?.check(201)?;
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(seen == [ch("delete", "/Shared with me/Plan", None), ch("delete", SHARED, None)], "{seen:?}");
+    cursor = c;
+
+    // Shared again, then the owner trashes a folder above it and restores it.
+    share(&alice, "/Projects/Plan", "bob", "read").await?;
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(seen == [ch("mkdir", SHARED, None), ch("mkdir", "/Shared with me/Plan", None)], "{seen:?}");
+    cursor = c;
+    alice.delete("/api/v1/files/Projects").await?.check(204)?;
+    let (seen, c) = feed(&bob, &cursor).await?;
+    ensure!(seen == [ch("delete", "/Shared with me/Plan", None)], "{seen:?}");
+    let _ = c;
+    Ok(())
+});

@@ -493,9 +493,17 @@ impl Client {
     /// `PUT /blocks/{hash}`. Returns `true` if the block was new (201), `false` if the space
     /// held it already (200).
     pub async fn put_block(&self, hash: &str, data: Bytes) -> Result<bool> {
+        self.put_block_for(hash, data, None).await
+    }
+
+    /// `PUT /blocks/{hash}?path=`: a block of the file `path` (as the caller sees it). Inside a
+    /// share (`/Shared with me/...`) the block goes to the owner's space; there the answer
+    /// is always "new" (the gateway does not tell what the owner holds).
+    pub async fn put_block_for(&self, hash: &str, data: Bytes, path: Option<&RemotePath>) -> Result<bool> {
         check_hash(hash)?;
+        let q = query(&[("path", path.map(|p| p.to_string()))]);
         let rb = self
-            .request(Method::PUT, &format!("/api/v1/blocks/{hash}"))
+            .request(Method::PUT, &format!("/api/v1/blocks/{hash}{q}"))
             .header(header::CONTENT_TYPE, "application/octet-stream")
             .body(data);
         let resp = self.send(rb).await?;
@@ -504,8 +512,15 @@ impl Client {
 
     /// `GET /blocks/{hash}`: the block's bytes, unverified (see `download.rs` for verified reads).
     pub async fn get_block(&self, hash: &str) -> Result<Bytes> {
+        self.get_block_for(hash, None).await
+    }
+
+    /// `GET /blocks/{hash}?path=`: a block of the file `path` (as the caller sees it); inside a
+    /// share the gateway reads it from the owner's space if that file is made of it.
+    pub async fn get_block_for(&self, hash: &str, path: Option<&RemotePath>) -> Result<Bytes> {
         check_hash(hash)?;
-        let mut resp = self.send(self.request(Method::GET, &format!("/api/v1/blocks/{hash}"))).await?;
+        let q = query(&[("path", path.map(|p| p.to_string()))]);
+        let mut resp = self.send(self.request(Method::GET, &format!("/api/v1/blocks/{hash}{q}"))).await?;
         // Into one buffer of the announced size as the chunks arrive: `bytes()` keeps every
         // chunk until the end and then copies them, twice the block in memory per fetch.
         let announced = resp.content_length().unwrap_or(0).min(MAX_PRESIZE);

@@ -13,7 +13,7 @@ use utoipa::IntoParams;
 use super::{Json, MAX_PAGE, Query, page_limit, rfc3339};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::ChangeRow;
+use crate::meta::{ChangeRow, FeedShare, SpaceId};
 use crate::state::AppState;
 
 /// The longest `?wait=` (seconds). The route's timeout is this plus a margin (see `router`).
@@ -35,19 +35,61 @@ pub struct ChangesQuery {
     pub limit: Option<i64>,
 }
 
-/// Cursors are journal seqs in decimal; anything else is refused (not treated as "from now").
-fn parse_cursor(raw: &str) -> ApiResult<i64> {
-    let bad = || {
-        ApiError::BadRequest(format!(
-            "invalid cursor `{}`: it must be a cursor this endpoint returned (a non-negative integer); \
-             start again without one",
-            raw.chars().take(40).collect::<String>()
-        ))
-    };
-    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
+/// Most shares a cursor may follow (a cursor is a query parameter: keep it bounded).
+const MAX_CURSOR_SHARES: usize = 1000;
+
+/// Where a reader of the feed is: the seq of their own space's journal, and for each share
+/// given to them the seq of its owner's journal up to which it was read.
+///
+/// Written `<own>` while the caller has no shares (as before sharing existed), else
+/// `<own>.<share>-<seq>.<share>-<seq>...`: seqs are ordered within one space only (a later seq
+/// of another space may commit first), so each journal keeps its own position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cursor {
+    own: i64,
+    shares: Vec<(i64, i64)>,
+}
+
+impl Cursor {
+    fn parse(raw: &str) -> ApiResult<Cursor> {
+        let bad = || {
+            ApiError::BadRequest(format!(
+                "invalid cursor `{}`: it must be a cursor this endpoint returned; start again without one",
+                raw.chars().take(40).collect::<String>()
+            ))
+        };
+        let num = |s: &str| -> ApiResult<i64> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            s.parse::<i64>().map_err(|_| bad())
+        };
+        let mut parts = raw.split('.');
+        let own = num(parts.next().unwrap_or(""))?;
+        let mut shares = Vec::new();
+        for p in parts {
+            let (id, seq) = p.split_once('-').ok_or_else(bad)?;
+            shares.push((num(id)?, num(seq)?));
+            if shares.len() > MAX_CURSOR_SHARES {
+                return Err(bad());
+            }
+        }
+        Ok(Cursor { own, shares })
     }
-    raw.parse::<i64>().map_err(|_| bad())
+
+    fn share(&self, id: i64) -> Option<i64> {
+        self.shares.iter().find(|(s, _)| *s == id).map(|(_, seq)| *seq)
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.own)?;
+        for (id, seq) in &self.shares {
+            write!(f, ".{id}-{seq}")?;
+        }
+        Ok(())
+    }
 }
 
 fn wait_secs(wait: Option<i64>) -> ApiResult<u64> {
@@ -74,11 +116,83 @@ fn change(row: ChangeRow) -> ApiResult<Change> {
     })
 }
 
+/// One read of everything the caller follows after `cursor`: their own journal and each
+/// share's part of its owner's. Returns the changes (oldest first, at most `limit`), the
+/// cursor after them, and whether the cursor is one the database never issued (`reset`).
+async fn read(
+    st: &AppState,
+    user: &AuthUser,
+    shares: &[FeedShare],
+    cursor: &Cursor,
+    limit: i64,
+) -> ApiResult<(Vec<ChangeRow>, Cursor, bool)> {
+    let (own_rows, own_latest) = st.meta.changes_after(user.space, cursor.own, limit).await?;
+    if cursor.own > own_latest {
+        return Ok((Vec::new(), Cursor { own: own_latest, shares: cursor.shares.clone() }, true));
+    }
+    // (source, row): source None is the caller's own journal, Some(i) share i.
+    let mut all: Vec<(Option<usize>, ChangeRow)> = own_rows.into_iter().map(|r| (None, r)).collect();
+    let mut reached = Vec::with_capacity(shares.len());
+    let mut reset = false;
+    for (i, share) in shares.iter().enumerate() {
+        let latest = st.meta.latest_change(share.owner).await?;
+        let Some(after) = cursor.share(share.share_id) else {
+            // A share this cursor has not followed yet: from now on. Its entry's appearance is
+            // in the caller's own journal; whoever lists it then sees its content as it is.
+            reached.push((share.share_id, latest, false));
+            continue;
+        };
+        if after > latest {
+            reset = true;
+            reached.push((share.share_id, latest, false));
+            continue;
+        }
+        let rows = st.meta.share_changes_after(share, after, latest, limit).await?;
+        // Read to `latest` unless the page was full: then up to its last row.
+        let full = rows.len() as i64 >= limit;
+        let upto = if full { rows.last().map_or(after, |r| r.seq) } else { latest };
+        reached.push((share.share_id, upto, full));
+        all.extend(rows.into_iter().map(|r| (Some(i), r)));
+    }
+    if reset {
+        let shares = reached.iter().map(|(id, seq, _)| (*id, *seq)).collect();
+        return Ok((Vec::new(), Cursor { own: own_latest, shares }, true));
+    }
+    all.sort_by_key(|(_, r)| r.seq);
+    let dropped = all.split_off(all.len().min(limit as usize));
+    let mut next = Cursor { own: cursor.own, shares: Vec::with_capacity(shares.len()) };
+    if let Some(last) = all.iter().filter(|(src, _)| src.is_none()).map(|(_, r)| r.seq).next_back() {
+        next.own = last;
+    }
+    for (i, (id, upto, _)) in reached.iter().enumerate() {
+        // A share with rows left out of this page resumes after its last one sent.
+        let cut = dropped.iter().any(|(src, _)| *src == Some(i));
+        let seq = if cut {
+            all.iter()
+                .filter(|(src, _)| *src == Some(i))
+                .map(|(_, r)| r.seq)
+                .next_back()
+                .unwrap_or_else(|| cursor.share(*id).unwrap_or(0))
+        } else {
+            *upto
+        };
+        next.shares.push((*id, seq));
+    }
+    let mut rows = Vec::with_capacity(all.len());
+    for (src, r) in all {
+        match src {
+            None => rows.push(r),
+            Some(i) => rows.extend(shares[i].as_recipient(r)),
+        }
+    }
+    Ok((rows, next, false))
+}
+
 #[utoipa::path(
     get,
     path = "/api/v1/changes",
     tag = "changes",
-    summary = "Namespace changes of your space in commit order, long-polled",
+    summary = "Namespace changes of your space and of the shares given to you, in commit order, long-polled",
     params(ChangesQuery),
     responses((status = 200, description = "success", body = ChangeList))
 )]
@@ -89,32 +203,51 @@ pub async fn list(
 ) -> ApiResult<Json<ChangeList>> {
     let limit = page_limit(q.limit, MAX_PAGE)?;
     let wait = wait_secs(q.wait)?;
-    let Some(raw) = q.cursor else {
-        // No cursor: start from now (the client has just listed what it needs).
-        let latest = st.meta.latest_change(user.space).await?;
-        return Ok(Json(ChangeList { changes: Vec::new(), cursor: latest.to_string(), reset: false }));
+    let cursor = match q.cursor.as_deref().map(Cursor::parse).transpose()? {
+        Some(c) => c,
+        None => {
+            // No cursor: start from now (the client has just listed what it needs).
+            let own = st.meta.latest_change(user.space).await?;
+            let mut shares = Vec::new();
+            for s in st.meta.feed_shares(user.space).await? {
+                shares.push((s.share_id, st.meta.latest_change(s.owner).await?));
+            }
+            let c = Cursor { own, shares };
+            return Ok(Json(ChangeList { changes: Vec::new(), cursor: c.to_string(), reset: false }));
+        }
     };
-    let cursor = parse_cursor(&raw)?;
+    // The shares are read once per request: a share given, changed or ended meanwhile is a
+    // change of the caller's own journal, which ends the wait.
+    let shares = st.meta.feed_shares(user.space).await?;
     let deadline = Instant::now() + Duration::from_secs(wait);
     // Registered before the first query, so a change committed between a query and the wait
-    // below still wakes it.
-    let mut watch = st.meta.watch_changes(user.space);
+    // below still wakes it: the caller's space and each owner's.
+    let mut owners: Vec<SpaceId> = shares.iter().map(|s| s.owner).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let mut watches = vec![st.meta.watch_changes(user.space)];
+    watches.extend(owners.into_iter().map(|o| st.meta.watch_changes(o)));
+    let mut cursor = cursor;
     loop {
         // Each query takes a pooled connection and gives it back: none is held while waiting.
-        let (rows, latest) = st.meta.changes_after(user.space, cursor, limit).await?;
-        if cursor > latest {
-            return Ok(Json(ChangeList { changes: Vec::new(), cursor: latest.to_string(), reset: true }));
+        let (rows, next, reset) = read(&st, &user, &shares, &cursor, limit).await?;
+        if reset {
+            return Ok(Json(ChangeList { changes: Vec::new(), cursor: next.to_string(), reset: true }));
         }
-        if let Some(last) = rows.last().map(|r| r.seq) {
+        // Share cursors move past an owner's changes outside the share even when nothing is
+        // reported: the next read starts after them.
+        cursor = next;
+        if !rows.is_empty() {
             let changes = rows.into_iter().map(change).collect::<ApiResult<Vec<_>>>()?;
-            return Ok(Json(ChangeList { changes, cursor: last.to_string(), reset: false }));
+            return Ok(Json(ChangeList { changes, cursor: cursor.to_string(), reset: false }));
         }
         let now = Instant::now();
         if now >= deadline {
             return Ok(Json(ChangeList { changes: Vec::new(), cursor: cursor.to_string(), reset: false }));
         }
+        let woken = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
         tokio::select! {
-            _ = watch.changed() => {}
+            _ = woken => {}
             _ = tokio::time::sleep((deadline - now).min(POLL)) => {}
         }
     }
@@ -125,11 +258,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cursors_are_non_negative_integers() {
-        assert_eq!(parse_cursor("0").ok(), Some(0));
-        assert_eq!(parse_cursor("42").ok(), Some(42));
-        for bad in ["", "-1", "+1", "1.5", "abc", " 1", "99999999999999999999"] {
-            assert!(parse_cursor(bad).is_err(), "{bad:?} accepted");
+    fn cursors_are_non_negative_integers_with_share_positions() {
+        let own = |n| Cursor { own: n, shares: vec![] };
+        assert_eq!(Cursor::parse("0").ok(), Some(own(0)));
+        assert_eq!(Cursor::parse("42").ok(), Some(own(42)));
+        let c = Cursor { own: 42, shares: vec![(7, 100), (9, 0)] };
+        assert_eq!(c.to_string(), "42.7-100.9-0");
+        assert_eq!(Cursor::parse(&c.to_string()).ok(), Some(c));
+        for bad in ["", "-1", "+1", "1.5", "abc", " 1", "99999999999999999999", "1.", "1.7", "1.7-", "1.-3", "1.7-3-4"]
+        {
+            assert!(Cursor::parse(bad).is_err(), "{bad:?} accepted");
         }
     }
 

@@ -5,6 +5,9 @@
 //! order of `seq` is the order of commits: a reader that has seen seq N will never see a
 //! smaller one of the same space appear later.
 
+use nimbus_proto::RemotePath;
+use nimbus_proto::names::SHARED_WITH_ME;
+
 use super::SpaceId;
 use super::engine::{scalar, sql};
 use super::hot::ChangeWatch;
@@ -22,6 +25,75 @@ pub struct ChangeRow {
     /// still exists, else None.
     pub kind: Option<String>,
     pub at: i64,
+}
+
+/// A share as the recipient's change feed follows it.
+#[derive(Debug, Clone)]
+pub struct FeedShare {
+    pub share_id: i64,
+    pub owner: SpaceId,
+    /// The shared node.
+    pub node: i64,
+    /// Its path in the owner's space now.
+    pub root: String,
+    /// The recipient's entry under `Shared with me`.
+    pub name: String,
+    pub kind: String,
+}
+
+impl FeedShare {
+    /// A change of the owner's journal as the recipient of `share` sees it: paths under
+    /// `/Shared with me/<name>`, a move across the share's edge as a create or a delete, the
+    /// shared node (or a folder above it) trashed or restored as its entry going or coming back.
+    /// None if nothing the recipient sees changed (a move of the shared node itself: its entry
+    /// stays where it is).
+    pub fn as_recipient(&self, row: ChangeRow) -> Option<ChangeRow> {
+        let share = self;
+        let entry = format!("/{SHARED_WITH_ME}/{}", share.name);
+        let shown = |p: &str| -> Option<String> {
+            if p == share.root {
+                Some(entry.clone())
+            } else {
+                p.strip_prefix(share.root.as_str())
+                    .filter(|rest| rest.starts_with('/'))
+                    .map(|rest| format!("{entry}{rest}"))
+            }
+        };
+        let path = row.path.as_deref().unwrap_or_default();
+        let to = shown(path);
+        if row.op == "move" {
+            if row.node_id == Some(share.node) {
+                return None;
+            }
+            let from = row.from_path.as_deref().and_then(shown);
+            let created = if row.kind.as_deref() == Some("dir") { "mkdir" } else { "create" };
+            let (op, path, from) = match (to, from) {
+                (Some(t), Some(f)) => ("move", t, Some(f)),
+                (Some(t), None) => (created, t, None),
+                (None, Some(f)) => ("delete", f, None),
+                (None, None) => return None,
+            };
+            return Some(ChangeRow { op: op.into(), path: Some(path), from_path: from, ..row });
+        }
+        match to {
+            Some(t) => Some(ChangeRow { path: Some(t), from_path: None, ..row }),
+            // A folder above the shared node went to the trash or came back: so did the entry.
+            None if matches!(row.op.as_str(), "delete" | "purge" | "restore")
+                && share.root.starts_with(&format!("{path}/")) =>
+            {
+                let op = if row.op == "restore" { "restore" } else { "delete" };
+                Some(ChangeRow {
+                    op: op.into(),
+                    path: Some(entry),
+                    from_path: None,
+                    node_id: Some(share.node),
+                    kind: Some(share.kind.clone()),
+                    ..row
+                })
+            }
+            None => None,
+        }
+    }
 }
 
 impl Meta {
@@ -56,6 +128,92 @@ impl Meta {
             .await?
         };
         Ok((rows, latest))
+    }
+
+    /// What the change feed of `recipient` follows besides their own space: each share given
+    /// to them whose owner is active, with where its node is in the owner's space now (in the
+    /// trash too: the owner's journal then still names that path, so its delete is reported).
+    pub async fn feed_shares(&self, recipient: SpaceId) -> MetaResult<Vec<FeedShare>> {
+        let rows: Vec<(i64, i64, i64, String, String)> =
+            sql("SELECT s.id, s.owner_id, s.node_id, s.name, n.kind FROM shares s JOIN users u ON u.id = s.owner_id \
+             JOIN nodes n ON n.id = s.node_id WHERE s.recipient_id = $1 AND NOT u.disabled ORDER BY s.id")
+            .bind(recipient.get())
+            .fetch_all(&mut self.db())
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (share_id, owner, node, name, kind) in rows {
+            if let Some(root) = self.path_even_trashed(owner, node).await? {
+                out.push(FeedShare {
+                    share_id,
+                    owner: SpaceId::stored(owner),
+                    node,
+                    root: root.to_string(),
+                    name,
+                    kind,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` changes of the owner's space after `after` (and at most `upto`, the owner's
+    /// latest seq read before) that concern `share`: inside the shared node, moves into or out
+    /// of it, and the trashing or restoring of it or a folder above it. The filter runs in the
+    /// database over the owner's journal index (`space_id, seq`) from the recipient's cursor
+    /// on, so a poll reads only the owner's changes since the previous one.
+    pub async fn share_changes_after(
+        &self,
+        share: &FeedShare,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> MetaResult<Vec<ChangeRow>> {
+        let under = format!("{}/", share.root);
+        // substr counts characters on both engines.
+        let n = i64::try_from(under.chars().count()).unwrap_or(i64::MAX);
+        let rows: Vec<ChangeRow> =
+            sql("SELECT c.seq, c.node_id, c.op, c.path, c.from_path, COALESCE(c.kind, n.kind) AS kind, c.at \
+             FROM changes c LEFT JOIN nodes n ON n.id = c.node_id AND n.space_id = c.space_id \
+             WHERE c.space_id = $1 AND c.seq > $2 AND c.seq <= $3 AND ( \
+               c.path = $4 OR substr(c.path, 1, CAST($5 AS INTEGER)) = $6 OR c.from_path = $4 \
+               OR substr(c.from_path, 1, CAST($5 AS INTEGER)) = $6 \
+               OR (c.op IN ('delete', 'restore', 'purge') AND substr($6, 1, length(c.path) + 1) = c.path || '/')) \
+             ORDER BY c.seq LIMIT $7")
+            .bind(share.owner.get())
+            .bind(after)
+            .bind(upto)
+            .bind(&share.root)
+            .bind(n)
+            .bind(&under)
+            .bind(limit)
+            .fetch_all(&mut self.db())
+            .await?;
+        Ok(rows)
+    }
+
+    /// The path of `node` in `space` whether or not it is in the trash (a trashed node keeps its
+    /// place), or None if it is not a node of that space.
+    async fn path_even_trashed(&self, space: i64, node: i64) -> MetaResult<Option<RemotePath>> {
+        const UP: &str = "SELECT space_id, parent_id, name FROM nodes WHERE id = $1";
+        let mut names = Vec::new();
+        let mut cur: Option<(i64, Option<i64>, String)> = sql(UP).bind(node).fetch_optional(&mut self.db()).await?;
+        while let Some((in_space, parent, name)) = cur {
+            if in_space != space {
+                return Ok(None);
+            }
+            match parent {
+                None => break,
+                Some(p) => {
+                    names.push(name);
+                    cur = sql(UP).bind(p).fetch_optional(&mut self.db()).await?;
+                }
+            }
+        }
+        let mut path = RemotePath::root();
+        for name in names.iter().rev() {
+            path = path.join(name)?;
+        }
+        Ok(Some(path))
     }
 
     /// Registers for wake-ups when this process commits a change of `space`. Register before
@@ -130,6 +288,73 @@ mod tests {
         // A cursor the space never reached.
         let (none, l) = meta.changes_after(space, latest + 1, 100).await.expect("future");
         assert!(none.is_empty() && l == latest);
+    }
+
+    fn share() -> FeedShare {
+        FeedShare {
+            share_id: 1,
+            owner: SpaceId::stored(2),
+            node: 10,
+            root: "/Projects/Plan".into(),
+            name: "Plan".into(),
+            kind: "dir".into(),
+        }
+    }
+
+    fn row(op: &str, path: &str, from: Option<&str>, node: i64) -> ChangeRow {
+        ChangeRow {
+            seq: 5,
+            node_id: Some(node),
+            op: op.into(),
+            path: Some(path.into()),
+            from_path: from.map(Into::into),
+            kind: Some("file".into()),
+            at: 0,
+        }
+    }
+
+    fn seen(r: Option<ChangeRow>) -> Option<(String, String, Option<String>)> {
+        r.map(|r| (r.op, r.path.unwrap_or_default(), r.from_path))
+    }
+
+    #[test]
+    fn owners_changes_are_shown_as_the_recipient_sees_them() {
+        let s = share();
+        let w = |op: &str, p: &str, f: Option<&str>| Some((op.to_string(), p.to_string(), f.map(String::from)));
+        let inside = "/Shared with me/Plan/a.txt";
+        assert_eq!(seen(s.as_recipient(row("update", "/Projects/Plan/a.txt", None, 11))), w("update", inside, None));
+        assert_eq!(
+            seen(s.as_recipient(row("move", "/Projects/Plan/b.txt", Some("/Projects/Plan/a.txt"), 11))),
+            w("move", "/Shared with me/Plan/b.txt", Some(inside))
+        );
+        // Across the edge: in is a create, out is a delete; the owner's paths never show.
+        assert_eq!(
+            seen(s.as_recipient(row("move", "/Projects/Plan/a.txt", Some("/private.txt"), 11))),
+            w("create", inside, None)
+        );
+        assert_eq!(
+            seen(s.as_recipient(row("move", "/elsewhere.txt", Some("/Projects/Plan/a.txt"), 11))),
+            w("delete", inside, None)
+        );
+        // A sibling whose name starts the same is outside.
+        assert_eq!(seen(s.as_recipient(row("update", "/Projects/Planning/x", None, 12))), None);
+        assert_eq!(seen(s.as_recipient(row("update", "/Projects/secret.txt", None, 12))), None);
+        // The shared node itself moved: its entry stays.
+        assert_eq!(seen(s.as_recipient(row("move", "/Projects/Plan", Some("/Old/Plan"), 10))), None);
+        // The shared node or a folder above it to the trash and back.
+        assert_eq!(
+            seen(s.as_recipient(row("delete", "/Projects/Plan", None, 10))),
+            w("delete", "/Shared with me/Plan", None)
+        );
+        assert_eq!(
+            seen(s.as_recipient(row("delete", "/Projects", None, 3))),
+            w("delete", "/Shared with me/Plan", None)
+        );
+        assert_eq!(
+            seen(s.as_recipient(row("restore", "/Projects", None, 3))),
+            w("restore", "/Shared with me/Plan", None)
+        );
+        assert_eq!(seen(s.as_recipient(row("mkdir", "/Projects", None, 3))), None);
     }
 
     /// `postgres://u@h:p/admin?opts` → the same URL naming database `db`.

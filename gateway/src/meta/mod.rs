@@ -38,7 +38,7 @@ mod users;
 
 use engine::{Db, Tx, sql};
 
-pub use changes::ChangeRow;
+pub use changes::{ChangeRow, FeedShare};
 pub use files::{Base, Claim, CommitSpec, Manifest};
 pub use gc::BlockRow;
 pub use hot::ChangeWatch;

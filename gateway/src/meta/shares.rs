@@ -9,9 +9,10 @@
 //! request gets a space other than its own.
 
 use nimbus_proto::RemotePath;
-use nimbus_proto::names::name_key;
+use nimbus_proto::names::{SHARED_WITH_ME, name_key};
 
-use super::engine::{scalar, sql};
+use super::engine::{TxConn, scalar, sql};
+use super::journal::{Change, journal};
 use super::retention::is_live;
 use super::tree::NODE_SQL;
 use super::{Meta, MetaError, MetaResult, NodeRow, SpaceId, now_ms};
@@ -115,7 +116,8 @@ impl Meta {
             return Err(MetaError::Invalid("a space cannot be shared with its own owner".into()));
         }
         let now = now_ms();
-        let mut tx = self.begin_write().await?;
+        // The recipient's journal tells their feed (and drive) that the entry appeared.
+        let mut tx = self.begin_space(to.id).await?;
         let taken: Vec<String> =
             scalar("SELECT name_key FROM shares WHERE recipient_id = $1").bind(to.id).fetch_all(&mut tx).await?;
         let name = unique_name(&node.name, &taken);
@@ -133,7 +135,13 @@ impl Meta {
             .fetch_one(&mut tx)
             .await
             .map_err(|e| MetaError::from_insert(e, || format!("`{path}` is already shared with `{}`", to.username)))?;
+        if taken.is_empty() {
+            journal_index(&mut tx, to.id, now, "mkdir").await?;
+        }
+        let op = if node.is_dir() { "mkdir" } else { "create" };
+        journal_entry(&mut tx, &row, &node.kind, op, now).await?;
         tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(to.id)).await;
         Ok(row)
     }
 
@@ -213,23 +221,55 @@ impl Meta {
     }
 
     /// Changes the permission of the owner's share `id`.
+    /// Journaled in the recipient's space as an `update` of the entry (its permission changed).
     pub async fn update_share(&self, owner: SpaceId, id: i64, permission: SharePermission) -> MetaResult<ShareRow> {
+        let row = self.share(owner, id).await?;
+        if row.owner_id != owner.get() {
+            return Err(MetaError::NotFound);
+        }
+        let mut tx = self.begin_space(row.recipient_id).await?;
         let n = sql("UPDATE shares SET permission = $3 WHERE id = $1 AND owner_id = $2")
             .bind(id)
             .bind(owner.get())
             .bind(permission.as_str())
-            .execute(&mut self.db())
+            .execute(&mut tx)
             .await?;
         if n == 0 {
             return Err(MetaError::NotFound);
         }
+        let kind = node_kind(&mut tx, row.node_id).await?;
+        journal_entry(&mut tx, &row, &kind, "update", now_ms()).await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(row.recipient_id)).await;
         self.share(owner, id).await
     }
 
     /// Ends share `id`: its owner revokes it, or its recipient leaves it. Returns the row.
     pub async fn delete_share(&self, caller: SpaceId, id: i64) -> MetaResult<ShareRow> {
         let row = self.share(caller, id).await?;
-        sql("DELETE FROM shares WHERE id = $1").bind(id).execute(&mut self.db()).await?;
+        self.end_share(row).await
+    }
+
+    /// Deletes the share and journals, in the recipient's space, that its entry (and, with the
+    /// last share, `Shared with me` itself) is gone.
+    async fn end_share(&self, row: ShareRow) -> MetaResult<ShareRow> {
+        let mut tx = self.begin_space(row.recipient_id).await?;
+        let n = sql("DELETE FROM shares WHERE id = $1").bind(row.id).execute(&mut tx).await?;
+        if n == 0 {
+            return Err(MetaError::NotFound);
+        }
+        let now = now_ms();
+        let kind = node_kind(&mut tx, row.node_id).await?;
+        journal_entry(&mut tx, &row, &kind, "delete", now).await?;
+        let left: Option<i64> = scalar("SELECT id FROM shares WHERE recipient_id = $1 LIMIT 1")
+            .bind(row.recipient_id)
+            .fetch_optional(&mut tx)
+            .await?;
+        if left.is_none() {
+            journal_index(&mut tx, row.recipient_id, now, "delete").await?;
+        }
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(row.recipient_id)).await;
         Ok(row)
     }
 
@@ -253,12 +293,10 @@ impl Meta {
 
     /// Ends share `id` whoever's it is (an administrator revoking it). Returns the row.
     pub async fn revoke_share(&self, id: i64) -> MetaResult<ShareRow> {
-        sql("DELETE FROM shares WHERE id = $1 \
-             RETURNING id, owner_id, node_id, recipient_id, permission, name, created_at")
-        .bind(id)
-        .fetch_optional(&mut self.db())
-        .await?
-        .ok_or(MetaError::NotFound)
+        let text = format!("SELECT {SHARE_COLS} FROM shares s WHERE s.id = $1");
+        let row: ShareRow =
+            sql(sqlx::AssertSqlSafe(text)).bind(id).fetch_optional(&mut self.db()).await?.ok_or(MetaError::NotFound)?;
+        self.end_share(row).await
     }
 
     /// What `recipient` reaches as `Shared with me/<name>`: None if there is no such share, its
@@ -288,6 +326,62 @@ impl Meta {
         }))
     }
 
+    /// Whether some version of file `node` (a node of the owner's space, reached through a
+    /// share) is made of, among others, block `hash`: what lets a recipient fetch that block.
+    pub async fn node_has_block(&self, node: i64, hash: &str) -> MetaResult<bool> {
+        let found: Option<i64> = scalar(
+            "SELECT vb.version_id FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
+             WHERE vb.hash = $1 AND v.node_id = $2 LIMIT 1",
+        )
+        .bind(hash)
+        .bind(node)
+        .fetch_optional(&mut self.db())
+        .await?;
+        Ok(found.is_some())
+    }
+
+    /// Remembers that the recipient of share `share` uploaded block `hash` through it (the
+    /// upload carried the bytes, checked against the hash).
+    pub async fn record_share_upload(&self, share: i64, hash: &str) -> MetaResult<()> {
+        sql("INSERT INTO share_uploads (share_id, hash) VALUES ($1, $2) ON CONFLICT (share_id, hash) DO NOTHING")
+            .bind(share)
+            .bind(hash)
+            .execute(&mut self.db())
+            .await?;
+        Ok(())
+    }
+
+    /// Of `hashes`, those a commit through share `share` to file `node` (None: a new file) may
+    /// not name: neither uploaded through the share nor part of a version of that file.
+    pub async fn share_unproven_blocks(
+        &self,
+        share: i64,
+        node: Option<i64>,
+        hashes: &[String],
+    ) -> MetaResult<Vec<String>> {
+        let mut unproven = Vec::new();
+        for h in hashes {
+            if unproven.contains(h) {
+                continue;
+            }
+            let uploaded: Option<String> = scalar("SELECT hash FROM share_uploads WHERE share_id = $1 AND hash = $2")
+                .bind(share)
+                .bind(h)
+                .fetch_optional(&mut self.db())
+                .await?;
+            if uploaded.is_some() {
+                continue;
+            }
+            if let Some(n) = node
+                && self.node_has_block(n, h).await?
+            {
+                continue;
+            }
+            unproven.push(h.clone());
+        }
+        Ok(unproven)
+    }
+
     /// The path of node `node` in `space` now, or None if it (or a folder above it) is in the
     /// trash, or it is not a node of that space.
     async fn live_path(&self, space: i64, node: i64) -> MetaResult<Option<RemotePath>> {
@@ -313,6 +407,25 @@ impl Meta {
         }
         Ok(Some(path))
     }
+}
+
+/// The kind ("file" or "dir") of node `node`.
+async fn node_kind(c: &mut impl TxConn, node: i64) -> MetaResult<String> {
+    let kind: Option<String> = scalar("SELECT kind FROM nodes WHERE id = $1").bind(node).fetch_optional(c).await?;
+    Ok(kind.unwrap_or_else(|| "file".into()))
+}
+
+/// Journals `op` of a share's entry `/Shared with me/<name>` in the recipient's space.
+async fn journal_entry(c: &mut impl TxConn, row: &ShareRow, kind: &str, op: &str, now: i64) -> MetaResult<()> {
+    let path = format!("/{SHARED_WITH_ME}/{}", row.name);
+    journal(c, row.recipient_id, now, Change { node: row.node_id, op, kind, path: &path, from: None }).await
+}
+
+/// Journals `op` of `/Shared with me` itself (node 0, as its listing entry says) in the
+/// recipient's space: it appears with the first share and goes with the last.
+async fn journal_index(c: &mut impl TxConn, recipient: i64, now: i64, op: &str) -> MetaResult<()> {
+    let path = format!("/{SHARED_WITH_ME}");
+    journal(c, recipient, now, Change { node: 0, op, kind: "dir", path: &path, from: None }).await
 }
 
 #[derive(sqlx::FromRow)]

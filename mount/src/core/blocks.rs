@@ -9,8 +9,9 @@
 //! that gives up (an interrupted read, a closed file) never ends it for the others, the last
 //! one to give up cancels it, and its slot is freed on every path. Failures are not remembered.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use nimbus_blockcache::Key;
@@ -19,6 +20,7 @@ use nimbus_blockcache::tiered::{
     Config, DiskTierConfig, Fetcher, NoEvents, ReadError, ReadMode, TieredCache, WhenWritesBusy,
 };
 use nimbus_blockcache::verify::Verified;
+use nimbus_proto::RemotePath;
 
 use super::remote::Remote;
 use super::types::{VfsError, VfsResult};
@@ -57,20 +59,49 @@ impl MemBudget {
 
 type Hash = [u8; 32];
 
-/// The drive's blocks are all its user's: one namespace.
-fn key(hash: Hash) -> Key {
-    (0, hash)
+/// Where blocks come from: the user's own space (namespace 0), or a file inside a share, whose
+/// blocks the gateway gives only when asked for that file (each such file gets a namespace
+/// of its own: the origin learns from the key which file to name).
+#[derive(Default)]
+pub struct BlockScopes {
+    inner: Mutex<ScopeMap>,
 }
 
-/// The cache's origin: `GET /blocks/{hash}`, verified.
-pub struct GatewayFetcher(Arc<dyn Remote>);
+#[derive(Default)]
+struct ScopeMap {
+    ids: HashMap<RemotePath, i64>,
+    paths: HashMap<i64, RemotePath>,
+}
+
+impl BlockScopes {
+    fn ns(&self, scope: Option<&RemotePath>) -> i64 {
+        let Some(path) = scope else { return 0 };
+        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = m.ids.get(path) {
+            return *id;
+        }
+        let id = m.ids.len() as i64 + 1;
+        m.ids.insert(path.clone(), id);
+        m.paths.insert(id, path.clone());
+        id
+    }
+
+    fn path(&self, ns: i64) -> Option<RemotePath> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).paths.get(&ns).cloned()
+    }
+}
+
+/// The cache's origin: `GET /blocks/{hash}` (with the shared file's path for namespaces other
+/// than 0), verified.
+pub struct GatewayFetcher(Arc<dyn Remote>, Arc<BlockScopes>);
 
 impl Fetcher for GatewayFetcher {
     type Error = Arc<VfsError>;
 
-    async fn fetch(&self, (_, hash): Key) -> Result<Verified, Arc<VfsError>> {
+    async fn fetch(&self, (ns, hash): Key) -> Result<Verified, Arc<VfsError>> {
         let hex = blake3::Hash::from_bytes(hash).to_hex();
-        let data = self.0.get_block(hex.as_str()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
+        let scope = if ns == 0 { None } else { self.1.path(ns) };
+        let data = self.0.get_block(hex.as_str(), scope.as_ref()).await.map_err(|e| Arc::new(VfsError::from(e)))?;
         Verified::check(&hash, data)
             .ok_or_else(|| Arc::new(VfsError::Io(format!("block {hex} came back corrupt from the server"))))
     }
@@ -90,6 +121,7 @@ pub struct CacheCounters {
 pub struct BlockCache {
     cache: TieredCache<GatewayFetcher>,
     budget: MemBudget,
+    scopes: Arc<BlockScopes>,
 }
 
 pub fn parse_hash(hex: &str) -> VfsResult<Hash> {
@@ -140,8 +172,9 @@ impl BlockCache {
             fetched_to_mem: false,
             ahead_blocks: budget.ahead,
         };
-        let cache = TieredCache::new(GatewayFetcher(remote), config, disk, Arc::new(NoEvents));
-        Ok(Self { cache, budget })
+        let scopes = Arc::new(BlockScopes::default());
+        let cache = TieredCache::new(GatewayFetcher(remote, scopes.clone()), config, disk, Arc::new(NoEvents));
+        Ok(Self { cache, budget, scopes })
     }
 
     pub fn counters(&self) -> CacheCounters {
@@ -177,20 +210,28 @@ impl BlockCache {
     /// readers come back for the rest; only a pass's first piece of a block counts as a use);
     /// otherwise a directory hit reads and verifies only the chunks the range covers (random
     /// readers).
-    pub async fn read(&self, hash: Hash, from: usize, to: usize, whole: bool) -> VfsResult<Bytes> {
+    /// `scope`: the file inside a share the block belongs to ([`super::remote::block_scope`]).
+    pub async fn read(
+        &self,
+        scope: Option<&RemotePath>,
+        hash: Hash,
+        from: usize,
+        to: usize,
+        whole: bool,
+    ) -> VfsResult<Bytes> {
         let mode = if whole { ReadMode::Sequential { first: from == 0 } } else { ReadMode::Range };
-        self.cache.read(key(hash), from..to, mode).await.map_err(vfs_error)
+        self.cache.read((self.scopes.ns(scope), hash), from..to, mode).await.map_err(vfs_error)
     }
 
     /// Loads a block into the read-ahead buffer without returning it.
-    pub async fn prefetch(&self, hash: Hash) -> VfsResult<()> {
-        self.cache.prefetch(key(hash)).await.map_err(vfs_error)
+    pub async fn prefetch(&self, scope: Option<&RemotePath>, hash: Hash) -> VfsResult<()> {
+        self.cache.prefetch((self.scopes.ns(scope), hash)).await.map_err(vfs_error)
     }
 
     /// Admits a block the mount itself just uploaded (its hash, and so its tags, computed
     /// locally: [`Verified::hash_new`]).
-    pub async fn admit(&self, hash: Hash, block: Verified) {
-        self.cache.admit(key(hash), block).await;
+    pub async fn admit(&self, scope: Option<&RemotePath>, hash: Hash, block: Verified) {
+        self.cache.admit((self.scopes.ns(scope), hash), block).await;
     }
 
     /// How `--cache-mem` was shared out.
@@ -221,9 +262,9 @@ mod tests {
             // Sequential (whole-block, gated) and random readers, and read-ahead.
             let read = async {
                 match i % 3 {
-                    0 => cache.read(hash, 0, 10, true).await.map(drop),
-                    1 => cache.read(hash, 0, 10, false).await.map(drop),
-                    _ => cache.prefetch(hash).await,
+                    0 => cache.read(None, hash, 0, 10, true).await.map(drop),
+                    1 => cache.read(None, hash, 0, 10, false).await.map(drop),
+                    _ => cache.prefetch(None, hash).await,
                 }
             };
             assert!(tokio::time::timeout(std::time::Duration::from_millis(20), read).await.is_err());

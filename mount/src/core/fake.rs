@@ -116,6 +116,8 @@ struct State {
     locks: std::collections::HashSet<String>,
     /// The space is full: new blocks and commits answer 413 until room is made.
     full: bool,
+    /// The scope (a file inside a share, or None) of every block call, in order.
+    block_scopes: Vec<Option<String>>,
 }
 
 impl State {
@@ -421,6 +423,7 @@ impl FakeGateway {
                 calls: HashMap::new(),
                 locks: Default::default(),
                 full: false,
+                block_scopes: Vec::new(),
             })),
             changed: Arc::new(tokio::sync::Notify::new()),
         }
@@ -487,6 +490,11 @@ impl FakeGateway {
         s.full = false;
         s.unreachable = false;
         s.latency = Duration::ZERO;
+    }
+
+    /// The scope of every block call so far (see [`Remote::get_block`]), in order.
+    pub fn block_scopes(&self) -> Vec<Option<String>> {
+        self.lock().block_scopes.clone()
     }
 
     /// How many calls of kind `call` reached the gateway (failed ones included).
@@ -734,8 +742,14 @@ impl Remote for FakeGateway {
         }))
     }
 
-    fn put_block<'a>(&'a self, hash: &'a str, data: Bytes) -> BoxFuture<'a, RemoteResult<bool>> {
+    fn put_block<'a>(
+        &'a self,
+        hash: &'a str,
+        data: Bytes,
+        scope: Option<&'a RemotePath>,
+    ) -> BoxFuture<'a, RemoteResult<bool>> {
         Box::pin(self.call(Call::PutBlock, move |s| {
+            s.block_scopes.push(scope.map(|p| p.to_string()));
             if data.len() as u64 > s.block_size {
                 return Err(RemoteError::api(413, ErrorCode::PayloadTooLarge, "block larger than the block size"));
             }
@@ -749,8 +763,11 @@ impl Remote for FakeGateway {
         }))
     }
 
-    fn get_block<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, RemoteResult<Bytes>> {
-        Box::pin(self.call(Call::GetBlock, move |s| s.blocks.get(hash).cloned().ok_or_else(not_found)))
+    fn get_block<'a>(&'a self, hash: &'a str, scope: Option<&'a RemotePath>) -> BoxFuture<'a, RemoteResult<Bytes>> {
+        Box::pin(self.call(Call::GetBlock, move |s| {
+            s.block_scopes.push(scope.map(|p| p.to_string()));
+            s.blocks.get(hash).cloned().ok_or_else(not_found)
+        }))
     }
 
     fn changes<'a>(

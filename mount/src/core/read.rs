@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use nimbus_proto::RemotePath;
+
 use super::blocks::parse_hash;
 use super::dirty::Staged;
+use super::remote::block_scope;
 use super::tree::{Content, parse_time};
 use super::types::*;
 use super::vfs::{Handle, Vfs, lock};
@@ -49,11 +52,13 @@ impl Vfs {
             Some(Handle::File { ino, content, local_changes, .. }) => (*ino, content.clone(), *local_changes),
             _ => return Err(VfsError::BadHandle),
         };
-        let (staged, local_changes) = {
+        let (staged, local_changes, path) = {
             let t = lock(&self.tree);
             let n = t.get(ino)?;
-            (n.staged(), n.local_changes())
+            (n.staged(), n.local_changes(), t.path(ino).ok())
         };
+        // Inside a share, blocks are asked for as blocks of this file.
+        let scope = path.as_ref().and_then(block_scope).cloned();
         if let Some(staged) = staged {
             return self.read_staged(&staged, off, size).await;
         }
@@ -97,21 +102,22 @@ impl Vfs {
         };
         for b in prefetch {
             if let Some(&(hash, _)) = content.blocks.get(b as usize) {
-                let cache = self.cache.clone();
+                let (cache, scope) = (self.cache.clone(), scope.clone());
                 tokio::spawn(async move {
-                    let _ = cache.prefetch(hash).await;
+                    let _ = cache.prefetch(scope.as_ref(), hash).await;
                 });
             }
         }
         let parts = (off / bs..end.div_ceil(bs)).map(|b| {
             let cache = self.cache.clone();
             let blk = content.blocks.get(b as usize).copied();
+            let scope = scope.clone();
             async move {
                 let (hash, len) = blk.ok_or_else(|| VfsError::Io("manifest shorter than its size".into()))?;
                 let start = b * bs;
                 let from = off.max(start) - start;
                 let to = end.min(start + len) - start;
-                cache.read(hash, from as usize, to as usize, sequential).await
+                cache.read(scope.as_ref(), hash, from as usize, to as usize, sequential).await
             }
         });
         let parts = futures::future::try_join_all(parts).await?;
@@ -146,7 +152,9 @@ impl Vfs {
             } else {
                 let base = st.base_block(b).cloned().ok_or_else(|| VfsError::Io("staged block without base".into()))?;
                 let hash = parse_hash(&base.hash)?;
-                let data = self.cache.read(hash, (from - start) as usize, (to - start) as usize, false).await?;
+                let path = RemotePath::parse(&st.rec.path).ok();
+                let scope = path.as_ref().and_then(block_scope);
+                let data = self.cache.read(scope, hash, (from - start) as usize, (to - start) as usize, false).await?;
                 out.extend_from_slice(&data);
             }
         }

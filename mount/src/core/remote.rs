@@ -109,10 +109,18 @@ pub trait Remote: Send + Sync + 'static {
         path: &'a RemotePath,
         commit: &'a CommitRequest,
     ) -> BoxFuture<'a, RemoteResult<Entry>>;
-    /// `true` if the block was new.
-    fn put_block<'a>(&'a self, hash: &'a str, data: Bytes) -> BoxFuture<'a, RemoteResult<bool>>;
-    /// The block's bytes, unverified (the caller checks them against the hash).
-    fn get_block<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, RemoteResult<Bytes>>;
+    /// `true` if the block was new. `scope`: the file inside a share the block is for (the
+    /// block then goes to the share owner's space); None in the user's own space.
+    fn put_block<'a>(
+        &'a self,
+        hash: &'a str,
+        data: Bytes,
+        scope: Option<&'a RemotePath>,
+    ) -> BoxFuture<'a, RemoteResult<bool>>;
+    /// The block's bytes, unverified (the caller checks them against the hash). `scope`: the
+    /// file inside a share it is a block of (read from the owner's space), None in the user's
+    /// own space.
+    fn get_block<'a>(&'a self, hash: &'a str, scope: Option<&'a RemotePath>) -> BoxFuture<'a, RemoteResult<Bytes>>;
     /// The change feed after `cursor`, long-polling up to `wait_secs`.
     fn changes<'a>(
         &'a self,
@@ -122,22 +130,18 @@ pub trait Remote: Send + Sync + 'static {
     ) -> BoxFuture<'a, RemoteResult<ChangeList>>;
 }
 
-/// Whether `path` lies in `/Shared with me`, what others shared with the user. The drive does
-/// not reach shares yet (their blocks are read from the owner's space, which the block protocol
-/// does not do), so it shows neither the folder nor anything in it rather than files that
-/// cannot be opened.
+/// Whether `path` lies in `/Shared with me`, what others shared with the user: its blocks
+/// are the owners', so block requests for it name the file ([`block_scope`]).
 pub fn in_shared_index(path: &RemotePath) -> bool {
     path.components().first().is_some_and(|c| {
         nimbus_proto::names::name_key(c) == nimbus_proto::names::name_key(nimbus_proto::names::SHARED_WITH_ME)
     })
 }
 
-fn not_on_the_drive(path: &RemotePath) -> RemoteError {
-    RemoteError::api(
-        404,
-        nimbus_proto::wire::ErrorCode::NotFound,
-        format!("`{path}` is shared with you; the drive does not show shares yet (use the web or WebDAV)"),
-    )
+/// The scope block requests for the file at `path` carry: the path inside a share, None in
+/// the user's own space.
+pub fn block_scope(path: &RemotePath) -> Option<&RemotePath> {
+    in_shared_index(path).then_some(path)
 }
 
 impl Remote for nimbus_client::Client {
@@ -150,12 +154,7 @@ impl Remote for nimbus_client::Client {
     }
 
     fn stat<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Entry>> {
-        Box::pin(async move {
-            if in_shared_index(path) {
-                return Err(not_on_the_drive(path));
-            }
-            Ok(nimbus_client::Client::stat(self, path).await?)
-        })
+        Box::pin(async move { Ok(nimbus_client::Client::stat(self, path).await?) })
     }
 
     fn list_dir_page<'a>(
@@ -164,16 +163,7 @@ impl Remote for nimbus_client::Client {
         cursor: Option<&'a str>,
         limit: Option<u32>,
     ) -> BoxFuture<'a, RemoteResult<DirListing>> {
-        Box::pin(async move {
-            if in_shared_index(path) {
-                return Err(not_on_the_drive(path));
-            }
-            let mut page = nimbus_client::Client::list_dir_page(self, path, cursor, limit).await?;
-            if path.is_root() {
-                page.entries.retain(|e| RemotePath::parse(&e.path).map_or(true, |p| !in_shared_index(&p)));
-            }
-            Ok(page)
-        })
+        Box::pin(async move { Ok(nimbus_client::Client::list_dir_page(self, path, cursor, limit).await?) })
     }
 
     fn mkdir<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Entry>> {
@@ -194,12 +184,7 @@ impl Remote for nimbus_client::Client {
     }
 
     fn get_manifest<'a>(&'a self, path: &'a RemotePath) -> BoxFuture<'a, RemoteResult<Manifest>> {
-        Box::pin(async move {
-            if in_shared_index(path) {
-                return Err(not_on_the_drive(path));
-            }
-            Ok(nimbus_client::Client::get_manifest(self, path, None).await?)
-        })
+        Box::pin(async move { Ok(nimbus_client::Client::get_manifest(self, path, None).await?) })
     }
 
     fn commit_manifest<'a>(
@@ -210,12 +195,17 @@ impl Remote for nimbus_client::Client {
         Box::pin(async move { Ok(nimbus_client::Client::commit_manifest(self, path, commit).await?) })
     }
 
-    fn put_block<'a>(&'a self, hash: &'a str, data: Bytes) -> BoxFuture<'a, RemoteResult<bool>> {
-        Box::pin(async move { Ok(nimbus_client::Client::put_block(self, hash, data).await?) })
+    fn put_block<'a>(
+        &'a self,
+        hash: &'a str,
+        data: Bytes,
+        scope: Option<&'a RemotePath>,
+    ) -> BoxFuture<'a, RemoteResult<bool>> {
+        Box::pin(async move { Ok(nimbus_client::Client::put_block_for(self, hash, data, scope).await?) })
     }
 
-    fn get_block<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, RemoteResult<Bytes>> {
-        Box::pin(async move { Ok(nimbus_client::Client::get_block(self, hash).await?) })
+    fn get_block<'a>(&'a self, hash: &'a str, scope: Option<&'a RemotePath>) -> BoxFuture<'a, RemoteResult<Bytes>> {
+        Box::pin(async move { Ok(nimbus_client::Client::get_block_for(self, hash, scope).await?) })
     }
 
     fn changes<'a>(
@@ -233,13 +223,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shared_index_is_off_the_drive() {
+    fn blocks_of_shared_files_are_scoped_to_the_file() {
         let p = |s: &str| RemotePath::parse(s).expect("path");
         assert!(in_shared_index(&p("/Shared with me")));
         assert!(in_shared_index(&p("/shared WITH me/Plan/notes.txt")));
         assert!(!in_shared_index(&p("/")));
         assert!(!in_shared_index(&p("/Docs/Shared with me")));
         assert!(!in_shared_index(&p("/Shared with me 2")));
-        assert!(not_on_the_drive(&p("/Shared with me/x")).is_not_found());
+        let shared = p("/Shared with me/Plan/notes.txt");
+        assert_eq!(block_scope(&shared), Some(&shared));
+        assert_eq!(block_scope(&p("/Docs/notes.txt")), None);
     }
 }

@@ -17,7 +17,9 @@ impl Vfs {
             return Ok(());
         };
         let hash = parse_hash(&base.hash)?;
-        let data = self.cache.read(hash, 0, base.size as usize, true).await?;
+        let path = nimbus_proto::RemotePath::parse(&st.rec.path).ok();
+        let scope = path.as_ref().and_then(super::remote::block_scope);
+        let data = self.cache.read(scope, hash, 0, base.size as usize, true).await?;
         st.fill(b, &data)
     }
 

@@ -277,8 +277,9 @@ impl Vfs {
                 // One pass names the block and gives the tags its cache entry keeps.
                 let (hash, block) = Verified::hash_new(data);
                 let hex = blake3::Hash::from_bytes(hash).to_hex().to_string();
-                self.seen(self.remote.put_block(&hex, block.data().clone()).await)?;
-                self.cache.admit(hash, block).await;
+                let scope = super::remote::block_scope(path);
+                self.seen(self.remote.put_block(&hex, block.data().clone(), scope).await)?;
+                self.cache.admit(scope, hash, block).await;
                 Ok((b, BlockRef { hash: hex, size: len }))
             })
             .buffer_unordered(UPLOADS_IN_FLIGHT)

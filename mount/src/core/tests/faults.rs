@@ -286,3 +286,24 @@ async fn a_reader_never_goes_back_to_the_version_before_a_local_write() -> anyho
     rig.vfs.release(r).await?;
     Ok(())
 }
+
+/// Inside `/Shared with me` the blocks are the share owner's: the core asks for each as a
+/// block of the file it reads or writes (the gateway gives no other), and for the user's own
+/// files without a scope.
+#[tokio::test]
+async fn blocks_inside_shares_are_asked_for_with_their_file() -> anyhow::Result<()> {
+    let rig = Rig::new().await;
+    rig.fake.other_write("/Shared with me/Plan/a.txt", b"shared")?;
+    rig.fake.other_write("/own.txt", b"mine")?;
+    let shared = lookup_path(&rig.vfs, "/Shared with me/Plan/a.txt").await?;
+    assert_eq!(read_all(&rig.vfs, shared).await?, b"shared");
+    let own = lookup_path(&rig.vfs, "/own.txt").await?;
+    assert_eq!(read_all(&rig.vfs, own).await?, b"mine");
+    assert_eq!(rig.fake.block_scopes(), vec![Some("/Shared with me/Plan/a.txt".to_string()), None]);
+    // Written through the share: the new block goes up as a block of that file.
+    let plan = lookup_path(&rig.vfs, "/Shared with me/Plan").await?;
+    write_file(&rig.vfs, plan, "b.txt", b"from the drive").await?;
+    assert_eq!(rig.fake.tree().get("/Shared with me/Plan/b.txt"), Some(&file(b"from the drive")));
+    assert_eq!(rig.fake.block_scopes().last(), Some(&Some("/Shared with me/Plan/b.txt".to_string())));
+    Ok(())
+}
