@@ -255,7 +255,8 @@ impl BlockCache {
             bytes_served_mem: s.bytes_served_mem,
             bytes_served_disk: s.bytes_served_disk,
             bytes_fetched_store: s.bytes_fetched,
-            store_fetches: s.fetches,
+            // Every GET of block bytes: whole blocks and ranges of pieces.
+            store_fetches: s.fetches + s.range_fetches,
             admission_rejects: s.admission_rejects,
             evictions_mem: s.evictions_mem,
             evictions_disk: s.evictions_disk,
