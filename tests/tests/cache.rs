@@ -612,7 +612,7 @@ backend_test!(
                     raw[off + 3 * MIB + 7] ^= 0x40;
                     std::fs::write(p, raw)
                 }),
-                Some((3 * MIB as u64, 3 * MIB as u64 + 100)),
+                Some((0, 3 * MIB as u64 + 100)),
                 true,
             ),
             (
@@ -635,13 +635,15 @@ backend_test!(
             (
                 "cut inside the header",
                 Box::new(|p| std::fs::OpenOptions::new().write(true).open(p)?.set_len(20)),
-                Some((4_000_000, 4_194_303)),
+                // Reads from the block's start: a miss then loads (and re-admits) the block
+                // whole, where a small part elsewhere would fetch only its pieces.
+                Some((0, 4_194_303)),
                 true,
             ),
             (
                 "an empty file",
                 Box::new(|p| std::fs::OpenOptions::new().write(true).open(p)?.set_len(0)),
-                Some((10, 20)),
+                Some((0, 20)),
                 true,
             ),
             (
@@ -1050,15 +1052,24 @@ async fn coalesced_cold_reads(gw: Gateway) -> anyhow::Result<()> {
             }
             let s1 = stats(&admin).await?;
             let d = delta(&s0, &s1);
+            // Distinct small ranges: the first part reads of the block fetch only their pieces
+            // until it is hot (the 4th within the window) or a load of it (reader 0 reads from
+            // its start) is in flight; one whole load serves every later reader.
+            let most = if *what == "distinct ranges" { 4 } else { 1 };
             ensure!(
-                d.store_fetches == 1,
+                (1..=most).contains(&d.store_fetches),
                 "round {round}: 50 concurrent cold reads ({what}) fetched the block {} times: {d:?}",
                 d.store_fetches
             );
             ensure!(d.misses + d.hits == 50 && d.misses >= 1, "{what}: {d:?}");
             most_waiters = most_waiters.max(d.misses);
             let fetched = s1.bytes_fetched_store - s0.bytes_fetched_store;
-            ensure!(fetched == BLOCK as u64, "{what}: {fetched} bytes fetched from the store for one 4 MiB block");
+            // One whole block, plus the 16 KiB pieces of the part reads before it was loaded.
+            let pieces = (d.store_fetches - 1) * 2 * 16 * KIB as u64;
+            ensure!(
+                (BLOCK as u64..=BLOCK as u64 + pieces).contains(&fetched),
+                "{what}: {fetched} bytes fetched from the store for one 4 MiB block"
+            );
         }
     }
     // Against MinIO and Garage a fetch takes long enough that readers overlap; make sure they

@@ -36,7 +36,8 @@ async fn fetches(gw: &Gateway) -> anyhow::Result<(f64, f64)> {
 }
 
 async fn read(api: &Api, path: &str, start: usize, end: usize, bypass: bool) -> anyhow::Result<Resp> {
-    let mut req = api.req(reqwest::Method::GET, &files_url(path)).header("range", format!("bytes={start}-{}", end - 1));
+    let mut req =
+        api.req(reqwest::Method::GET, &files_url(path)).header("range", &format!("bytes={start}-{}", end - 1));
     if bypass {
         req = req.header("x-nimbus-cache", "bypass");
     }
