@@ -127,6 +127,11 @@ where
         self.inner.lock().map.len()
     }
 
+    /// Whether a fetch of `key` is registered now.
+    pub fn is_registered(&self, key: &K) -> bool {
+        self.inner.lock().map.contains_key(key)
+    }
+
     /// Slots not held by any fetch or by [`Coalescer::slot`].
     pub fn free_slots(&self) -> usize {
         self.inner.slots.available_permits()

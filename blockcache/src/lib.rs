@@ -7,10 +7,12 @@
 //! - [`coalesce`]: one fetch per block however many readers miss on it, under a bound on
 //!   fetches in flight, that outlives any one reader and leaves nothing behind;
 //! - [`verify`]: one BLAKE3 pass checks a block and yields its 16 KiB pieces' tags (subtree
-//!   chaining values), which the SSD entries keep;
+//!   chaining values), which the SSD entries keep and which, as a block's outboard checked
+//!   against its hash, verify pieces fetched alone;
 //! - [`tiered`]: the cache itself, built from the above: memory and SSD tiers, coalesced
-//!   loads, background admission, budgets, counters and purge; its user supplies only how a
-//!   block is fetched ([`tiered::Fetcher`]) and its budgets.
+//!   loads, reads of parts of blocks from their pieces alone, background admission, budgets,
+//!   counters and purge; its user supplies only how a block (and, if it can, a range of one and
+//!   its outboard) is fetched ([`tiered::Fetcher`]) and its budgets.
 //!
 //! Blocks are immutable, so nothing here ever invalidates; callers decide what to admit.
 

@@ -6,7 +6,10 @@
 //! metrics, an [`Events`] sink.
 //!
 //! Read path: memory → read-ahead buffer → SSD (only the chunks a range touches are read and
-//! verified) → one coalesced whole-block load. The load is a task of its own, shared by every
+//! verified) → for a part of a block ([`ReadMode::Part`]) that is neither read sequentially nor
+//! often, only the 16 KiB pieces that hold it, from an origin that serves ranges, each checked
+//! against the block's outboard ([`crate::verify::Outboard`]; admitted nowhere) → otherwise one
+//! coalesced whole-block load. The load is a task of its own, shared by every
 //! reader of the block, that looks at the tiers once more before asking the origin: a reader
 //! that missed them just before the previous load's block became readable there (that load
 //! then let go of its entry) is served by the tier, not by a second fetch. Cache faults (full
@@ -19,6 +22,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
@@ -27,7 +31,7 @@ use crate::Key;
 use crate::coalesce::{Coalescer, Failure, Linger};
 use crate::disk::{DiskError, DiskStore, entry_size};
 use crate::policy::{Admission, S3Fifo};
-use crate::verify::Verified;
+use crate::verify::{Outboard, PIECE, Verified, covering};
 
 /// How a block is fetched from the origin on a miss. What it returns is a [`Verified`] block
 /// (checked against the key's hash, with its pieces' tags from that one pass): the cache serves
@@ -37,6 +41,34 @@ pub trait Fetcher: Send + Sync + 'static {
     type Error: Clone + Send + Sync + 'static;
 
     fn fetch(&self, key: Key) -> impl Future<Output = Result<Verified, Self::Error>> + Send;
+
+    /// Whether the origin serves parts of blocks and their outboards (the three methods
+    /// below); without, every miss loads the whole block.
+    fn ranged(&self) -> bool {
+        false
+    }
+
+    /// Bytes `range` of the block as the origin holds them, unchecked: the cache checks them
+    /// against the block's outboard. `None`: the origin does not serve ranges.
+    fn fetch_range(
+        &self,
+        _key: Key,
+        _range: Range<usize>,
+    ) -> impl Future<Output = Option<Result<Bytes, Self::Error>>> + Send {
+        async { None }
+    }
+
+    /// The block's outboard as the origin holds it, unchecked (`None`: it has none).
+    fn fetch_outboard(&self, _key: Key) -> impl Future<Output = Result<Option<Bytes>, Self::Error>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Stores the outboard of a block whose origin had none (or a damaged one), made by a
+    /// whole fetch of the block. Best effort: the next part read without it fetches the block
+    /// whole again.
+    fn store_outboard(&self, _key: Key, _outboard: Bytes) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// A cache tier, for [`Events`].
@@ -100,6 +132,8 @@ pub struct Config {
     pub fetched_to_mem: bool,
     /// Blocks [`TieredCache::prefetch`] holds until read, at most (0: prefetches are dropped).
     pub ahead_blocks: usize,
+    /// Bytes of outboards kept in memory for part reads (32 bytes per 16 KiB of block).
+    pub outboard_bytes: u64,
 }
 
 /// The SSD tier to use, opened by the caller (it decides what an unusable directory means).
@@ -117,6 +151,9 @@ pub enum ReadError<E> {
     Interrupted,
     /// The range is not inside the block.
     Range { start: usize, end: usize, len: usize },
+    /// Part of the block came from the origin with bytes that do not match the block's hash
+    /// (never served, never cached).
+    Corrupt,
 }
 
 /// How a read uses the tiers.
@@ -128,7 +165,28 @@ pub enum ReadMode {
     /// for the rest). `first` marks the pass's first piece of the block, the only one counted
     /// as a use (one pass over a file does not make its blocks look hot).
     Sequential { first: bool },
+    /// A range of a block of `len` bytes, as one request of a client asks it: like `Range`,
+    /// but a miss fetches (from a [`Fetcher::ranged`] origin) only the pieces that hold it,
+    /// unless the read looks sequential (it starts the block, or continues where the last part
+    /// read of the block ended), the block looks hot (its [`HOT_READS`]th part read within
+    /// [`HOT_WINDOW`]) or the part is large: then the whole block is loaded and admitted.
+    Part { len: usize },
 }
+
+impl ReadMode {
+    fn sequential(self) -> bool {
+        matches!(self, ReadMode::Sequential { .. })
+    }
+}
+
+/// Part reads of one block within [`HOT_WINDOW`] after which the block is loaded whole.
+pub const HOT_READS: u32 = 4;
+/// See [`HOT_READS`].
+pub const HOT_WINDOW: Duration = Duration::from_secs(300);
+/// Blocks whose recent part reads are remembered, at most.
+const HEAT_KEYS: usize = 8192;
+/// Outboards written back to the origin at once; more are skipped (best effort).
+const OUTBOARD_WRITES: usize = 4;
 
 /// Numbers of the cache so far.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -146,9 +204,16 @@ pub struct Stats {
     pub bypassed: u64,
     pub bytes_served_mem: u64,
     pub bytes_served_disk: u64,
-    /// Fetches from the origin started, and bytes they brought.
+    /// Whole-block fetches from the origin started, and bytes they (and part fetches) brought.
     pub fetches: u64,
     pub bytes_fetched: u64,
+    /// Fetches of parts of blocks (verified against outboards) and of outboards.
+    pub range_fetches: u64,
+    pub outboard_fetches: u64,
+    /// Parts of blocks the origin sent with wrong bytes, and outboards that were not the
+    /// block's (refused; the block was then fetched whole).
+    pub corrupt_ranges: u64,
+    pub bad_outboards: u64,
     pub admission_rejects: u64,
     pub evictions_mem: u64,
     pub evictions_disk: u64,
@@ -167,6 +232,10 @@ struct Counters {
     bytes_disk: AtomicU64,
     fetches: AtomicU64,
     bytes_fetched: AtomicU64,
+    range_fetches: AtomicU64,
+    outboard_fetches: AtomicU64,
+    corrupt_ranges: AtomicU64,
+    bad_outboards: AtomicU64,
     rejects: AtomicU64,
     evictions_mem: AtomicU64,
     evictions_disk: AtomicU64,
@@ -185,6 +254,78 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Mem {
     policy: S3Fifo<Key>,
     data: HashMap<Key, Bytes>,
+}
+
+/// Outboards of blocks read in parts, by bytes (S3-FIFO like the memory tier).
+struct Outboards {
+    policy: S3Fifo<Key>,
+    data: HashMap<Key, Outboard>,
+}
+
+/// Recent part reads per block, for [`ReadMode::Part`]'s choice; bounded, oldest forgotten.
+#[derive(Default)]
+struct Heat {
+    seen: HashMap<Key, Seen>,
+    /// Keys in the order they were first seen, with the `id` of that sighting (a key forgotten
+    /// and seen again has a newer one, so its old place is skipped).
+    order: VecDeque<(Key, u64)>,
+    next_id: u64,
+}
+
+struct Seen {
+    id: u64,
+    reads: u32,
+    since: Instant,
+    /// Where the last part read of the block ended.
+    next: usize,
+}
+
+/// What a part read should fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    Pieces,
+    Whole,
+}
+
+impl Heat {
+    /// Notes a part read of `range` of `key`; `Whole` if it continues the last one or makes the
+    /// block hot (the block is then forgotten here: it is being loaded).
+    fn note(&mut self, key: Key, range: &Range<usize>, now: Instant) -> Plan {
+        if let Some(s) = self.seen.get_mut(&key) {
+            if now.duration_since(s.since) > HOT_WINDOW {
+                s.reads = 0;
+                s.since = now;
+            }
+            s.reads += 1;
+            let sequential = s.next == range.start;
+            s.next = range.end;
+            if sequential || s.reads >= HOT_READS {
+                self.seen.remove(&key);
+                return Plan::Whole;
+            }
+            return Plan::Pieces;
+        }
+        while self.seen.len() >= HEAT_KEYS {
+            let Some((k, id)) = self.order.pop_front() else { break };
+            if self.seen.get(&k).is_some_and(|s| s.id == id) {
+                self.seen.remove(&k);
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.seen.insert(key, Seen { id, reads: 1, since: now, next: range.end });
+        self.order.push_back((key, id));
+        if self.order.len() > 2 * HEAT_KEYS {
+            // Places of keys forgotten since (loaded whole) pile up otherwise.
+            let seen = &self.seen;
+            self.order.retain(|(k, id)| seen.get(k).is_some_and(|s| s.id == *id));
+        }
+        Plan::Pieces
+    }
+
+    fn forget(&mut self, key: &Key) {
+        self.seen.remove(key);
+    }
 }
 
 struct Disk {
@@ -223,6 +364,9 @@ struct Inner<F: Fetcher> {
     /// evicted before their reader arrived.
     ahead: Mutex<VecDeque<(Key, Bytes)>>,
     disk: Option<Arc<Disk>>,
+    outboards: Mutex<Outboards>,
+    heat: Mutex<Heat>,
+    outboard_writes: Arc<Semaphore>,
     counters: Counters,
     events: Arc<dyn Events>,
 }
@@ -231,6 +375,9 @@ struct Inner<F: Fetcher> {
 pub struct TieredCache<F: Fetcher> {
     inner: Arc<Inner<F>>,
     loads: Coalescer<Key, Loaded, F::Error>,
+    /// Outboard fetches, coalesced like loads (with their own slots: a part read holds a load
+    /// slot while it waits for one).
+    outboard_loads: Coalescer<Key, Option<Outboard>, F::Error>,
 }
 
 impl<F: Fetcher> TieredCache<F> {
@@ -268,14 +415,18 @@ impl<F: Fetcher> TieredCache<F> {
         let inner = Inner {
             fetcher,
             mem: Mutex::new(Mem { policy: S3Fifo::new(cfg.mem_bytes), data: HashMap::new() }),
+            outboards: Mutex::new(Outboards { policy: S3Fifo::new(cfg.outboard_bytes), data: HashMap::new() }),
             cfg,
             ahead: Mutex::default(),
             disk,
+            heat: Mutex::default(),
+            outboard_writes: Arc::new(Semaphore::new(OUTBOARD_WRITES)),
             counters: Counters::default(),
             events,
         };
         inner.publish_sizes();
-        Self { inner: Arc::new(inner), loads }
+        let outboard_loads = Coalescer::new(inner.cfg.fetches_in_flight.max(1));
+        Self { inner: Arc::new(inner), loads, outboard_loads }
     }
 
     pub fn fetcher(&self) -> &F {
@@ -286,26 +437,43 @@ impl<F: Fetcher> TieredCache<F> {
     pub async fn read(&self, key: Key, range: Range<usize>, mode: ReadMode) -> Result<Bytes, ReadError<F::Error>> {
         let inner = &self.inner;
         let touch = match mode {
-            ReadMode::Range => true,
+            ReadMode::Range | ReadMode::Part { .. } => true,
             ReadMode::Sequential { first } => first,
         };
         if let Some(data) = inner.mem_get(&key, touch) {
             return inner.served(Tier::Mem, slice(&data, range)?);
         }
-        let ahead = inner.ahead_get(&key, matches!(mode, ReadMode::Sequential { .. }));
+        let ahead = inner.ahead_get(&key, mode.sequential());
         if let Some(data) = ahead {
-            if mode != ReadMode::Range {
+            if mode.sequential() {
                 // Its reader arrived: from here on it is an ordinary block of the memory tier.
                 inner.mem_put(key, data.clone());
             }
             return inner.served(Tier::Mem, slice(&data, range)?);
         }
-        if mode == ReadMode::Range
+        if !mode.sequential()
             && let Some(out) = inner.disk_get(&key, range.clone()).await
         {
             return inner.served(Tier::Disk, out);
         }
-        let (data, source) = match self.load(key).await {
+        let mut no_outboard = false;
+        if let ReadMode::Part { len } = mode
+            && self.plan(key, &range, len) == Plan::Pieces
+        {
+            match self.read_pieces(key, range.clone(), len).await {
+                Ok(Some(out)) => {
+                    inner.missed();
+                    return Ok(out);
+                }
+                // The origin has no usable outboard: the whole load below makes one.
+                Ok(None) => no_outboard = true,
+                Err(e) => {
+                    inner.missed();
+                    return Err(e);
+                }
+            }
+        }
+        let Loaded { data, source, fetched } = match self.load(key).await {
             Ok(loaded) => loaded,
             Err(e) => {
                 // The tiers did not have it and the origin failed: a miss all the same.
@@ -313,11 +481,14 @@ impl<F: Fetcher> TieredCache<F> {
                 return Err(e);
             }
         };
+        if no_outboard && let Some(block) = &fetched {
+            inner.write_outboard(key, block);
+        }
         // A fetched block is the reader's to put into memory unless admission did; one a tier
         // held goes there for a sequential reader only (a random one read what it needed).
         let to_mem = match source {
             Source::Origin => !inner.cfg.fetched_to_mem,
-            Source::Mem | Source::Disk => mode != ReadMode::Range,
+            Source::Mem | Source::Disk => mode.sequential(),
         };
         if to_mem {
             inner.mem_put(key, data.clone());
@@ -340,7 +511,7 @@ impl<F: Fetcher> TieredCache<F> {
         if inner.mem_has(&key) || inner.ahead_get(&key, false).is_some() {
             return Ok(());
         }
-        let (data, source) = self.load(key).await?;
+        let Loaded { data, source, .. } = self.load(key).await?;
         if source == Source::Disk {
             add(&inner.counters.hits_disk, 1);
         }
@@ -352,14 +523,119 @@ impl<F: Fetcher> TieredCache<F> {
     }
 
     /// Bytes `range` of the block straight from the origin, admitted nowhere; takes a fetch
-    /// slot like a load (measurements of the cold path, admins).
-    pub async fn bypass(&self, key: Key, range: Range<usize>) -> Result<Bytes, ReadError<F::Error>> {
+    /// slot like a load (measurements of the cold path, admins). Given the block's length
+    /// `len`, a part of it is fetched alone and checked against the block's outboard, as a
+    /// [`ReadMode::Part`] miss does (whatever the part; only the whole block is fetched whole).
+    pub async fn bypass(
+        &self,
+        key: Key,
+        range: Range<usize>,
+        len: Option<usize>,
+    ) -> Result<Bytes, ReadError<F::Error>> {
         let inner = &self.inner;
         add(&inner.counters.bypassed, 1);
         inner.events.bypassed();
+        let mut no_outboard = false;
+        if let Some(len) = len
+            && self.partial(&range, len)
+            && covering(&range, len).1.len() < len
+        {
+            match self.read_pieces(key, range.clone(), len).await? {
+                Some(out) => return Ok(out),
+                None => no_outboard = true,
+            }
+        }
         let _slot = self.loads.slot().await;
         let block = inner.fetch_origin(key).await.map_err(ReadError::Fetch)?;
+        if no_outboard {
+            inner.write_outboard(key, &block);
+        }
         slice(block.data(), range)
+    }
+
+    /// Whether `range` is a non-empty part of a block of `len` bytes that could be fetched alone.
+    fn partial(&self, range: &Range<usize>, len: usize) -> bool {
+        self.inner.fetcher.ranged() && len > PIECE && range.start < range.end && range.end <= len
+    }
+
+    /// [`ReadMode::Part`]'s choice on a miss: the pieces alone, or the whole block.
+    fn plan(&self, key: Key, range: &Range<usize>, len: usize) -> Plan {
+        if !self.partial(range, len) {
+            return Plan::Whole;
+        }
+        let inner = &self.inner;
+        // A read from the block's start begins a sequential pass; a part this large costs
+        // about the block; a load of the block in flight serves this read too.
+        if range.start == 0 || covering(range, len).1.len() > len / 4 || self.loads.is_registered(&key) {
+            lock(&inner.heat).forget(&key);
+            return Plan::Whole;
+        }
+        lock(&inner.heat).note(key, range, Instant::now())
+    }
+
+    /// `range` of the block from the pieces that hold it alone, each checked against the
+    /// block's outboard; `None` if the origin has no usable outboard (or serves no ranges).
+    /// Takes a fetch slot; admits nothing but the outboard (to memory).
+    async fn read_pieces(
+        &self,
+        key: Key,
+        range: Range<usize>,
+        len: usize,
+    ) -> Result<Option<Bytes>, ReadError<F::Error>> {
+        let inner = &self.inner;
+        let (first, span) = covering(&range, len);
+        let _slot = self.loads.slot().await;
+        let fetch = inner.fetch_range(key, span.clone());
+        let (outboard, data) = match inner.outboard_get(&key) {
+            Some(known) => (Ok(Some(known)), fetch.await),
+            // Not known yet: both requests at once, one round trip instead of two.
+            None => tokio::join!(self.outboard(key, len), fetch),
+        };
+        let Some(outboard) = outboard? else { return Ok(None) };
+        let Some(data) = data else { return Ok(None) };
+        let data = data.map_err(ReadError::Fetch)?;
+        if outboard.block_len() != len {
+            // The caller's length is not the block's: let the whole block speak for itself.
+            return Ok(None);
+        }
+        if data.len() != span.len() || !outboard.check_pieces(first, &data) {
+            add(&inner.counters.corrupt_ranges, 1);
+            return Err(ReadError::Corrupt);
+        }
+        Ok(Some(data.slice(range.start - span.start..range.end - span.start)))
+    }
+
+    /// The block's outboard from the origin, checked (`None`: it has none, or one that is not
+    /// this block's), then kept in memory; one fetch per block however many readers ask.
+    async fn outboard(&self, key: Key, len: usize) -> Result<Option<Outboard>, ReadError<F::Error>> {
+        let fetch = {
+            let inner = self.inner.clone();
+            move || async move {
+                add(&inner.counters.outboard_fetches, 1);
+                let raw = inner.fetcher.fetch_outboard(key).await?;
+                let checked = raw.as_deref().and_then(|b| Outboard::check(&key.1, len, b));
+                if raw.is_some() && checked.is_none() {
+                    add(&inner.counters.bad_outboards, 1);
+                    tracing::warn!(
+                        block = %blake3::Hash::from_bytes(key.1),
+                        "refused a block's outboard that does not match its hash; fetching the block whole, which writes it again"
+                    );
+                }
+                Ok(checked)
+            }
+        };
+        let inner = self.inner.clone();
+        let admit = move |outboard: Option<Outboard>, _linger: Linger| {
+            if let Some(o) = outboard {
+                inner.outboard_put(key, o);
+            }
+            async {}
+        };
+        match self.outboard_loads.get(key, fetch, admit).await {
+            Ok(o) => Ok(o),
+            Err(Failure::Failed(e)) => Err(ReadError::Fetch(e)),
+            Err(Failure::Interrupted) => Err(ReadError::Interrupted),
+        }
     }
 
     /// Admits a block the caller verified itself (the drive, after uploading it): to the SSD
@@ -378,6 +654,12 @@ impl<F: Fetcher> TieredCache<F> {
             mem.data.clear();
         }
         lock(&inner.ahead).clear();
+        {
+            let mut o = lock(&inner.outboards);
+            o.policy.clear();
+            o.data.clear();
+        }
+        *lock(&inner.heat) = Heat::default();
         let result = match &inner.disk {
             Some(d) => {
                 let mut index = lock(&d.index);
@@ -442,6 +724,10 @@ impl<F: Fetcher> TieredCache<F> {
             bytes_served_disk: get(&c.bytes_disk),
             fetches: get(&c.fetches),
             bytes_fetched: get(&c.bytes_fetched),
+            range_fetches: get(&c.range_fetches),
+            outboard_fetches: get(&c.outboard_fetches),
+            corrupt_ranges: get(&c.corrupt_ranges),
+            bad_outboards: get(&c.bad_outboards),
             admission_rejects: get(&c.rejects),
             evictions_mem: get(&c.evictions_mem),
             evictions_disk: get(&c.evictions_disk),
@@ -456,7 +742,7 @@ impl<F: Fetcher> TieredCache<F> {
     /// any reader returns, then to the SSD in the background. The load stays registered until a
     /// tier can serve the block, so readers arriving meanwhile take its bytes instead of
     /// fetching again.
-    async fn load(&self, key: Key) -> Result<(Bytes, Source), ReadError<F::Error>> {
+    async fn load(&self, key: Key) -> Result<Loaded, ReadError<F::Error>> {
         let fetch = {
             let inner = self.inner.clone();
             move || async move {
@@ -492,7 +778,7 @@ impl<F: Fetcher> TieredCache<F> {
             }
         };
         match self.loads.get(key, fetch, admit).await {
-            Ok(Loaded { data, source, .. }) => Ok((data, source)),
+            Ok(loaded) => Ok(loaded),
             Err(Failure::Failed(e)) => Err(ReadError::Fetch(e)),
             Err(Failure::Interrupted) => Err(ReadError::Interrupted),
         }
@@ -505,6 +791,50 @@ impl<F: Fetcher> Inner<F> {
         let block = self.fetcher.fetch(key).await?;
         add(&self.counters.bytes_fetched, block.data().len() as u64);
         Ok(block)
+    }
+
+    /// Bytes `span` of a block from the origin, unchecked; `None` if it serves no ranges.
+    async fn fetch_range(&self, key: Key, span: Range<usize>) -> Option<Result<Bytes, F::Error>> {
+        add(&self.counters.range_fetches, 1);
+        let result = self.fetcher.fetch_range(key, span).await?;
+        if let Ok(data) = &result {
+            add(&self.counters.bytes_fetched, data.len() as u64);
+        }
+        Some(result)
+    }
+
+    fn outboard_get(&self, key: &Key) -> Option<Outboard> {
+        let mut o = lock(&self.outboards);
+        let found = o.data.get(key).cloned()?;
+        o.policy.touch(key);
+        Some(found)
+    }
+
+    fn outboard_put(&self, key: Key, outboard: Outboard) {
+        let mut o = lock(&self.outboards);
+        if o.policy.contains(&key) {
+            return;
+        }
+        if let Admission::Admitted(evicted) = o.policy.insert(key, outboard.tags().len() as u64 * 32) {
+            for k in &evicted {
+                o.data.remove(k);
+            }
+            o.data.insert(key, outboard);
+        }
+    }
+
+    /// A block fetched whole because the origin had no usable outboard: keeps its outboard in
+    /// memory and writes it to the origin in the background (skipped when enough such writes
+    /// are running; a later read tries again).
+    fn write_outboard(self: &Arc<Self>, key: Key, block: &Verified) {
+        let Some(outboard) = block.outboard() else { return };
+        self.outboard_put(key, outboard.clone());
+        let Ok(permit) = self.outboard_writes.clone().try_acquire_owned() else { return };
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            inner.fetcher.store_outboard(key, outboard.encode()).await;
+        });
     }
 
     fn missed(&self) {

@@ -6,6 +6,7 @@
 //! Built on `blake3::hazmat` (the crate's own API for subtree hashing, as Bao uses it); the
 //! tests check every shape against `blake3::hash`.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use blake3::hazmat::{ChainingValue, HasherExt, Mode, merge_subtrees_non_root, merge_subtrees_root};
@@ -52,6 +53,73 @@ impl Verified {
     pub fn tags(&self) -> &[Tag] {
         &self.tags
     }
+
+    /// The block's outboard, if it has more than one piece (a smaller block is its own piece).
+    pub fn outboard(&self) -> Option<Outboard> {
+        (self.data.len() > PIECE).then(|| Outboard { tags: self.tags.clone(), len: self.data.len() })
+    }
+}
+
+/// Bytes of the outboard of a block of `len` bytes: one [`Tag`] per piece, none for a block of
+/// one piece (it is checked whole against its hash).
+pub fn outboard_size(len: usize) -> usize {
+    if len <= PIECE { 0 } else { len.div_ceil(PIECE) * size_of::<Tag>() }
+}
+
+/// The pieces' tags of a block of more than one piece, known to be its own: they merge to the
+/// block's hash (checked once, when they are made or read). With them any piece, fetched on its
+/// own, is checked against the hash through its tag: BLAKE3's verified streaming at 16 KiB
+/// granularity. Stored as the plain concatenation of the tags ([`Outboard::encode`]).
+#[derive(Debug, Clone)]
+pub struct Outboard {
+    tags: Arc<[Tag]>,
+    len: usize,
+}
+
+impl Outboard {
+    /// The outboard in `bytes` if it is the one of the block `hash` of `len` bytes; anything
+    /// else (wrong length, wrong tags, a block of one piece) is `None`.
+    pub fn check(hash: &[u8; 32], len: usize, bytes: &[u8]) -> Option<Outboard> {
+        if len <= PIECE || bytes.len() != outboard_size(len) {
+            return None;
+        }
+        let tags: Vec<Tag> = bytes.chunks_exact(size_of::<Tag>()).filter_map(|c| c.try_into().ok()).collect();
+        (merge(&tags, len as u64, true) == *hash).then(|| Outboard { tags: tags.into(), len })
+    }
+
+    /// What the store keeps.
+    pub fn encode(&self) -> Bytes {
+        Bytes::from(self.tags.concat())
+    }
+
+    /// The block's length.
+    pub fn block_len(&self) -> usize {
+        self.len
+    }
+
+    pub fn tags(&self) -> &[Tag] {
+        &self.tags
+    }
+
+    /// Whether `data`, the block's bytes from the start of piece `first` on (whole pieces; the
+    /// block's last one may be short), is what the block holds there.
+    pub fn check_pieces(&self, first: usize, data: &[u8]) -> bool {
+        let start = first.saturating_mul(PIECE);
+        let expected = self.len.saturating_sub(start).min(data.len().div_ceil(PIECE) * PIECE);
+        !data.is_empty()
+            && data.len() == expected
+            && data.chunks(PIECE).enumerate().all(|(i, piece)| {
+                self.tags.get(first + i).is_some_and(|tag| piece_matches(tag, first + i, piece, self.len))
+            })
+    }
+}
+
+/// The whole pieces that hold `range` of a block of `len` bytes: the first piece's index and
+/// the byte span to fetch.
+pub fn covering(range: &Range<usize>, len: usize) -> (usize, Range<usize>) {
+    let first = range.start / PIECE;
+    let end = (range.end.div_ceil(PIECE) * PIECE).min(len);
+    (first, first * PIECE..end.max(first * PIECE))
 }
 
 /// Whether `piece`, the `index`th piece of a block of `total` bytes, matches its tag.
@@ -135,5 +203,47 @@ mod tests {
         // A piece is bound to its place: the right bytes at another index do not match.
         assert!(!piece_matches(&v.tags()[2], 2, &d[3 * PIECE..4 * PIECE], d.len()));
         assert!(Verified::check(&[0u8; 32], d).is_none());
+    }
+
+    #[test]
+    fn an_outboard_checks_pieces_fetched_on_their_own() {
+        for len in [PIECE + 1, 2 * PIECE, 5 * PIECE + 100, 64 * PIECE, 256 * PIECE - 3] {
+            let d = data(len);
+            let (root, v) = Verified::hash_new(d.clone());
+            let o = v.outboard().expect("more than one piece");
+            assert_eq!(o.encode().len(), outboard_size(len));
+            let o = Outboard::check(&root, len, &o.encode()).expect("its own outboard checks");
+            let pieces = len.div_ceil(PIECE);
+            for (start, end) in [(0, 1), (PIECE - 1, PIECE + 1), (len - 1, len), (len / 2, len), (0, len)] {
+                let (first, span) = covering(&(start..end), len);
+                assert!(span.start <= start && end <= span.end && span.end <= len, "length {len}");
+                assert!(o.check_pieces(first, &d[span.clone()]), "length {len}, span {span:?}");
+                if span.len() > 1 {
+                    // Cut short inside a piece, or one byte changed: refused. (Cut at a piece's
+                    // end, what is left is whole pieces, rightly accepted: callers compare lengths.)
+                    if (span.len() - 1) % PIECE != 0 {
+                        assert!(!o.check_pieces(first, &d[span.start..span.end - 1]), "length {len}, {span:?}");
+                    }
+                    let mut bad = d[span.clone()].to_vec();
+                    bad[span.len() / 2] ^= 0x40;
+                    assert!(!o.check_pieces(first, &bad), "length {len}, {span:?}");
+                }
+            }
+            assert!(!o.check_pieces(pieces, &[0u8; 1]), "a piece past the end");
+            assert!(!o.check_pieces(0, &[]), "nothing is not a piece");
+            // Another length, another hash, a changed tag or a cut outboard: not this block's.
+            // (A length with as many pieces merges alike, but no piece of that length matches.)
+            assert!(Outboard::check(&root, len + PIECE, &o.encode()).is_none());
+            assert!(Outboard::check(&[7u8; 32], len, &o.encode()).is_none());
+            let mut bad = o.encode().to_vec();
+            bad[5] ^= 1;
+            assert!(Outboard::check(&root, len, &bad).is_none());
+            assert!(Outboard::check(&root, len, &bad[..bad.len() - 32]).is_none());
+        }
+        // A block of one piece has no outboard: it is checked whole.
+        let (root, v) = Verified::hash_new(data(PIECE));
+        assert!(v.outboard().is_none());
+        assert_eq!(outboard_size(PIECE), 0);
+        assert!(Outboard::check(&root, PIECE, &root).is_none());
     }
 }

@@ -101,13 +101,24 @@ pub fn s3_remote(gw: &Gateway) -> anyhow::Result<Option<(String, EnvVars)>> {
 
 /// The object of block `hash` of `space` in the gateway's store.
 pub fn block_object(gw: &Gateway, space: i64, hash: &str) -> anyhow::Result<BlockObject> {
-    let key = format!("spaces/{space}/blocks/{hash}");
+    store_object(gw, space, hash, "")
+}
+
+/// The outboard (piece tags) of block `hash` of `space` in the gateway's store: the block's
+/// object name with `.tags`.
+pub fn outboard_object(gw: &Gateway, space: i64, hash: &str) -> anyhow::Result<BlockObject> {
+    store_object(gw, space, hash, ".tags")
+}
+
+fn store_object(gw: &Gateway, space: i64, hash: &str, suffix: &str) -> anyhow::Result<BlockObject> {
+    let name = format!("{hash}{suffix}");
+    let key = format!("spaces/{space}/blocks/{name}");
     match s3_remote(gw)? {
         Some((remote, env)) => Ok(BlockObject::S3 { remote: format!("{remote}/{key}"), env }),
         None => {
             let fan = hash.get(..2).context("short hash")?;
             Ok(BlockObject::File(
-                gw.data_dir().join("blocks").join("spaces").join(space.to_string()).join("blocks").join(fan).join(hash),
+                gw.data_dir().join("blocks").join("spaces").join(space.to_string()).join("blocks").join(fan).join(name),
             ))
         }
     }

@@ -15,6 +15,13 @@ struct FakeOrigin {
     hold: AtomicBool,
     release: tokio::sync::Notify,
     failures: AtomicUsize,
+    /// Serves ranges and outboards (the gateway's store) or whole blocks only (the drive's).
+    ranged: AtomicBool,
+    outboards: Mutex<HashMap<Key, Bytes>>,
+    /// The spans asked for, in order, and outboard fetches and writes.
+    ranges: Mutex<Vec<Range<usize>>>,
+    outboard_gets: AtomicUsize,
+    outboard_puts: AtomicUsize,
 }
 
 struct CountDrop<'a>(&'a AtomicUsize);
@@ -43,6 +50,31 @@ impl Fetcher for Origin {
         let data = lock(&o.blocks).get(&key).cloned().ok_or_else(|| "no such block".to_string())?;
         Verified::check(&key.1, data).ok_or_else(|| "corrupt block from the origin".to_string())
     }
+
+    fn ranged(&self) -> bool {
+        self.0.ranged.load(Ordering::SeqCst)
+    }
+
+    async fn fetch_range(&self, key: Key, range: Range<usize>) -> Option<Result<Bytes, String>> {
+        let o = &self.0;
+        lock(&o.ranges).push(range.clone());
+        if o.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Some(Err("origin down".into()));
+        }
+        let data = lock(&o.blocks).get(&key).cloned();
+        // Like S3: a range past the end is cut at the end.
+        Some(data.map(|d| d.slice(range.start.min(d.len())..range.end.min(d.len()))).ok_or("no such block".into()))
+    }
+
+    async fn fetch_outboard(&self, key: Key) -> Result<Option<Bytes>, String> {
+        self.0.outboard_gets.fetch_add(1, Ordering::SeqCst);
+        Ok(lock(&self.0.outboards).get(&key).cloned())
+    }
+
+    async fn store_outboard(&self, key: Key, outboard: Bytes) {
+        self.0.outboard_puts.fetch_add(1, Ordering::SeqCst);
+        lock(&self.0.outboards).insert(key, outboard);
+    }
 }
 
 impl Origin {
@@ -50,6 +82,24 @@ impl Origin {
         let key = (1, *blake3::hash(&data).as_bytes());
         lock(&self.0.blocks).insert(key, Bytes::from(data));
         key
+    }
+    /// A ranged origin.
+    fn ranged() -> Origin {
+        let o = Origin::default();
+        o.0.ranged.store(true, Ordering::SeqCst);
+        o
+    }
+    /// A block with its outboard, as an upload stores it.
+    fn add_with_outboard(&self, data: Vec<u8>) -> Key {
+        let (_, v) = Verified::hash_new(Bytes::from(data.clone()));
+        let key = self.add(data);
+        if let Some(o) = v.outboard() {
+            lock(&self.0.outboards).insert(key, o.encode());
+        }
+        key
+    }
+    fn ranges(&self) -> Vec<Range<usize>> {
+        lock(&self.0.ranges).clone()
     }
     fn started(&self) -> usize {
         self.0.started.load(Ordering::SeqCst)
@@ -67,6 +117,7 @@ fn cfg(mem_bytes: u64) -> Config {
         when_writes_busy: WhenWritesBusy::Wait,
         fetched_to_mem: true,
         ahead_blocks: 2,
+        outboard_bytes: 1 << 20,
     }
 }
 
@@ -263,10 +314,10 @@ async fn a_new_load_looks_at_the_tiers_before_the_origin() -> anyhow::Result<()>
     let c = cache(&origin, cfg(0), Some((dir.path(), 1 << 20)));
     c.read(key, 0..1, ReadMode::Range).await.ok();
     until_on_disk(&c, 1).await;
-    assert_eq!(c.load(key).await.map(|(d, s)| (d.len(), s)), Ok((30_000, Source::Disk)));
+    assert_eq!(c.load(key).await.map(|l| (l.data.len(), l.source)), Ok((30_000, Source::Disk)));
     let c = cache(&origin, cfg(1 << 20), None);
     c.read(key, 0..1, ReadMode::Range).await.ok();
-    assert_eq!(c.load(key).await.map(|(d, s)| (d.len(), s)), Ok((30_000, Source::Mem)));
+    assert_eq!(c.load(key).await.map(|l| (l.data.len(), l.source)), Ok((30_000, Source::Mem)));
     assert_eq!(origin.started(), 2);
     Ok(())
 }
@@ -335,7 +386,7 @@ async fn counters_follow_each_tier() -> anyhow::Result<()> {
     let s = c.stats();
     assert_eq!((s.misses, s.hits_mem, s.hits_disk, s.fetches, s.bytes_fetched), (1, 2, 2, 1, 40_000), "{s:?}");
     assert_eq!((s.bytes_served_mem, s.bytes_served_disk), (210, 40_100));
-    let b = c.bypass(key, 10..20).await;
+    let b = c.bypass(key, 10..20, None).await;
     assert_eq!(b.map(|b| b.len()), Ok(10));
     let s = c.stats();
     assert_eq!((s.bypassed, s.fetches), (1, 2));
@@ -419,4 +470,163 @@ impl<F: Fetcher> TieredCache<F> {
         mem.policy.clear();
         mem.data.clear();
     }
+}
+
+const P: usize = PIECE;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_random_part_read_fetches_only_its_pieces() {
+    let origin = Origin::ranged();
+    // An odd length: the last piece is short.
+    let len = 64 * P + 777;
+    let data = block(10, len);
+    let key = origin.add_with_outboard(data.clone());
+    let c = cache(&origin, cfg(64 << 20), None);
+    let part = ReadMode::Part { len };
+    // Inside one piece, across two, in the short last piece (fewer than HOT_READS reads).
+    let reads = [(10 * P + 5, 10 * P + 4101), (20 * P - 100, 20 * P + 100), (64 * P + 3, 64 * P + 700)];
+    for (start, end) in reads {
+        assert_eq!(c.read(key, start..end, part).await.as_deref(), Ok(&data[start..end]), "{start}..{end}");
+    }
+    // The block's last byte, bypassing the cache.
+    assert_eq!(c.bypass(key, len - 1..len, Some(len)).await.as_deref(), Ok(&data[len - 1..]));
+    assert_eq!(origin.ranges(), vec![10 * P..11 * P, 19 * P..21 * P, 64 * P..len, 64 * P..len]);
+    let s = c.stats();
+    assert_eq!((s.fetches, s.range_fetches, s.outboard_fetches), (0, 4, 1), "{s:?}");
+    assert_eq!(origin.0.outboard_gets.load(Ordering::SeqCst), 1, "the outboard is kept once checked");
+    assert_eq!((s.misses, s.bypassed, s.mem_entries), (3, 1, 0), "parts are misses and admit nothing: {s:?}");
+    assert_eq!(s.bytes_fetched, (P + 2 * P + 2 * 777) as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_and_hot_part_reads_load_the_block() {
+    let origin = Origin::ranged();
+    let len = 256 * P;
+    let (a, b, z) = (block(11, len), block(12, len), block(13, len));
+    let (ka, kb, kz) =
+        (origin.add_with_outboard(a.clone()), origin.add_with_outboard(b.clone()), origin.add_with_outboard(z));
+    let c = cache(&origin, cfg(64 << 20), None);
+    let part = ReadMode::Part { len };
+    // A read that continues the last one of the block: sequential, the block is loaded.
+    let at = 100 * P + 123;
+    assert_eq!(c.read(ka, at..at + 4096, part).await.as_deref(), Ok(&a[at..at + 4096]));
+    assert_eq!(c.stats().fetches, 0);
+    assert_eq!(c.read(ka, at + 4096..at + 8192, part).await.as_deref(), Ok(&a[at + 4096..at + 8192]));
+    assert_eq!(c.stats().fetches, 1, "a sequential read loads the whole block");
+    assert_eq!(c.read(ka, 7..9, part).await.as_deref(), Ok(&a[7..9]));
+    assert_eq!((c.stats().fetches, c.stats().range_fetches, c.stats().hits_mem), (1, 1, 1), "admitted: a hit");
+    // Read often (the HOT_READSth part read within the window): loaded.
+    for i in 1..HOT_READS as usize {
+        let at = i * 50 * P + 9;
+        assert_eq!(c.read(kb, at..at + 100, part).await.as_deref(), Ok(&b[at..at + 100]));
+    }
+    assert_eq!(c.stats().fetches, 1);
+    assert_eq!(c.read(kb, 3 * P..3 * P + 1, part).await.as_deref(), Ok(&b[3 * P..3 * P + 1]));
+    assert_eq!(c.stats().fetches, 2, "a hot block is loaded");
+    // A read from the block's start, or of a large part of it, loads it too.
+    assert_eq!(c.read(kz, 0..4096, part).await.map(|d| d.len()), Ok(4096));
+    assert_eq!(c.stats().fetches, 3);
+    assert_eq!(c.stats().mem_entries, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_piece_is_refused_and_not_remembered() {
+    let origin = Origin::ranged();
+    let len = 8 * P + 10;
+    let good = block(14, len);
+    let key = origin.add_with_outboard(good.clone());
+    // Bit rot in piece 5 of the stored block (the outboard is the good one).
+    let mut bad = good.clone();
+    bad[5 * P + 77] ^= 0x10;
+    lock(&origin.0.blocks).insert(key, Bytes::from(bad));
+    let c = cache(&origin, cfg(64 << 20), None);
+    let part = ReadMode::Part { len };
+    for _ in 0..2 {
+        assert_eq!(c.read(key, 5 * P + 10..5 * P + 20, part).await, Err(ReadError::Corrupt));
+    }
+    assert_eq!(c.bypass(key, 5 * P + 10..5 * P + 20, Some(len)).await, Err(ReadError::Corrupt));
+    let s = c.stats();
+    assert_eq!((s.corrupt_ranges, s.range_fetches, s.mem_entries), (3, 3, 0), "{s:?}");
+    // The other pieces are intact and served.
+    assert_eq!(c.read(key, 2 * P..2 * P + 9, part).await.as_deref(), Ok(&good[2 * P..2 * P + 9]));
+    // A store that sends fewer bytes than asked is refused the same way.
+    lock(&origin.0.blocks).insert(key, Bytes::from(good[..6 * P].to_vec()));
+    assert_eq!(c.bypass(key, 6 * P + 1..6 * P + 2, Some(len)).await, Err(ReadError::Corrupt));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_foreign_outboard_falls_back_to_the_whole_block_and_is_written() {
+    let origin = Origin::ranged();
+    let len = 40 * P + 1;
+    let data = block(15, len);
+    let (_, v) = Verified::hash_new(Bytes::from(data.clone()));
+    let right = v.outboard().map(|o| o.encode());
+    // A block stored before outboards existed: none.
+    let key = origin.add(data.clone());
+    let c = cache(&origin, cfg(64 << 20), None);
+    assert_eq!(c.bypass(key, 9 * P..9 * P + 10, Some(len)).await.as_deref(), Ok(&data[9 * P..9 * P + 10]));
+    assert_eq!(c.stats().fetches, 1, "fetched whole");
+    until("the outboard is written", || lock(&origin.0.outboards).get(&key) == right.as_ref()).await;
+    // From then on, parts alone (the outboard is known here; a new cache reads it back).
+    assert_eq!(c.bypass(key, 30 * P..30 * P + 10, Some(len)).await.as_deref(), Ok(&data[30 * P..30 * P + 10]));
+    assert_eq!(c.stats().fetches, 1);
+    let fresh = cache(&origin, cfg(64 << 20), None);
+    assert_eq!(
+        fresh.read(key, 31 * P..31 * P + 10, ReadMode::Part { len }).await.as_deref(),
+        Ok(&data[31 * P..31 * P + 10])
+    );
+    assert_eq!((fresh.stats().fetches, fresh.stats().outboard_fetches), (0, 1));
+
+    // An outboard that is not the block's (damaged, or another block's) is refused: the block
+    // is fetched whole, served, and its outboard written again.
+    let mut damaged = right.clone().map(|b| b.to_vec()).unwrap_or_default();
+    damaged[40] ^= 1;
+    lock(&origin.0.outboards).insert(key, Bytes::from(damaged));
+    let c = cache(&origin, cfg(64 << 20), None);
+    assert_eq!(c.read(key, 12 * P..12 * P + 3, ReadMode::Part { len }).await.as_deref(), Ok(&data[12 * P..12 * P + 3]));
+    let s = c.stats();
+    assert_eq!((s.bad_outboards, s.fetches), (1, 1), "{s:?}");
+    until("the outboard is repaired", || lock(&origin.0.outboards).get(&key) == right.as_ref()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_blocks_whole_parts_and_plain_origins_are_fetched_whole() {
+    let origin = Origin::ranged();
+    let c = cache(&origin, cfg(64 << 20), None);
+    // A block of one piece or less is its own piece: checked whole, no outboard.
+    for len in [10_000, P] {
+        let data = block(16, len);
+        let key = origin.add_with_outboard(data.clone());
+        assert_eq!(c.bypass(key, 5000..5010, Some(len)).await.as_deref(), Ok(&data[5000..5010]));
+        assert_eq!(c.read(key, 5000..5010, ReadMode::Part { len }).await.as_deref(), Ok(&data[5000..5010]));
+    }
+    let len = 3 * P;
+    let data = block(17, len);
+    let key = origin.add_with_outboard(data.clone());
+    // The whole block, bypassed: one whole fetch.
+    assert_eq!(c.bypass(key, 0..len, Some(len)).await.map(|d| d.len()), Ok(len));
+    let s = c.stats();
+    assert_eq!((s.fetches, s.range_fetches, s.outboard_fetches), (5, 0, 0), "{s:?}");
+    // An origin that serves whole blocks only (the drive's): a part read loads the block.
+    let plain = Origin::default();
+    let key = plain.add_with_outboard(data.clone());
+    let c = cache(&plain, cfg(64 << 20), None);
+    assert_eq!(c.read(key, P + 1..P + 2, ReadMode::Part { len }).await.as_deref(), Ok(&data[P + 1..P + 2]));
+    assert_eq!((c.stats().fetches, c.stats().range_fetches), (1, 0));
+    // Errors of part reads are not remembered either.
+    let origin = Origin::ranged();
+    let len = 10 * P;
+    let data = block(18, len);
+    let key = origin.add_with_outboard(data.clone());
+    let c = cache(&origin, cfg(64 << 20), None);
+    origin.0.failures.store(1, Ordering::SeqCst);
+    assert_eq!(
+        c.read(key, 4 * P..4 * P + 1, ReadMode::Part { len }).await,
+        Err(ReadError::Fetch("origin down".into()))
+    );
+    assert_eq!(c.read(key, 6 * P..6 * P + 1, ReadMode::Part { len }).await.as_deref(), Ok(&data[6 * P..6 * P + 1]));
+    assert_eq!(
+        c.read(key, len - 1..len + 1, ReadMode::Part { len }).await,
+        Err(ReadError::Range { start: len - 1, end: len + 1, len })
+    );
 }

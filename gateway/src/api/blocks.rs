@@ -216,7 +216,7 @@ pub async fn get_block(
     {
         return Ok((StatusCode::NOT_MODIFIED, h).into_response());
     }
-    let data = st.cache.read(space.get(), &hash, 0..size.max(0) as usize, mode).await?;
+    let data = st.cache.read(space.get(), &hash, 0..size.max(0) as usize, size.max(0) as usize, mode).await?;
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(data.len()));
     if method == Method::HEAD {
         return Ok((StatusCode::OK, h).into_response());

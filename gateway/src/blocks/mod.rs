@@ -2,10 +2,18 @@
 //! or an S3-compatible bucket. Keys are `spaces/<space>/blocks/<hash>`: per-space, so dedup
 //! never crosses users and deleting a user removes one prefix.
 //!
+//! Next to a block of more than one 16 KiB piece lies its outboard, `<block key>.tags`: the
+//! pieces' BLAKE3 chaining values (32 bytes per piece, 8 KiB for 4 MiB;
+//! `nimbus_blockcache::verify::Outboard`), written with the block and deleted with it. With it a
+//! read of a few KiB fetches and verifies only the pieces that hold them. It is derived data:
+//! checked against the block's hash before use, never trusted, and rewritten by a whole read of
+//! a block that lacks it (blocks stored before outboards existed).
+//!
 //! Blocks are immutable: `put` of a block that exists replaces the object with the same bytes
 //! (how an upload repairs a damaged copy). The store never decides what is referenced: the
 //! metadata database does.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -42,23 +50,44 @@ pub trait BlockStore: Send + Sync + 'static {
     async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()>;
     /// Reads a whole block (blocks are at most a few MiB, so this is bounded).
     async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes>;
+    /// Bytes `range` of a block object, unchecked (fewer where the object ends first). This
+    /// default reads the whole object; the real stores fetch only the range.
+    async fn get_range(&self, space: i64, hash: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        let data = self.get(space, hash).await?;
+        let len = data.len() as u64;
+        Ok(data.slice(range.start.min(len) as usize..range.end.min(len) as usize))
+    }
+    /// Stores a block's outboard, replacing any; absent (this default) means reads of parts of
+    /// blocks fetch them whole.
+    async fn put_outboard(&self, _space: i64, _hash: &str, _data: Bytes) -> StoreResult<()> {
+        Ok(())
+    }
+    /// A block's outboard as stored, unchecked; `None` if there is none.
+    async fn get_outboard(&self, _space: i64, _hash: &str) -> StoreResult<Option<Bytes>> {
+        Ok(None)
+    }
     /// Removes every block of a space.
     async fn delete_space(&self, space: i64) -> StoreResult<()>;
     /// Readiness: can the store be reached right now?
     async fn check(&self) -> StoreResult<()>;
     /// For logs and /readyz.
     fn describe(&self) -> String;
-    /// Removes some blocks of a space (garbage collection, fsck repair); absent ones are fine.
+    /// Removes some blocks of a space and their outboards (garbage collection, fsck repair);
+    /// absent ones are fine.
     async fn delete_blocks(&self, _space: i64, _hashes: &[String]) -> StoreResult<()> {
         Err(StoreError::Remote(format!("{} cannot delete single blocks", self.describe())))
     }
-    /// Every block object in the store, for fsck's orphan check.
+    /// Removes only the outboards of some blocks (fsck, for outboards whose block is gone).
+    async fn delete_outboards(&self, _space: i64, _hashes: &[String]) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Every block object and outboard in the store, for fsck's orphan check.
     async fn list_blocks(&self) -> StoreResult<Vec<StoredBlock>> {
         Err(StoreError::Remote(format!("{} cannot list its blocks", self.describe())))
     }
 }
 
-/// One block object as the store lists it.
+/// One block object (or outboard) as the store lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredBlock {
     pub space: i64,
@@ -66,25 +95,61 @@ pub struct StoredBlock {
     pub size: u64,
     /// When the object was last written (Unix ms), if the store says.
     pub modified_ms: Option<i64>,
+    pub kind: ObjectKind,
 }
 
-/// `spaces/<space>/blocks/<hash>` (after any prefix) back into its parts; other keys are not ours.
-pub fn parse_block_key(key: &str) -> Option<(i64, String)> {
+/// What a store object under `spaces/<space>/blocks/` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Block,
+    /// The outboard of the block of the same name (`<hash>.tags`).
+    Outboard,
+}
+
+/// The suffix of an outboard's key after its block's.
+pub const OUTBOARD_SUFFIX: &str = ".tags";
+
+/// `spaces/<space>/blocks/<hash>[.tags]` (after any prefix) back into its parts; other keys are
+/// not ours.
+pub fn parse_block_key(key: &str) -> Option<(i64, String, ObjectKind)> {
     let rest = key.strip_prefix("spaces/")?;
     let (space, rest) = rest.split_once('/')?;
     let hash = rest.strip_prefix("blocks/")?;
     // Local stores fan out by the first two hex digits; S3 keys have no fan-out.
-    let hash = hash.rsplit('/').next()?;
-    if !nimbus_proto::is_block_hash(hash) {
-        return None;
-    }
-    Some((space.parse().ok()?, hash.to_string()))
+    let (hash, kind) = parse_block_name(hash.rsplit('/').next()?)?;
+    Some((space.parse().ok()?, hash, kind))
+}
+
+/// A block object's file or key name, `<hash>` or `<hash>.tags`, into its parts.
+pub fn parse_block_name(name: &str) -> Option<(String, ObjectKind)> {
+    let (hash, kind) = match name.strip_suffix(OUTBOARD_SUFFIX) {
+        Some(h) => (h, ObjectKind::Outboard),
+        None => (name, ObjectKind::Block),
+    };
+    nimbus_proto::is_block_hash(hash).then(|| (hash.to_string(), kind))
 }
 
 pub type DynStore = Arc<dyn BlockStore>;
 
 pub fn block_key(space: i64, hash: &str) -> String {
     format!("spaces/{space}/blocks/{hash}")
+}
+
+pub fn outboard_key(space: i64, hash: &str) -> String {
+    format!("{}{OUTBOARD_SUFFIX}", block_key(space, hash))
+}
+
+/// Stores a verified block and, if it has more than one piece, its outboard (at once: an
+/// outboard without its block is never read, and fsck removes one left alone).
+pub async fn put_verified(store: &dyn BlockStore, space: i64, hash: &str, block: &Verified) -> StoreResult<()> {
+    let data = block.data().clone();
+    match block.outboard() {
+        Some(o) => {
+            tokio::try_join!(store.put(space, hash, data), store.put_outboard(space, hash, o.encode()))?;
+        }
+        None => store.put(space, hash, data).await?,
+    }
+    Ok(())
 }
 
 /// Reads a block and checks its BLAKE3 hash, so a reader never gets bytes that differ from

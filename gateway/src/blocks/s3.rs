@@ -1,6 +1,7 @@
 //! Blocks in an S3-compatible bucket (MinIO, Garage, AWS). Only plain object calls are used
 //! (Put/Get/List/DeleteObjects/HeadBucket/CreateBucket), so any S3 implementation works.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use aws_sdk_s3::Client;
@@ -14,7 +15,7 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
 use super::s3_get::FastGet;
-use super::{BlockStore, StoreError, StoreResult, block_key};
+use super::{BlockStore, StoreError, StoreResult, block_key, outboard_key};
 
 #[derive(Debug, Clone)]
 pub struct S3Config {
@@ -84,6 +85,56 @@ impl S3Store {
 
     fn key(&self, space: i64, hash: &str) -> String {
         format!("{}{}", self.prefix, block_key(space, hash))
+    }
+
+    fn outboard_key(&self, space: i64, hash: &str) -> String {
+        format!("{}{}", self.prefix, outboard_key(space, hash))
+    }
+
+    async fn put_object(&self, key: String, data: Bytes) -> StoreResult<()> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    /// Object `key` (or bytes `range` of it), through the lean GET when there is one.
+    async fn get_object(&self, key: &str, hash: &str, range: Option<Range<u64>>) -> StoreResult<Bytes> {
+        if let Some(fast) = &self.fast_get {
+            match fast.get(key, hash, range.as_ref()).await {
+                Err(StoreError::Remote(e)) => {
+                    // A transport failure of the lean path (e.g. a store that just restarted)
+                    // gets the SDK's own retries before the reader sees an error.
+                    tracing::debug!(error = %e, "lean block GET failed; retrying through the SDK");
+                }
+                Err(StoreError::Timeout) => tracing::debug!("lean block GET timed out; retrying through the SDK"),
+                other => return other,
+            }
+        }
+        let mut req = self.client.get_object().bucket(&self.bucket).key(key);
+        if let Some(r) = &range {
+            req = req.range(format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
+        }
+        let out = match req.send().await {
+            Ok(o) => o,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
+                return Err(StoreError::NotFound(hash.to_string()));
+            }
+            Err(e) if range.is_some() && e.raw_response().is_some_and(|r| r.status().as_u16() == 416) => {
+                // The object ends before the range starts: shorter than the block it names.
+                return Err(StoreError::Corrupt(hash.to_string()));
+            }
+            Err(e) => return Err(map_err(e)),
+        };
+        // A body cut short surfaces here as an error, never as a short block (and the
+        // caller verifies the hash anyway).
+        let body = out.body.collect().await.map_err(|e| StoreError::Remote(format!("reading block body: {e}")))?;
+        Ok(body.into_bytes())
     }
 
     async fn ensure_bucket(&self) -> StoreResult<()> {
@@ -198,40 +249,27 @@ where
 #[async_trait::async_trait]
 impl BlockStore for S3Store {
     async fn put(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(self.key(space, hash))
-            .body(ByteStream::from(data))
-            .send()
-            .await
-            .map_err(map_err)?;
-        Ok(())
+        self.put_object(self.key(space, hash), data).await
     }
 
     async fn get(&self, space: i64, hash: &str) -> StoreResult<Bytes> {
-        if let Some(fast) = &self.fast_get {
-            match fast.get(&self.key(space, hash), hash).await {
-                Err(StoreError::Remote(e)) => {
-                    // A transport failure of the lean path (e.g. a store that just restarted)
-                    // gets the SDK's own retries before the reader sees an error.
-                    tracing::debug!(error = %e, "lean block GET failed; retrying through the SDK");
-                }
-                Err(StoreError::Timeout) => tracing::debug!("lean block GET timed out; retrying through the SDK"),
-                other => return other,
-            }
+        self.get_object(&self.key(space, hash), hash, None).await
+    }
+
+    async fn get_range(&self, space: i64, hash: &str, range: Range<u64>) -> StoreResult<Bytes> {
+        self.get_object(&self.key(space, hash), hash, Some(range)).await
+    }
+
+    async fn put_outboard(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {
+        self.put_object(self.outboard_key(space, hash), data).await
+    }
+
+    async fn get_outboard(&self, space: i64, hash: &str) -> StoreResult<Option<Bytes>> {
+        match self.get_object(&self.outboard_key(space, hash), hash, None).await {
+            Ok(b) => Ok(Some(b)),
+            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
         }
-        let out = match self.client.get_object().bucket(&self.bucket).key(self.key(space, hash)).send().await {
-            Ok(o) => o,
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
-                return Err(StoreError::NotFound(hash.to_string()));
-            }
-            Err(e) => return Err(map_err(e)),
-        };
-        // A body cut short surfaces here as an error, never as a short block (and the
-        // caller verifies the hash anyway).
-        let body = out.body.collect().await.map_err(|e| StoreError::Remote(format!("reading block body: {e}")))?;
-        Ok(body.into_bytes())
     }
 
     async fn delete_space(&self, space: i64) -> StoreResult<()> {
@@ -241,7 +279,11 @@ impl BlockStore for S3Store {
     }
 
     async fn delete_blocks(&self, space: i64, hashes: &[String]) -> StoreResult<()> {
-        self.delete_keys(hashes.iter().map(|h| self.key(space, h)).collect()).await
+        self.delete_keys(hashes.iter().flat_map(|h| [self.key(space, h), self.outboard_key(space, h)]).collect()).await
+    }
+
+    async fn delete_outboards(&self, space: i64, hashes: &[String]) -> StoreResult<()> {
+        self.delete_keys(hashes.iter().map(|h| self.outboard_key(space, h)).collect()).await
     }
 
     async fn list_blocks(&self) -> StoreResult<Vec<super::StoredBlock>> {
@@ -251,8 +293,8 @@ impl BlockStore for S3Store {
             .await?
             .into_iter()
             .filter_map(|(k, size, modified_ms)| {
-                let (space, hash) = super::parse_block_key(k.strip_prefix(&self.prefix)?)?;
-                Some(super::StoredBlock { space, hash, size, modified_ms })
+                let (space, hash, kind) = super::parse_block_key(k.strip_prefix(&self.prefix)?)?;
+                Some(super::StoredBlock { space, hash, size, modified_ms, kind })
             })
             .collect())
     }

@@ -11,6 +11,7 @@
 //! set-up) stays on the SDK. Used only when the store has an explicit endpoint, path-style
 //! addressing and static credentials; otherwise the SDK path serves reads too.
 
+use std::ops::Range;
 use std::time::{Duration, SystemTime};
 
 use aws_sigv4::http_request::{
@@ -64,13 +65,14 @@ impl FastGet {
         })
     }
 
-    /// The whole object `key`; `NotFound` when the store has no such object. A body shorter or
-    /// longer than announced is an error, never a short block.
-    pub(super) async fn get(&self, key: &str, hash: &str) -> StoreResult<Bytes> {
+    /// The whole object `key`, or bytes `range` of it (fewer where the object ends first);
+    /// `NotFound` when the store has no such object. A body shorter or longer than announced is
+    /// an error, never a short block.
+    pub(super) async fn get(&self, key: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
         let url = format!("{}{}", self.base, key);
         let mut last = StoreError::Remote("no attempt made".into());
         for attempt in 0..ATTEMPTS {
-            match self.attempt(&url, hash).await {
+            match self.attempt(&url, hash, range).await {
                 Ok(b) => return Ok(b),
                 Err(e @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => return Err(e),
                 Err(e) => {
@@ -82,15 +84,23 @@ impl FastGet {
         Err(last)
     }
 
-    async fn attempt(&self, url: &str, hash: &str) -> StoreResult<Bytes> {
+    async fn attempt(&self, url: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
         let mut req = self.http.get(url);
         for (name, value) in self.sign(url)? {
             req = req.header(name, value);
+        }
+        if let Some(r) = range {
+            // Not signed: S3 accepts unsigned standard headers.
+            req = req.header(reqwest::header::RANGE, format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
         }
         let mut resp = req.send().await.map_err(http_err)?;
         let status = resp.status();
         if status == reqwest::StatusCode::NOT_FOUND {
             return Err(StoreError::NotFound(hash.to_string()));
+        }
+        if status == reqwest::StatusCode::RANGE_NOT_SATISFIABLE {
+            // The object ends before the range starts: shorter than the block it names.
+            return Err(StoreError::Corrupt(hash.to_string()));
         }
         if !status.is_success() {
             let body = resp.text().await.unwrap_or_default();
@@ -114,7 +124,15 @@ impl FastGet {
         {
             return Err(StoreError::Remote(format!("GET block: body cut short ({} of {n} bytes)", buf.len())));
         }
-        Ok(buf.freeze())
+        let body = buf.freeze();
+        match range {
+            // A store that ignored the range sent the whole object.
+            Some(r) if status != reqwest::StatusCode::PARTIAL_CONTENT => {
+                let len = body.len() as u64;
+                Ok(body.slice(r.start.min(len) as usize..r.end.min(len) as usize))
+            }
+            _ => Ok(body),
+        }
     }
 
     /// SigV4 headers for an unsigned-payload GET of `url` (S3 signs paths as they are sent).

@@ -7,11 +7,15 @@
 //! a user that someone else holds that content.
 //!
 //! Read path: memory hit → slice; SSD hit → read and verify only the chunks of the range;
-//! miss → one coalesced, verified fetch from the store per block however many readers wait for
-//! it (a task of its own: a reader that goes away never takes it down for the others, and when
-//! every reader is gone it is cancelled), then admission to memory and, in the background, to
-//! SSD. A failed or short store read never enters the cache and is not remembered. Any cache
-//! fault (disk full, unwritable, files deleted underneath, corruption) degrades to a miss.
+//! miss of a part of a block that is neither read sequentially nor often → a ranged GET of only
+//! the 16 KiB pieces that hold it, each checked against the block's outboard (its pieces'
+//! BLAKE3 chaining values, kept in memory once checked against the hash; see
+//! `crate::blocks`), admitted nowhere; other misses → one coalesced, verified fetch of the
+//! whole block per block however many readers wait for it (a task of its own: a reader that
+//! goes away never takes it down for the others, and when every reader is gone it is
+//! cancelled), then admission to memory and, in the background, to SSD. A failed, short or
+//! corrupt store read never enters the cache and is not remembered. Any cache fault (disk
+//! full, unwritable, files deleted underneath, corruption) degrades to a miss.
 
 pub mod warm;
 
@@ -56,6 +60,10 @@ const DISK_WRITES_IN_FLIGHT: usize = 4;
 /// buffers) until it is sent, so this bounds cold-path memory; beyond it, readers queue.
 const STORE_FETCHES_IN_FLIGHT: usize = 16;
 
+/// Memory for the outboards of blocks read in parts: 8 KiB per 4 MiB block, so 16 MiB covers
+/// 8 GiB of blocks.
+const OUTBOARD_BYTES: u64 = 16 << 20;
+
 /// The cache's origin: verified reads from the block store.
 pub struct StoreFetcher(DynStore);
 
@@ -69,6 +77,36 @@ impl Fetcher for StoreFetcher {
         metrics::histogram!("nimbus_store_fetch_seconds").record(start.elapsed().as_secs_f64());
         metrics::counter!("nimbus_store_bytes_read_total").increment(block.data().len() as u64);
         Ok(block)
+    }
+
+    fn ranged(&self) -> bool {
+        true
+    }
+
+    async fn fetch_range(&self, (space, hash): Key, range: Range<usize>) -> Option<Result<Bytes, Arc<StoreError>>> {
+        let hex = blake3::Hash::from_bytes(hash).to_hex();
+        let result = self.0.get_range(space, hex.as_str(), range.start as u64..range.end as u64).await;
+        metrics::counter!("nimbus_store_range_fetches_total").increment(1);
+        if let Ok(b) = &result {
+            metrics::counter!("nimbus_store_bytes_read_total").increment(b.len() as u64);
+        }
+        Some(result.map_err(Arc::new))
+    }
+
+    async fn fetch_outboard(&self, (space, hash): Key) -> Result<Option<Bytes>, Arc<StoreError>> {
+        let hex = blake3::Hash::from_bytes(hash).to_hex();
+        metrics::counter!("nimbus_store_outboard_fetches_total").increment(1);
+        self.0.get_outboard(space, hex.as_str()).await.map_err(Arc::new)
+    }
+
+    async fn store_outboard(&self, (space, hash): Key, outboard: Bytes) {
+        let hex = blake3::Hash::from_bytes(hash).to_hex();
+        match self.0.put_outboard(space, hex.as_str(), outboard).await {
+            Ok(()) => metrics::counter!("nimbus_store_outboards_written_total").increment(1),
+            Err(e) => {
+                tracing::debug!(error = %e, block = %hex, "cannot write a block's outboard; a later read will try again")
+            }
+        }
     }
 }
 
@@ -150,6 +188,7 @@ impl BlockCache {
             when_writes_busy: WhenWritesBusy::Skip,
             fetched_to_mem: true,
             ahead_blocks: 0,
+            outboard_bytes: OUTBOARD_BYTES,
         };
         let cache = TieredCache::new(StoreFetcher(store), config, disk, Arc::new(CacheMetrics));
         if let Some(dir) = cache.disk_dir() {
@@ -159,23 +198,30 @@ impl BlockCache {
         Ok(Self { cache })
     }
 
-    /// Bytes `range` of block `hash` in `space`, verified, through the cache.
+    /// Bytes `range` of block `hash` (of `len` bytes) in `space`, verified, through the cache.
     pub async fn read(
         &self,
         space: i64,
         hash: &str,
         range: Range<usize>,
+        len: usize,
         mode: CacheMode,
     ) -> Result<Bytes, StoreError> {
         let key = parse_key(space, hash)?;
         let result = match mode {
-            CacheMode::Bypass => self.cache.bypass(key, range).await,
-            CacheMode::Normal => self.cache.read(key, range, ReadMode::Range).await,
+            CacheMode::Bypass => self.cache.bypass(key, range, Some(len)).await,
+            CacheMode::Normal => self.cache.read(key, range, ReadMode::Part { len }).await,
         };
         result.map_err(|e| match e {
             ReadError::Fetch(e) => clone_err(&e),
             ReadError::Interrupted => StoreError::Remote(format!("the fetch of block {hash} was interrupted")),
             ReadError::Range { .. } => StoreError::Corrupt(hash.to_string()),
+            ReadError::Corrupt => {
+                // As a whole block that fails its hash (`get_verified_block`): never served.
+                metrics::counter!("nimbus_store_corrupt_blocks_total").increment(1);
+                tracing::warn!(space, block = %hash, "part of a block from the store failed verification against the block's hash");
+                StoreError::Corrupt(hash.to_string())
+            }
         })
     }
 
@@ -209,7 +255,8 @@ impl BlockCache {
             bytes_served_mem: s.bytes_served_mem,
             bytes_served_disk: s.bytes_served_disk,
             bytes_fetched_store: s.bytes_fetched,
-            store_fetches: s.fetches,
+            // Every GET of block bytes: whole blocks and ranges of pieces.
+            store_fetches: s.fetches + s.range_fetches,
             admission_rejects: s.admission_rejects,
             evictions_mem: s.evictions_mem,
             evictions_disk: s.evictions_disk,
@@ -229,6 +276,8 @@ mod tests {
     struct Counting {
         inner: LocalStore,
         gets: AtomicU64,
+        /// Ranged reads of blocks.
+        ranges: AtomicU64,
         /// Reads never answer (a store that went silent).
         stall: AtomicBool,
         /// Reads that fail before the store answers normally again.
@@ -252,6 +301,16 @@ mod tests {
             }
             self.inner.get(space, hash).await
         }
+        async fn get_range(&self, space: i64, hash: &str, range: Range<u64>) -> crate::blocks::StoreResult<Bytes> {
+            self.ranges.fetch_add(1, Ordering::SeqCst);
+            self.inner.get_range(space, hash, range).await
+        }
+        async fn put_outboard(&self, space: i64, hash: &str, data: Bytes) -> crate::blocks::StoreResult<()> {
+            self.inner.put_outboard(space, hash, data).await
+        }
+        async fn get_outboard(&self, space: i64, hash: &str) -> crate::blocks::StoreResult<Option<Bytes>> {
+            self.inner.get_outboard(space, hash).await
+        }
         async fn delete_space(&self, space: i64) -> crate::blocks::StoreResult<()> {
             self.inner.delete_space(space).await
         }
@@ -267,6 +326,7 @@ mod tests {
         let store = Arc::new(Counting {
             inner: LocalStore::open(&dir.join("store")).await?,
             gets: AtomicU64::new(0),
+            ranges: AtomicU64::new(0),
             stall: AtomicBool::new(false),
             failures: AtomicU64::new(0),
         });
@@ -275,9 +335,11 @@ mod tests {
         Ok((store, cache))
     }
 
+    /// Stores a block as an upload does: with its outboard.
     async fn put(store: &Counting, space: i64, data: &[u8]) -> anyhow::Result<String> {
-        let hash = blake3::hash(data).to_hex().to_string();
-        store.put(space, &hash, Bytes::copy_from_slice(data)).await?;
+        let (hash, block) = Verified::hash_new(Bytes::copy_from_slice(data));
+        let hash = blake3::Hash::from_bytes(hash).to_hex().to_string();
+        crate::blocks::put_verified(store, space, &hash, &block).await?;
         Ok(hash)
     }
 
@@ -296,7 +358,7 @@ mod tests {
         let mut tasks = Vec::new();
         for _ in 0..100 {
             let (c, h) = (cache.clone(), hash.clone());
-            tasks.push(tokio::spawn(async move { c.read(1, &h, 0..1 << 20, CacheMode::Normal).await }));
+            tasks.push(tokio::spawn(async move { c.read(1, &h, 0..1 << 20, 1 << 20, CacheMode::Normal).await }));
         }
         for t in tasks {
             assert_eq!(t.await??.len(), 1 << 20);
@@ -320,16 +382,16 @@ mod tests {
         let later = put(&store, 1, b"read after the others gave up").await?;
         store.stall.store(true, Ordering::SeqCst);
         for h in &hashes {
-            let read = cache.read(1, h, 0..1000, CacheMode::Normal);
+            let read = cache.read(1, h, 0..1000, 1000, CacheMode::Normal);
             assert!(tokio::time::timeout(std::time::Duration::from_millis(20), read).await.is_err());
         }
         assert_eq!(cache.fetches_in_flight(), 0);
         store.stall.store(false, Ordering::SeqCst);
-        let read = cache.read(1, &later, 0..29, CacheMode::Normal);
+        let read = cache.read(1, &later, 0..29, 29, CacheMode::Normal);
         let got = tokio::time::timeout(std::time::Duration::from_secs(10), read).await??;
         assert_eq!(&got[..], b"read after the others gave up");
         // An abandoned block is fetched again by its next reader.
-        assert_eq!(cache.read(1, &hashes[0], 0..1000, CacheMode::Normal).await?.len(), 1000);
+        assert_eq!(cache.read(1, &hashes[0], 0..1000, 1000, CacheMode::Normal).await?.len(), 1000);
         settle().await;
         assert_eq!(cache.fetches_in_flight(), 0);
         Ok(())
@@ -341,10 +403,10 @@ mod tests {
         let (store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
         let hash = put(&store, 1, &[7u8; 5000]).await?;
         store.failures.store(1, Ordering::SeqCst);
-        let first = cache.read(1, &hash, 0..5000, CacheMode::Normal).await;
+        let first = cache.read(1, &hash, 0..5000, 5000, CacheMode::Normal).await;
         assert!(matches!(first, Err(StoreError::Timeout)), "{first:?}");
         assert_eq!(cache.fetches_in_flight(), 0);
-        assert_eq!(cache.read(1, &hash, 0..5000, CacheMode::Normal).await?.len(), 5000);
+        assert_eq!(cache.read(1, &hash, 0..5000, 5000, CacheMode::Normal).await?.len(), 5000);
         assert_eq!(store.gets.load(Ordering::SeqCst), 2);
         Ok(())
     }
@@ -357,17 +419,17 @@ mod tests {
         {
             let (store, cache) = setup(dir.path(), 1 << 30, 0).await?;
             hash = put(&store, 5, &data).await?;
-            let cold = cache.read(5, &hash, 1000..200_000, CacheMode::Normal).await?;
+            let cold = cache.read(5, &hash, 1000..200_000, data.len(), CacheMode::Normal).await?;
             assert_eq!(&cold[..], &data[1000..200_000]);
             settle().await;
-            let warm = cache.read(5, &hash, 1000..200_000, CacheMode::Normal).await?;
+            let warm = cache.read(5, &hash, 1000..200_000, data.len(), CacheMode::Normal).await?;
             assert_eq!(cold, warm);
             assert_eq!(cache.stats().hits_disk, 1);
-            let bypass = cache.read(5, &hash, 1000..200_000, CacheMode::Bypass).await?;
+            let bypass = cache.read(5, &hash, 1000..200_000, data.len(), CacheMode::Bypass).await?;
             assert_eq!(cold, bypass);
         }
         let (store, cache) = setup(dir.path(), 1 << 30, 0).await?;
-        let again = cache.read(5, &hash, 0..data.len(), CacheMode::Normal).await?;
+        let again = cache.read(5, &hash, 0..data.len(), data.len(), CacheMode::Normal).await?;
         assert_eq!(&again[..], &data[..]);
         assert_eq!(store.gets.load(Ordering::SeqCst), 0, "warm after restart");
         Ok(())
@@ -379,21 +441,22 @@ mod tests {
         let (store, cache) = setup(dir.path(), 1 << 30, 0).await?;
         let data = vec![9u8; 100_000];
         let hash = put(&store, 2, &data).await?;
-        cache.read(2, &hash, 0..10, CacheMode::Normal).await?;
+        cache.read(2, &hash, 0..10, data.len(), CacheMode::Normal).await?;
         settle().await;
         let file = dir.path().join("cache/blocks/2").join(&hash[..2]).join(&hash);
         let mut raw = std::fs::read(&file)?;
         let last = raw.len() - 1;
         raw[last] ^= 0xff;
         std::fs::write(&file, &raw)?;
-        let got = cache.read(2, &hash, 90_000..100_000, CacheMode::Normal).await?;
+        let got = cache.read(2, &hash, 90_000..100_000, data.len(), CacheMode::Normal).await?;
         assert_eq!(&got[..], &data[90_000..100_000]);
         assert_eq!(cache.stats().corrupt_entries, 1);
         settle().await;
         std::fs::remove_dir_all(dir.path().join("cache/blocks"))?;
-        let got = cache.read(2, &hash, 0..100_000, CacheMode::Normal).await?;
+        let got = cache.read(2, &hash, 0..100_000, data.len(), CacheMode::Normal).await?;
         assert_eq!(&got[..], &data[..]);
-        assert_eq!(store.gets.load(Ordering::SeqCst), 3);
+        // The read past the damaged entry took only its pieces; the others, whole blocks.
+        assert_eq!((store.gets.load(Ordering::SeqCst), store.ranges.load(Ordering::SeqCst)), (2, 1));
         Ok(())
     }
 
@@ -407,16 +470,22 @@ mod tests {
         {
             let (store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
             hash = put(&store, 6, &data).await?;
-            cache.read(6, &hash, 0..data.len(), CacheMode::Normal).await?;
+            cache.read(6, &hash, 0..data.len(), data.len(), CacheMode::Normal).await?;
             settle().await;
         }
         // After a restart the block is on SSD only.
         let (_store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
-        assert_eq!(&cache.read(6, &hash, 0..4096, CacheMode::Normal).await?[..], &data[..4096]);
-        assert_eq!(&cache.read(6, &hash, 500_000..504_096, CacheMode::Normal).await?[..], &data[500_000..504_096]);
-        assert_eq!(&cache.read(6, &hash, 0..data.len(), CacheMode::Normal).await?[..], &data[..]);
+        assert_eq!(&cache.read(6, &hash, 0..4096, data.len(), CacheMode::Normal).await?[..], &data[..4096]);
+        assert_eq!(
+            &cache.read(6, &hash, 500_000..504_096, data.len(), CacheMode::Normal).await?[..],
+            &data[500_000..504_096]
+        );
+        assert_eq!(&cache.read(6, &hash, 0..data.len(), data.len(), CacheMode::Normal).await?[..], &data[..]);
         // Now whole in memory: any range works from there.
-        assert_eq!(&cache.read(6, &hash, 999_000..1_000_000, CacheMode::Normal).await?[..], &data[999_000..]);
+        assert_eq!(
+            &cache.read(6, &hash, 999_000..1_000_000, data.len(), CacheMode::Normal).await?[..],
+            &data[999_000..]
+        );
         assert!(cache.stats().hits_mem >= 1);
         Ok(())
     }
@@ -431,7 +500,7 @@ mod tests {
         std::fs::remove_dir_all(dir.path().join("cache/tmp"))?;
         std::fs::write(dir.path().join("cache/tmp"), b"not a dir")?;
         for _ in 0..3 {
-            assert_eq!(cache.read(3, &hash, 0..50_000, CacheMode::Normal).await?.len(), 50_000);
+            assert_eq!(cache.read(3, &hash, 0..50_000, 50_000, CacheMode::Normal).await?.len(), 50_000);
             settle().await;
         }
         assert!(cache.stats().write_errors >= 1);
@@ -447,7 +516,7 @@ mod tests {
         for i in 0..20u32 {
             let data = vec![i as u8; 100_000];
             let hash = put(&store, 4, &data).await?;
-            cache.read(4, &hash, 0..100_000, CacheMode::Normal).await?;
+            cache.read(4, &hash, 0..100_000, data.len(), CacheMode::Normal).await?;
             assert!(cache.stats().disk_used_bytes <= cap);
         }
         settle().await;
@@ -467,5 +536,31 @@ mod tests {
                     .sum()
             })
             .unwrap_or(0)
+    }
+
+    /// A random part of a block is one ranged GET of its pieces, verified, admitted nowhere;
+    /// bit rot in a piece is refused and counted, the other pieces still read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_random_part_is_one_ranged_get() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (store, cache) = setup(dir.path(), 1 << 30, 64 << 20).await?;
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let hash = put(&store, 7, &data).await?;
+        let len = data.len();
+        for mode in [CacheMode::Bypass, CacheMode::Normal] {
+            let got = cache.read(7, &hash, 1_000_000..1_004_096, len, mode).await?;
+            assert_eq!(&got[..], &data[1_000_000..1_004_096]);
+        }
+        assert_eq!((store.gets.load(Ordering::SeqCst), store.ranges.load(Ordering::SeqCst)), (0, 2));
+        assert_eq!(cache.stats().mem_entries, 0);
+        let file = dir.path().join("store/spaces/7/blocks").join(&hash[..2]).join(&hash);
+        let mut raw = std::fs::read(&file)?;
+        raw[2_000_123] ^= 1;
+        std::fs::write(&file, &raw)?;
+        let bad = cache.read(7, &hash, 2_000_000..2_000_200, len, CacheMode::Bypass).await;
+        assert!(matches!(bad, Err(StoreError::Corrupt(_))), "{bad:?}");
+        let good = cache.read(7, &hash, 2_100_000..2_100_200, len, CacheMode::Bypass).await?;
+        assert_eq!(&good[..], &data[2_100_000..2_100_200]);
+        Ok(())
     }
 }

@@ -101,7 +101,7 @@ impl Warmer {
             let Ok(m) = meta.manifest(user, &path, None).await else { continue };
             let reads = m.blocks.into_iter().map(|b| async move {
                 let size = b.size.max(0) as usize;
-                cache.read(user.get(), &b.hash, 0..size, CacheMode::Normal).await.map(|_| size as u64)
+                cache.read(user.get(), &b.hash, 0..size, size, CacheMode::Normal).await.map(|_| size as u64)
             });
             let mut reads = futures::stream::iter(reads).buffer_unordered(PARALLEL);
             while let Some(r) = reads.next().await {

@@ -129,6 +129,19 @@ pub const METRICS: &[MetricInfo] = {
         ),
         metric("nimbus_store_fetch_seconds", Histogram, &[], "block fetches from the store (cold reads)"),
         metric("nimbus_store_bytes_read_total", Counter, &[], "bytes read from the store"),
+        metric(
+            "nimbus_store_range_fetches_total",
+            Counter,
+            &[],
+            "ranged GETs of a block's pieces (a read of part of a block, verified against its outboard)",
+        ),
+        metric("nimbus_store_outboard_fetches_total", Counter, &[], "block outboards (piece tags) read from the store"),
+        metric(
+            "nimbus_store_outboards_written_total",
+            Counter,
+            &[],
+            "outboards written for blocks stored without one (found by a ranged read)",
+        ),
         metric("nimbus_store_bytes_written_total", Counter, &[], "bytes written to the store"),
         metric("nimbus_store_corrupt_blocks_total", Counter, &[], "blocks from the store that failed their hash check"),
         metric(

@@ -12,7 +12,11 @@
 //! - a damaged object with no registry row at all is deleted only once it is older than the
 //!   GC grace period (`--gc-grace`): younger, it may belong to an upload that has not
 //!   registered it yet;
-//! - anything the store could not read (an error, a timeout) is reported `unreadable` and left.
+//! - anything the store could not read (an error, a timeout) is reported `unreadable` and left;
+//! - a block's outboard (`<hash>.tags`, its pieces' tags for ranged reads) belongs to the
+//!   block's registry row or object; one with neither is `stray_outboard`, deleted once older
+//!   than the grace period (it is derived data: a read of its block, if that ever comes back,
+//!   writes it again).
 //!
 //! Every change is made under the space's lock (the one uploads, commits and garbage
 //! collection take) after checking the store again, so a block that an upload or GC changed
@@ -24,7 +28,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
-use crate::blocks::{DynStore, StoreError};
+use crate::blocks::{DynStore, ObjectKind, StoreError, StoredBlock};
 use crate::meta::{BlockRow, Meta, MetaResult, SpaceId, now_ms};
 
 /// Blocks read and hashed at a time.
@@ -32,7 +36,8 @@ const PARALLEL: usize = 8;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `missing`, `corrupt`, `size_mismatch`, `unregistered`, `orphan`, `unreadable`.
+    /// `missing`, `corrupt`, `size_mismatch`, `unregistered`, `orphan`, `stray_outboard`,
+    /// `unreadable`.
     pub kind: &'static str,
     pub space: i64,
     pub hash: String,
@@ -127,7 +132,7 @@ pub async fn run(
     let mut damaged: Vec<String> = report
         .problems
         .iter()
-        .filter(|p| !p.repaired && p.kind != "orphan")
+        .filter(|p| !p.repaired && !matches!(p.kind, "orphan" | "stray_outboard"))
         .flat_map(|p| p.files.iter().map(|f| format!("space {}: {f}", p.space)))
         .collect();
     damaged.sort();
@@ -163,6 +168,10 @@ async fn orphans(
     // written already) or a damaged block waiting for its bytes.
     let known: HashSet<(i64, String)> = meta.block_rows().await?.into_iter().map(|b| (b.space_id, b.hash)).collect();
     let young_after = now_ms().saturating_sub(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
+    let (outboards, listed): (Vec<StoredBlock>, Vec<StoredBlock>) =
+        listed.into_iter().partition(|o| o.kind == ObjectKind::Outboard);
+    let objects: HashSet<(i64, String)> = listed.iter().map(|o| (o.space, o.hash.clone())).collect();
+    stray_outboards(store, outboards, |k| known.contains(k) || objects.contains(k), repair, young_after, report).await;
     for o in listed {
         if known.contains(&(o.space, o.hash.clone())) {
             continue;
@@ -213,6 +222,44 @@ async fn orphans(
         });
     }
     Ok(())
+}
+
+/// Outboards that belong to no block (no registry row, no object): reported, and with
+/// `repair` deleted once older than the grace period (younger, their upload may still be
+/// writing the block).
+async fn stray_outboards(
+    store: &DynStore,
+    outboards: Vec<StoredBlock>,
+    belongs: impl Fn(&(i64, String)) -> bool,
+    repair: bool,
+    young_after: i64,
+    report: &mut FsckReport,
+) {
+    for o in outboards {
+        if belongs(&(o.space, o.hash.clone())) {
+            continue;
+        }
+        let young = o.modified_ms.is_none_or(|t| t >= young_after);
+        let mut detail =
+            format!("an outboard ({} byte(s) of piece tags) whose block is neither registered nor stored", o.size);
+        let mut repaired = false;
+        if repair && young {
+            detail.push_str("; younger than the GC grace period (its block may still be on its way): left alone");
+        } else if repair {
+            match store.delete_outboards(o.space, std::slice::from_ref(&o.hash)).await {
+                Ok(()) => repaired = true,
+                Err(e) => detail.push_str(&format!("; cannot delete it: {e}")),
+            }
+        }
+        report.problems.push(Problem {
+            kind: "stray_outboard",
+            space: o.space,
+            hash: o.hash,
+            detail,
+            files: Vec::new(),
+            repaired,
+        });
+    }
 }
 
 /// What is wrong with a block in the store.

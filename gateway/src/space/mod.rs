@@ -9,11 +9,12 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::{self, FuturesUnordered, Stream, StreamExt, TryStreamExt};
 use nimbus_proto::RemotePath;
 
-use crate::blocks::StoreError;
+use crate::blocks::{StoreError, put_verified};
 use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, BlockEntry, Claim, CommitSpec, LockTokens, NodeRow, SpaceId};
 use crate::state::AppState;
+use nimbus_blockcache::verify::Verified;
 
 /// Blocks fetched ahead of the one being sent.
 const READ_AHEAD: usize = 2;
@@ -24,13 +25,15 @@ pub async fn put_block(state: &AppState, space: SpaceId, hash: &str, data: Bytes
     if data.len() as u64 > state.settings.block_size {
         return Err(ApiError::PayloadTooLarge(format!("a block holds at most {} bytes", state.settings.block_size)));
     }
-    let actual = blake3::hash(&data).to_hex();
+    // One pass: the hash check and the pieces' tags of the block's outboard.
+    let (actual, block) = Verified::hash_new(data);
+    let actual = blake3::Hash::from_bytes(actual).to_hex();
     if actual.as_str() != hash {
         return Err(ApiError::HashMismatch(format!(
             "the uploaded bytes hash to {actual}, not {hash}; the block was not stored"
         )));
     }
-    let (_, created) = store_block(state, space, hash.to_string(), data, 0).await?;
+    let (_, created) = store_block(state, space, hash.to_string(), block, 0).await?;
     Ok(created)
 }
 
@@ -49,26 +52,26 @@ async fn store_block(
     state: &AppState,
     space: SpaceId,
     hash: String,
-    data: Bytes,
+    block: Verified,
     allowance: u64,
 ) -> ApiResult<(BlockEntry, bool)> {
-    let size = data.len() as i64;
+    let size = block.data().len() as i64;
     let allowance = i64::try_from(allowance).unwrap_or(i64::MAX);
     let claim = state.meta.claim_block(space, &hash, size, allowance).await?;
     if claim == Claim::Held && !stored_intact(state, space, &hash, size).await {
         // Same bytes under the same name: readers see the damaged copy or this one, never a mix.
-        state.store.put(space.get(), &hash, data).await?;
+        put_verified(state.store.as_ref(), space.get(), &hash, &block).await?;
         metrics::counter!("nimbus_store_blocks_repaired_total").increment(1);
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
         tracing::warn!(space = %space, hash = %hash, "a held block's object was missing or damaged; replaced it with the uploaded bytes");
     } else if claim == Claim::Write {
-        state.store.put(space.get(), &hash, data.clone()).await?;
+        put_verified(state.store.as_ref(), space.get(), &hash, &block).await?;
         metrics::counter!("nimbus_store_bytes_written_total").increment(size as u64);
         // Readable only once the store has it: a stored block is always readable.
         if !state.meta.block_stored(space, &hash).await? {
             // Garbage collection took the claim (and maybe the object) meanwhile: write it
             // again, then register it; without a row, collection cannot touch it.
-            state.store.put(space.get(), &hash, data).await?;
+            put_verified(state.store.as_ref(), space.get(), &hash, &block).await?;
             state.meta.register_block(space, &hash, size).await?;
         }
     }
@@ -225,7 +228,9 @@ where
             blocks.push(None);
             let st = state.clone();
             let allowance = room.allowance;
-            let hash = blake3::hash(&block).to_hex().to_string();
+            // One pass: the block's name and its outboard's tags.
+            let (hash, block) = Verified::hash_new(block);
+            let hash = blake3::Hash::from_bytes(hash).to_hex().to_string();
             claims.hashes.push(hash.clone());
             in_flight.push(async move { store_block(&st, space, hash, block, allowance).await.map(|(b, _)| (idx, b)) });
             // Backpressure: stop reading the body while enough uploads are running.
@@ -314,7 +319,7 @@ pub async fn read_within_block(
         offset = b_end;
         if start >= b_start && end < b_end {
             let range = (start - b_start) as usize..(end + 1 - b_start) as usize;
-            return Ok(Some(state.cache.read(space.get(), &b.hash, range, mode).await?));
+            return Ok(Some(state.cache.read(space.get(), &b.hash, range, b.size as usize, mode).await?));
         }
         if b_end > start {
             break;
@@ -365,13 +370,13 @@ fn read_range(
         }
         let from = start.saturating_sub(b_start) as usize;
         let to = ((end + 1).min(b_end) - b_start) as usize;
-        wanted.push((b.hash, from, to));
+        wanted.push((b.hash, from, to, b.size.max(0) as usize));
     }
     let cache = state.cache.clone();
     stream::iter(wanted)
-        .map(move |(hash, from, to)| {
+        .map(move |(hash, from, to, len)| {
             let cache = cache.clone();
-            async move { cache.read(space.get(), &hash, from..to, mode).await }
+            async move { cache.read(space.get(), &hash, from..to, len, mode).await }
         })
         .buffered(READ_AHEAD)
 }

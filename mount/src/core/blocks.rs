@@ -141,6 +141,7 @@ fn vfs_error(e: ReadError<Arc<VfsError>>) -> VfsError {
         ReadError::Range { start, end, len } => {
             VfsError::Io(format!("read {start}..{end} outside a block of {len} bytes"))
         }
+        ReadError::Corrupt => VfsError::Io("part of a block came back corrupt from the server".into()),
     }
 }
 
@@ -171,6 +172,8 @@ impl BlockCache {
             // Readers put what they read into memory; read-ahead waits in its own buffer.
             fetched_to_mem: false,
             ahead_blocks: budget.ahead,
+            // The gateway serves whole blocks only: no part reads here.
+            outboard_bytes: 0,
         };
         let scopes = Arc::new(BlockScopes::default());
         let cache = TieredCache::new(GatewayFetcher(remote, scopes.clone()), config, disk, Arc::new(NoEvents));
