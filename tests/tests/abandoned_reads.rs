@@ -215,7 +215,7 @@ backend_test!(
         for (i, (hex, _)) in blocks.iter().take(DRIVE_ABANDONED).enumerate() {
             let hash = parse_hash(hex)?;
             let whole = i % 2 == 0;
-            let read = cache.read(hash, 0, 4096, whole);
+            let read = cache.read(None, hash, 0, 4096, whole);
             ensure!(
                 tokio::time::timeout(Duration::from_millis(300), read).await.is_err(),
                 "a read through a silent gateway answered"
@@ -225,7 +225,7 @@ backend_test!(
         // Back again: a block nobody asked for yet is fetched, and so is one whose reader gave up.
         proxy.set_mode(Mode::Forward);
         for (hex, bytes) in [&blocks[DRIVE_ABANDONED], &blocks[0]] {
-            let read = cache.read(parse_hash(hex)?, 0, bytes.len(), true);
+            let read = cache.read(None, parse_hash(hex)?, 0, bytes.len(), true);
             let got = tokio::time::timeout(Duration::from_secs(60), read)
                 .await
                 .context("a drive read after abandoned ones got no answer within 60 s: the local cache is wedged")??;
