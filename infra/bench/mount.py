@@ -846,10 +846,11 @@ def build_report(meta, recs, rss, failed):
     r = quotient(n, b)
     row(f"warm seq read {size} (MB/s)", "MB/s", n, "bindfs", b, r, ">= 0.8x", judge(r, 0.8))
     n = med("nimbus-cold-seq", "mb_s")
-    for peer in ("rclone", "s3fs"):
+    # Issue 21's goals: s3fs keeps no cache and is the leaner reader, rclone caches like us.
+    for peer, goal in (("rclone", 1.5), ("s3fs", 1.0)):
         p = med(f"{peer}-cold-seq", "mb_s")
         r = quotient(n, p)
-        row(f"cold seq read {size} vs {peer} (MB/s)", "MB/s", n, peer, p, r, ">= 1.2x", judge(r, 1.2))
+        row(f"cold seq read {size} vs {peer} (MB/s)", "MB/s", n, peer, p, r, f">= {goal}x", judge(r, goal))
     n, b = med("nimbus-warm-rand", "iops"), med("bindfs-warm-rand", "iops")
     r = quotient(n, b)
     row("warm 4 KiB random read, 4 jobs (IOPS)", "IOPS", n, "bindfs", b, r, ">= 0.7x", judge(r, 0.7))
