@@ -5,7 +5,6 @@
 //! order of `seq` is the order of commits: a reader that has seen seq N will never see a
 //! smaller one of the same space appear later.
 
-use nimbus_proto::RemotePath;
 use nimbus_proto::names::SHARED_WITH_ME;
 
 use super::SpaceId;
@@ -142,7 +141,7 @@ impl Meta {
             .await?;
         let mut out = Vec::with_capacity(rows.len());
         for (share_id, owner, node, name, kind) in rows {
-            if let Some(root) = self.path_even_trashed(owner, node).await? {
+            if let Some(root) = self.path_of(owner, node).await?.map(|(path, _)| path) {
                 out.push(FeedShare {
                     share_id,
                     owner: SpaceId::stored(owner),
@@ -191,31 +190,6 @@ impl Meta {
         Ok(rows)
     }
 
-    /// The path of `node` in `space` whether or not it is in the trash (a trashed node keeps its
-    /// place), or None if it is not a node of that space.
-    async fn path_even_trashed(&self, space: i64, node: i64) -> MetaResult<Option<RemotePath>> {
-        const UP: &str = "SELECT space_id, parent_id, name FROM nodes WHERE id = $1";
-        let mut names = Vec::new();
-        let mut cur: Option<(i64, Option<i64>, String)> = sql(UP).bind(node).fetch_optional(&mut self.db()).await?;
-        while let Some((in_space, parent, name)) = cur {
-            if in_space != space {
-                return Ok(None);
-            }
-            match parent {
-                None => break,
-                Some(p) => {
-                    names.push(name);
-                    cur = sql(UP).bind(p).fetch_optional(&mut self.db()).await?;
-                }
-            }
-        }
-        let mut path = RemotePath::root();
-        for name in names.iter().rev() {
-            path = path.join(name)?;
-        }
-        Ok(Some(path))
-    }
-
     /// Registers for wake-ups when this process commits a change of `space`. Register before
     /// querying: a change committed between the query and the wait then still wakes.
     pub fn watch_changes(&self, space: SpaceId) -> ChangeWatch {
@@ -226,10 +200,9 @@ impl Meta {
 
 #[cfg(test)]
 mod tests {
-    use nimbus_proto::RemotePath;
-
     use super::*;
     use crate::meta::{Base, CommitSpec, LockTokens};
+    use nimbus_proto::RemotePath;
 
     fn path(s: &str) -> RemotePath {
         RemotePath::parse(s).expect("valid path")

@@ -87,7 +87,7 @@ struct PublicRow {
 
 /// The node `id` of `space` and its path from the space's root, and whether it is live (neither
 /// it nor a folder above it is in the trash). NotFound if there is no such node in the space.
-async fn node_path(c: &mut impl Conn, space: i64, id: i64) -> MetaResult<(NodeRow, RemotePath, bool)> {
+pub(super) async fn node_path(c: &mut impl Conn, space: i64, id: i64) -> MetaResult<(NodeRow, RemotePath, bool)> {
     let node: NodeRow = sql(NODE_SQL).bind(id).fetch_optional(c).await?.ok_or(MetaError::NotFound)?;
     if node.space_id != space {
         return Err(MetaError::NotFound);

@@ -385,27 +385,17 @@ impl Meta {
     /// The path of node `node` in `space` now, or None if it (or a folder above it) is in the
     /// trash, or it is not a node of that space.
     async fn live_path(&self, space: i64, node: i64) -> MetaResult<Option<RemotePath>> {
-        const UP: &str = "SELECT space_id, parent_id, name, trashed_at FROM nodes WHERE id = $1";
-        let mut names = Vec::new();
-        let mut cur: Option<(i64, Option<i64>, String, Option<i64>)> =
-            sql(UP).bind(node).fetch_optional(&mut self.db()).await?;
-        while let Some((in_space, parent, name, trashed)) = cur {
-            if in_space != space || trashed.is_some() {
-                return Ok(None);
-            }
-            match parent {
-                None => break,
-                Some(p) => {
-                    names.push(name);
-                    cur = sql(UP).bind(p).fetch_optional(&mut self.db()).await?;
-                }
-            }
+        Ok(self.path_of(space, node).await?.and_then(|(path, live)| live.then_some(path)))
+    }
+
+    /// The path of node `node` in `space` (where it was, for a node in the trash or under a
+    /// trashed folder) and whether it is live; None if it is not a node of that space.
+    pub(super) async fn path_of(&self, space: i64, node: i64) -> MetaResult<Option<(RemotePath, bool)>> {
+        match super::links::node_path(&mut self.db(), space, node).await {
+            Ok((_, path, live)) => Ok(Some((path, live))),
+            Err(MetaError::NotFound) => Ok(None),
+            Err(e) => Err(e),
         }
-        let mut path = RemotePath::root();
-        for name in names.iter().rev() {
-            path = path.join(name)?;
-        }
-        Ok(Some(path))
     }
 }
 
