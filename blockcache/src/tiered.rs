@@ -25,13 +25,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::Key;
 use crate::coalesce::{Coalescer, Failure, Linger};
 use crate::disk::{DiskError, DiskStore, entry_size};
 use crate::policy::{Admission, S3Fifo};
-use crate::verify::{Outboard, PIECE, Verified, covering};
+use crate::verify::{Outboard, PIECE, PieceCheck, Verified, covering};
 
 /// How a block is fetched from the origin on a miss. What it returns is a [`Verified`] block
 /// (checked against the key's hash, with its pieces' tags from that one pass): the cache serves
@@ -69,6 +69,15 @@ pub trait Fetcher: Send + Sync + 'static {
     fn store_outboard(&self, _key: Key, _outboard: Bytes) -> impl Future<Output = ()> + Send {
         async {}
     }
+}
+
+/// A bypassing read to stream ([`TieredCache::bypass_streamed`]): the bytes of the block to ask
+/// the origin for, the check they go through, and the fetch slot held until it is dropped (so
+/// streamed reads count against the same bound as fetches).
+pub struct StreamedRead {
+    pub span: Range<usize>,
+    pub check: PieceCheck,
+    _slot: OwnedSemaphorePermit,
 }
 
 /// A cache tier, for [`Events`].
@@ -551,6 +560,41 @@ impl<F: Fetcher> TieredCache<F> {
             inner.write_outboard(key, &block);
         }
         slice(block.data(), range)
+    }
+
+    /// A bypassing read of `range` of a block of `len` bytes planned for streaming: the caller
+    /// asks the origin for `span` itself and passes what arrives through `check`, which lets
+    /// out only bytes whose 16 KiB piece matched the block's outboard. No block-sized buffer and
+    /// no copy, which is what a bypass of a large block costs otherwise. `None` when that
+    /// cannot be done (an origin without ranges, a block of one piece, no usable outboard):
+    /// then [`TieredCache::bypass`] reads it whole (and writes the missing outboard).
+    pub async fn bypass_streamed(
+        &self,
+        key: Key,
+        range: Range<usize>,
+        len: usize,
+    ) -> Result<Option<StreamedRead>, ReadError<F::Error>> {
+        let inner = &self.inner;
+        if !self.partial(&range, len) {
+            return Ok(None);
+        }
+        let outboard = match inner.outboard_get(&key) {
+            Some(known) => known,
+            None => match self.outboard(key, len).await? {
+                Some(fetched) => fetched,
+                None => return Ok(None),
+            },
+        };
+        if outboard.block_len() != len {
+            return Ok(None);
+        }
+        let Some((check, span)) = PieceCheck::new(outboard, range) else { return Ok(None) };
+        let slot = self.loads.slot().await;
+        add(&inner.counters.bypassed, 1);
+        inner.events.bypassed();
+        add(&inner.counters.range_fetches, 1);
+        add(&inner.counters.bytes_fetched, span.len() as u64);
+        Ok(Some(StreamedRead { span, check, _slot: slot }))
     }
 
     /// Whether `range` is a non-empty part of a block of `len` bytes that could be fetched alone.

@@ -114,6 +114,111 @@ impl Outboard {
     }
 }
 
+/// Why a streamed part of a block was refused ([`PieceCheck`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StreamFault {
+    #[error("piece {0} does not match the block's outboard")]
+    Mismatch(usize),
+    #[error("the origin sent fewer bytes than asked for")]
+    Short,
+    #[error("the origin sent more bytes than asked for")]
+    Long,
+}
+
+/// Checks a part of a block as it streams in, piece by piece against the block's outboard,
+/// and passes on only bytes whose piece matched: nothing unchecked ever leaves it, and no
+/// piece is copied (what it passes on are slices of what it was given). The streaming twin of
+/// [`Outboard::check_pieces`]: a piece costs its hash and at most its own bytes held back.
+pub struct PieceCheck {
+    outboard: Outboard,
+    /// The piece being received, and the one after the last wanted.
+    piece: usize,
+    end_piece: usize,
+    hasher: blake3::Hasher,
+    /// Bytes of the current piece received (and held in `held`).
+    got: usize,
+    held: Vec<Bytes>,
+    /// Bytes still to drop before the wanted range, and still to pass on after that.
+    skip: usize,
+    left: usize,
+}
+
+impl PieceCheck {
+    /// A check of `range` of `outboard`'s block, and the span to ask the origin for (the
+    /// whole pieces that hold it); `None` for an empty range or one past the block's end.
+    pub fn new(outboard: Outboard, range: Range<usize>) -> Option<(PieceCheck, Range<usize>)> {
+        let len = outboard.block_len();
+        if range.start >= range.end || range.end > len {
+            return None;
+        }
+        let (first, span) = covering(&range, len);
+        let check = PieceCheck {
+            end_piece: span.end.div_ceil(PIECE),
+            piece: first,
+            hasher: piece_hasher(first),
+            got: 0,
+            held: Vec::new(),
+            skip: range.start - span.start,
+            left: range.len(),
+            outboard,
+        };
+        Some((check, span))
+    }
+
+    /// Takes the next bytes from the origin; gives back those of the wanted range whose pieces
+    /// are now complete and checked (in order, possibly none).
+    pub fn push(&mut self, mut chunk: Bytes) -> Result<Vec<Bytes>, StreamFault> {
+        let mut out = Vec::new();
+        while !chunk.is_empty() {
+            if self.piece >= self.end_piece {
+                return Err(StreamFault::Long);
+            }
+            let piece_len = PIECE.min(self.outboard.len - self.piece * PIECE);
+            let part = chunk.split_to((piece_len - self.got).min(chunk.len()));
+            self.hasher.update(&part);
+            self.got += part.len();
+            self.held.push(part);
+            if self.got == piece_len {
+                self.piece_done(&mut out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The origin is done: an error unless every wanted piece came whole.
+    pub fn finish(&self) -> Result<(), StreamFault> {
+        if self.piece == self.end_piece && self.got == 0 { Ok(()) } else { Err(StreamFault::Short) }
+    }
+
+    fn piece_done(&mut self, out: &mut Vec<Bytes>) -> Result<(), StreamFault> {
+        let tag = self.hasher.finalize_non_root();
+        if self.outboard.tags.get(self.piece) != Some(&tag) {
+            return Err(StreamFault::Mismatch(self.piece));
+        }
+        for mut part in self.held.drain(..) {
+            let drop = self.skip.min(part.len());
+            self.skip -= drop;
+            let _ = part.split_to(drop);
+            part.truncate(self.left);
+            self.left -= part.len();
+            if !part.is_empty() {
+                out.push(part);
+            }
+        }
+        self.piece += 1;
+        self.got = 0;
+        self.hasher = piece_hasher(self.piece);
+        Ok(())
+    }
+}
+
+/// A hasher for the `index`th piece of a block of more than one piece.
+fn piece_hasher(index: usize) -> blake3::Hasher {
+    let mut h = blake3::Hasher::new();
+    h.set_input_offset((index * PIECE) as u64);
+    h
+}
+
 /// The whole pieces that hold `range` of a block of `len` bytes: the first piece's index and
 /// the byte span to fetch.
 pub fn covering(range: &Range<usize>, len: usize) -> (usize, Range<usize>) {
@@ -132,8 +237,7 @@ fn piece_tag(index: usize, piece: &[u8], total: usize) -> Tag {
         // One piece: no parent node above it; its "subtree" is the root.
         return *blake3::hash(piece).as_bytes();
     }
-    let mut h = blake3::Hasher::new();
-    h.set_input_offset((index * PIECE) as u64);
+    let mut h = piece_hasher(index);
     h.update(piece);
     h.finalize_non_root()
 }
@@ -203,6 +307,59 @@ mod tests {
         // A piece is bound to its place: the right bytes at another index do not match.
         assert!(!piece_matches(&v.tags()[2], 2, &d[3 * PIECE..4 * PIECE], d.len()));
         assert!(Verified::check(&[0u8; 32], d).is_none());
+    }
+
+    /// Feeds `data` (the span) to `check` in chunks of the sizes `cuts` cycles through.
+    fn stream(mut check: PieceCheck, data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, StreamFault> {
+        let mut out = Vec::new();
+        let (mut at, mut i) = (0, 0);
+        while at < data.len() {
+            let n = cuts[i % cuts.len()].clamp(1, data.len() - at);
+            i += 1;
+            for b in check.push(Bytes::copy_from_slice(&data[at..at + n]))? {
+                out.extend_from_slice(&b);
+            }
+            at += n;
+        }
+        check.finish()?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_streamed_part_passes_only_checked_bytes_whatever_the_chunking() {
+        for len in [PIECE + 1, 2 * PIECE, 5 * PIECE + 100, 64 * PIECE, 256 * PIECE - 3] {
+            let d = data(len);
+            let (_, v) = Verified::hash_new(d.clone());
+            let o = v.outboard().expect("more than one piece");
+            for (start, end) in [(0, len), (0, 1), (PIECE - 1, PIECE + 1), (len - 1, len), (len / 3, len / 2 + 7)] {
+                for cuts in [&[len][..], &[1, 7, 4096], &[PIECE], &[PIECE + 1, 3], &[65536]] {
+                    let (check, span) = PieceCheck::new(o.clone(), start..end).expect("a range inside");
+                    let got = stream(check, &d[span.clone()], cuts).expect("its own bytes pass");
+                    assert_eq!(got, &d[start..end], "length {len}, {start}..{end}, cuts {cuts:?}");
+                }
+                let (check, span) = PieceCheck::new(o.clone(), start..end).expect("a range inside");
+                // One changed byte anywhere in the span: refused, and nothing of its piece passed.
+                let mut bad = d[span.clone()].to_vec();
+                let at = bad.len() / 2;
+                bad[at] ^= 0x10;
+                let piece = (span.start + at) / PIECE;
+                assert_eq!(stream(check, &bad, &[5000]), Err(StreamFault::Mismatch(piece)), "length {len}");
+                let (check, span) = PieceCheck::new(o.clone(), start..end).expect("a range inside");
+                assert_eq!(stream(check, &d[span.start..span.end - 1], &[4096]), Err(StreamFault::Short));
+                let (check, span) = PieceCheck::new(o.clone(), start..end).expect("a range inside");
+                let mut long = d[span.clone()].to_vec();
+                long.push(0);
+                assert_eq!(stream(check, &long, &[4096]), Err(StreamFault::Long));
+            }
+            // A changed piece holds back its bytes: what came out before is the pieces before it.
+            let (mut check, _) = PieceCheck::new(o.clone(), 0..len).expect("whole block");
+            let mut bad = d.to_vec();
+            bad[PIECE] ^= 1;
+            assert_eq!(check.push(Bytes::copy_from_slice(&bad[..PIECE])).map(|v| v.concat()), Ok(d[..PIECE].to_vec()));
+            assert_eq!(check.push(Bytes::copy_from_slice(&bad[PIECE..])), Err(StreamFault::Mismatch(1)));
+            assert!(PieceCheck::new(o.clone(), 0..len + 1).is_none(), "past the end");
+            assert!(PieceCheck::new(o.clone(), 5..5).is_none(), "empty");
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! byte-identical without a whole-block fetch; a piece rotten in the store is refused (and
 //! only that piece: the rest of the block still reads); a block without an outboard (stored
 //! before outboards existed) is read whole once and gets its outboard back; deleting the file
-//! and collecting its blocks removes the outboards with them.
+//! and collecting its blocks removes the outboards with them. A bypassed download of a block
+//! of several pieces streams from the store, each piece passed on only once it matched.
 
 use std::time::{Duration, Instant};
 
@@ -169,6 +170,53 @@ backend_test!(random_ranges_fetch_only_their_pieces, |gw| async move {
     }
     let v = run_tool(&gw, "fsck", &["--json"]).await?.expect_code(0)?.json()?;
     ensure!(v["problems_remaining"] == 0, "{v}");
+    Ok(())
+});
+
+backend_test!(bypassed_downloads_stream_checked_pieces, |gw| async move {
+    let api = gw.admin().await?;
+    let me: nimbus_proto::wire::Me = api.get("/api/v1/me").await?.ok(200)?;
+    // One block of several pieces, the last one short: the 1 MiB case of the cache benchmark.
+    let data = bytes("streamed-bypass", 9 * PIECE + 321);
+    api.put_file("/one.bin", data.clone()).await?.check(201)?;
+    let bypass = |api: &Api| api.req(reqwest::Method::GET, &files_url("/one.bin")).header("x-nimbus-cache", "bypass");
+    // Once to fetch the outboard, then again: each a ranged fetch of the whole block, never a
+    // whole-block fetch.
+    let (whole0, ranged0) = fetches(&gw).await?;
+    for _ in 0..2 {
+        let r = bypass(&api).send().await?;
+        ensure!(r.status == 200, "status {}", r.status);
+        ensure!(r.body.as_ref() == &data[..], "wrong bytes");
+    }
+    let (whole, ranged) = fetches(&gw).await?;
+    ensure!(whole == whole0 && ranged == ranged0 + 2.0, "fetches {whole0}/{ranged0} → {whole}/{ranged}");
+    check(&api, "/one.bin", &data, 2 * PIECE + 5, 7 * PIECE, true).await?;
+
+    // A piece rotten in the store: its bytes never leave the gateway. The first piece bad:
+    // an error status; a later one: the download is cut off before it.
+    let obj = block_object(&gw, me.id, &hash_hex(&data))?;
+    let corrupt0 = metric(&gw, "nimbus_store_corrupt_blocks_total").await?;
+    for (n, bad_at) in [(1.0, 100), (2.0, 6 * PIECE + 7)] {
+        let mut rotten = data.to_vec();
+        rotten[bad_at] ^= 0x21;
+        obj.overwrite(&rotten).await?;
+        // An error here is a response that started and was aborted: the client sees a broken body.
+        if let Ok(r) = bypass(&api).send().await {
+            ensure!(
+                r.status >= 500 || (r.body.len() <= bad_at / PIECE * PIECE && data.starts_with(&r.body)),
+                "rotten byte {bad_at}: status {}, {} bytes served",
+                r.status,
+                r.body.len()
+            );
+        }
+        ensure!(
+            metric(&gw, "nimbus_store_corrupt_blocks_total").await? == corrupt0 + n,
+            "rotten byte {bad_at} was not counted"
+        );
+    }
+    obj.overwrite(&data).await?;
+    let r = bypass(&api).send().await?;
+    ensure!(r.status == 200 && r.body.as_ref() == &data[..], "after repair: {}", r.status);
     Ok(())
 });
 

@@ -630,3 +630,43 @@ async fn small_blocks_whole_parts_and_plain_origins_are_fetched_whole() {
         Err(ReadError::Range { start: len - 1, end: len + 1, len })
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_bypass_takes_a_slot_and_lets_out_only_checked_pieces() {
+    let origin = Origin::ranged();
+    let len = 64 * P + 777;
+    let data = block(30, len);
+    let key = origin.add_with_outboard(data.clone());
+    let c = cache(&origin, cfg(64 << 20), None);
+    let slots = c.free_fetch_slots();
+    let plan = c.bypass_streamed(key, 0..len, len).await.expect("no error").expect("streamable");
+    assert_eq!(plan.span, 0..len);
+    assert_eq!(c.free_fetch_slots(), slots - 1, "a streamed read holds a fetch slot");
+    let mut plan = plan;
+    let mut out = Vec::new();
+    for chunk in data.chunks(40_000) {
+        out.extend(plan.check.push(Bytes::copy_from_slice(chunk)).expect("its own bytes").concat());
+    }
+    plan.check.finish().expect("complete");
+    assert_eq!(out, data);
+    drop(plan);
+    assert_eq!(c.free_fetch_slots(), slots, "dropping the read gives its slot back");
+    let s = c.stats();
+    assert_eq!((s.bypassed, s.range_fetches, s.outboard_fetches, s.fetches, s.mem_entries), (1, 1, 1, 0, 0), "{s:?}");
+    // A part: the covering pieces only; the outboard is kept.
+    let plan = c.bypass_streamed(key, 3 * P + 5..5 * P, len).await.expect("no error").expect("streamable");
+    assert_eq!(plan.span, 3 * P..5 * P);
+    assert_eq!(c.stats().outboard_fetches, 1);
+    drop(plan);
+    // No outboard, a block of one piece, a plain origin, a length that is not the block's:
+    // not streamed (the caller reads it whole).
+    let bare = origin.add(block(31, 3 * P));
+    assert!(c.bypass_streamed(bare, 0..3 * P, 3 * P).await.expect("no error").is_none());
+    let small = origin.add_with_outboard(block(32, P));
+    assert!(c.bypass_streamed(small, 0..P, P).await.expect("no error").is_none());
+    assert!(c.bypass_streamed(key, 0..len - 1, len - 1).await.expect("no error").is_none());
+    let plain = Origin::default();
+    let key = plain.add_with_outboard(data.clone());
+    let c = cache(&plain, cfg(64 << 20), None);
+    assert!(c.bypass_streamed(key, 0..len, len).await.expect("no error").is_none());
+}

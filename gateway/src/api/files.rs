@@ -176,8 +176,8 @@ impl Download {
         let Download { status, headers, blocks, range } = self;
         match range {
             Some(r) if *method != Method::HEAD => {
-                if let Some(bytes) = space::read_within_block(st, space, &blocks, r, mode).await? {
-                    return Ok((status, headers, Body::from(bytes)).into_response());
+                if let Some(body) = space::read_within_block(st, space, &blocks, r, mode).await? {
+                    return Ok((status, headers, body).into_response());
                 }
                 let stream = space::open_range(st, space, blocks, r, mode).await?;
                 Ok((status, headers, Body::from_stream(stream)).into_response())

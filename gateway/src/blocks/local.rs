@@ -9,7 +9,7 @@ use std::ops::Range;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::{BlockStore, OUTBOARD_SUFFIX, StoreError, StoreResult};
+use super::{BlockStore, BlockStream, OUTBOARD_SUFFIX, StoreError, StoreResult};
 
 pub struct LocalStore {
     root: PathBuf,
@@ -123,6 +123,13 @@ impl BlockStore for LocalStore {
         // Fewer bytes where the file ends first; the caller checks the length.
         f.take(want).read_to_end(&mut buf).await?;
         Ok(Bytes::from(buf))
+    }
+
+    async fn stream_range(&self, space: i64, hash: &str, range: Range<u64>) -> StoreResult<Option<BlockStream>> {
+        // A local file is read at once (there is no network to overlap with): one chunk, checked
+        // piece by piece like a store's stream.
+        let data = self.get_range(space, hash, range).await?;
+        Ok(Some(Box::pin(futures::stream::once(async move { Ok(data) }))))
     }
 
     async fn put_outboard(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {

@@ -43,6 +43,9 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Bytes of a block object as they arrive from the store.
+pub type BlockStream = futures::stream::BoxStream<'static, StoreResult<Bytes>>;
+
 #[async_trait::async_trait]
 pub trait BlockStore: Send + Sync + 'static {
     /// Stores a block whose hash the caller has already verified, replacing any object under
@@ -56,6 +59,11 @@ pub trait BlockStore: Send + Sync + 'static {
         let data = self.get(space, hash).await?;
         let len = data.len() as u64;
         Ok(data.slice(range.start.min(len) as usize..range.end.min(len) as usize))
+    }
+    /// Bytes `range` of a block object as they arrive, unchecked; `None` (this default) when
+    /// the store cannot stream them, and the caller reads the block whole.
+    async fn stream_range(&self, _space: i64, _hash: &str, _range: Range<u64>) -> StoreResult<Option<BlockStream>> {
+        Ok(None)
     }
     /// Stores a block's outboard, replacing any; absent (this default) means reads of parts of
     /// blocks fetch them whole.

@@ -15,7 +15,7 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 
 use super::s3_get::FastGet;
-use super::{BlockStore, StoreError, StoreResult, block_key, outboard_key};
+use super::{BlockStore, BlockStream, StoreError, StoreResult, block_key, outboard_key};
 
 #[derive(Debug, Clone)]
 pub struct S3Config {
@@ -258,6 +258,15 @@ impl BlockStore for S3Store {
 
     async fn get_range(&self, space: i64, hash: &str, range: Range<u64>) -> StoreResult<Bytes> {
         self.get_object(&self.key(space, hash), hash, Some(range)).await
+    }
+
+    async fn stream_range(&self, space: i64, hash: &str, range: Range<u64>) -> StoreResult<Option<BlockStream>> {
+        let Some(fast) = &self.fast_get else { return Ok(None) };
+        match fast.get_stream(&self.key(space, hash), hash, &range).await {
+            // The whole read that follows retries through the SDK.
+            Err(StoreError::Remote(_) | StoreError::Timeout) => Ok(None),
+            other => other,
+        }
     }
 
     async fn put_outboard(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {

@@ -22,7 +22,7 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::{Bytes, BytesMut};
 
-use super::{StoreError, StoreResult};
+use super::{BlockStream, StoreError, StoreResult};
 
 /// Largest body accepted for one block object: a block is at most 4 MiB, and a store that
 /// announces more is not answering for a block.
@@ -84,7 +84,41 @@ impl FastGet {
         Err(last)
     }
 
-    async fn attempt(&self, url: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
+    /// Bytes `range` of object `key` as they arrive, unchecked (the caller checks them piece by
+    /// piece), or `None` when the store answers with the whole object instead (ignoring the
+    /// range): then the caller reads the block whole. Retried only before the body starts.
+    pub(super) async fn get_stream(&self, key: &str, hash: &str, range: &Range<u64>) -> StoreResult<Option<BlockStream>> {
+        let url = format!("{}{}", self.base, key);
+        let mut last = StoreError::Remote("no attempt made".into());
+        for attempt in 0..ATTEMPTS {
+            let resp = match self.send(&url, hash, Some(range)).await {
+                Ok(r) => r,
+                Err(e @ (StoreError::NotFound(_) | StoreError::Corrupt(_))) => return Err(e),
+                Err(e) => {
+                    tracing::debug!(attempt, error = %e, "streamed block GET failed");
+                    last = e;
+                    continue;
+                }
+            };
+            if resp.status() != reqwest::StatusCode::PARTIAL_CONTENT {
+                return Ok(None);
+            }
+            // The response ends the stream at its first error: nothing is read after one.
+            let chunks = futures::stream::unfold(Some(resp), |resp| async move {
+                let mut resp = resp?;
+                match resp.chunk().await {
+                    Ok(Some(chunk)) => Some((Ok(chunk), Some(resp))),
+                    Ok(None) => None,
+                    Err(e) => Some((Err(http_err(e)), None)),
+                }
+            });
+            return Ok(Some(Box::pin(chunks)));
+        }
+        Err(last)
+    }
+
+    /// A signed GET sent, its status checked (404, 416 and other failures as errors).
+    async fn send(&self, url: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<reqwest::Response> {
         let mut req = self.http.get(url);
         for (name, value) in self.sign(url)? {
             req = req.header(name, value);
@@ -93,7 +127,7 @@ impl FastGet {
             // Not signed: S3 accepts unsigned standard headers.
             req = req.header(reqwest::header::RANGE, format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
         }
-        let mut resp = req.send().await.map_err(http_err)?;
+        let resp = req.send().await.map_err(http_err)?;
         let status = resp.status();
         if status == reqwest::StatusCode::NOT_FOUND {
             return Err(StoreError::NotFound(hash.to_string()));
@@ -106,6 +140,12 @@ impl FastGet {
             let body = resp.text().await.unwrap_or_default();
             return Err(StoreError::Remote(format!("GET block: {status}: {}", s3_error_code(&body))));
         }
+        Ok(resp)
+    }
+
+    async fn attempt(&self, url: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
+        let mut resp = self.send(url, hash, range).await?;
+        let status = resp.status();
         let expected = resp.content_length();
         if expected.is_some_and(|n| n > MAX_BLOCK_BODY) {
             return Err(StoreError::Remote(format!("GET block: the store announced {expected:?} bytes")));

@@ -19,19 +19,21 @@
 
 pub mod warm;
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::{Stream, StreamExt, stream};
 
 use crate::blocks::{DynStore, StoreError, get_verified_block};
 use nimbus_blockcache::disk::{DiskStore, OpenError};
 use nimbus_blockcache::tiered::{
     Config, DiskTierConfig, Events, Fetcher, ReadError, ReadMode, Tier, TieredCache, WhenWritesBusy,
 };
-use nimbus_blockcache::verify::Verified;
+use nimbus_blockcache::verify::{StreamFault, Verified};
 
 /// `(space, block hash)`.
 pub use nimbus_blockcache::Key;
@@ -146,6 +148,8 @@ impl Events for CacheMetrics {
 
 pub struct BlockCache {
     cache: TieredCache<StoreFetcher>,
+    /// The store again, for streamed bypassing reads (which do not go through the fetcher).
+    store: DynStore,
 }
 
 /// Numbers for the admin API and the console (the wire type, so the console reads the same shape).
@@ -158,6 +162,30 @@ fn clone_err(e: &StoreError) -> StoreError {
         StoreError::Timeout => StoreError::Timeout,
         StoreError::Io(e) => StoreError::Remote(e.to_string()),
         StoreError::Remote(m) => StoreError::Remote(m.clone()),
+    }
+}
+
+fn read_error(e: ReadError<Arc<StoreError>>, space: i64, hash: &str) -> StoreError {
+    match e {
+        ReadError::Fetch(e) => clone_err(&e),
+        ReadError::Interrupted => StoreError::Remote(format!("the fetch of block {hash} was interrupted")),
+        ReadError::Range { .. } => StoreError::Corrupt(hash.to_string()),
+        ReadError::Corrupt => corrupt_part(space, hash),
+    }
+}
+
+/// A part of a block that failed its check: as a whole block that fails its hash
+/// (`get_verified_block`), never served, counted and logged.
+fn corrupt_part(space: i64, hash: &str) -> StoreError {
+    metrics::counter!("nimbus_store_corrupt_blocks_total").increment(1);
+    tracing::warn!(space, block = %hash, "part of a block from the store failed verification against the block's hash");
+    StoreError::Corrupt(hash.to_string())
+}
+
+fn stream_fault(e: StreamFault, space: i64, hash: &str) -> StoreError {
+    match e {
+        StreamFault::Mismatch(_) => corrupt_part(space, hash),
+        StreamFault::Short | StreamFault::Long => StoreError::Remote(format!("streaming block {hash}: {e}")),
     }
 }
 
@@ -190,12 +218,12 @@ impl BlockCache {
             ahead_blocks: 0,
             outboard_bytes: OUTBOARD_BYTES,
         };
-        let cache = TieredCache::new(StoreFetcher(store), config, disk, Arc::new(CacheMetrics));
+        let cache = TieredCache::new(StoreFetcher(store.clone()), config, disk, Arc::new(CacheMetrics));
         if let Some(dir) = cache.disk_dir() {
             let s = cache.stats();
             tracing::info!(dir = %dir.display(), entries = s.disk_entries, bytes = s.disk_used, "SSD cache opened");
         }
-        Ok(Self { cache })
+        Ok(Self { cache, store })
     }
 
     /// Bytes `range` of block `hash` (of `len` bytes) in `space`, verified, through the cache.
@@ -212,17 +240,53 @@ impl BlockCache {
             CacheMode::Bypass => self.cache.bypass(key, range, Some(len)).await,
             CacheMode::Normal => self.cache.read(key, range, ReadMode::Part { len }).await,
         };
-        result.map_err(|e| match e {
-            ReadError::Fetch(e) => clone_err(&e),
-            ReadError::Interrupted => StoreError::Remote(format!("the fetch of block {hash} was interrupted")),
-            ReadError::Range { .. } => StoreError::Corrupt(hash.to_string()),
-            ReadError::Corrupt => {
-                // As a whole block that fails its hash (`get_verified_block`): never served.
-                metrics::counter!("nimbus_store_corrupt_blocks_total").increment(1);
-                tracing::warn!(space, block = %hash, "part of a block from the store failed verification against the block's hash");
-                StoreError::Corrupt(hash.to_string())
+        result.map_err(|e| read_error(e, space, hash))
+    }
+
+    /// Bytes `range` of block `hash` (of `len` bytes) in `space`, bypassing the cache, as a
+    /// stream of checked pieces straight from the store: no block-sized buffer. `None` when the
+    /// block cannot be read so (no outboard yet, a block of one piece, a store that does not
+    /// stream): [`BlockCache::read`] then reads it whole. A piece that fails its check ends
+    /// the stream with `Corrupt`, before any of its bytes is passed on.
+    pub async fn bypass_stream(
+        &self,
+        space: i64,
+        hash: &str,
+        range: Range<usize>,
+        len: usize,
+    ) -> Result<Option<impl Stream<Item = Result<Bytes, StoreError>> + Send + 'static>, StoreError> {
+        let key = parse_key(space, hash)?;
+        let plan = self.cache.bypass_streamed(key, range, len).await.map_err(|e| read_error(e, space, hash))?;
+        let Some(plan) = plan else { return Ok(None) };
+        let span = plan.span.start as u64..plan.span.end as u64;
+        let Some(body) = self.store.stream_range(space, hash, span).await? else { return Ok(None) };
+        metrics::counter!("nimbus_store_range_fetches_total").increment(1);
+        let hash = hash.to_string();
+        let state = (body, plan, VecDeque::<Bytes>::new(), false);
+        Ok(Some(stream::try_unfold(state, move |(mut body, mut plan, mut ready, mut ended)| {
+            let hash = hash.clone();
+            async move {
+                loop {
+                    if let Some(b) = ready.pop_front() {
+                        return Ok(Some((b, (body, plan, ready, ended))));
+                    }
+                    if ended {
+                        return Ok(None);
+                    }
+                    match body.next().await {
+                        Some(chunk) => {
+                            let chunk = chunk?;
+                            metrics::counter!("nimbus_store_bytes_read_total").increment(chunk.len() as u64);
+                            ready.extend(plan.check.push(chunk).map_err(|e| stream_fault(e, space, &hash))?);
+                        }
+                        None => {
+                            plan.check.finish().map_err(|e| stream_fault(e, space, &hash))?;
+                            ended = true;
+                        }
+                    }
+                }
             }
-        })
+        })))
     }
 
     /// Store fetches registered now (running, or handing their block over to the SSD).

@@ -2,7 +2,9 @@
 //! its route template (never by raw path, which would leak names and explode cardinality) and
 //! its method (unknown ones as `other`): no label takes a value a client chooses freely.
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
@@ -11,6 +13,9 @@ use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 pub mod history;
+
+/// How often histogram samples are folded into their summaries when nobody reads /metrics.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The process-wide recorder (installed once, even if several servers run in one process).
 pub fn recorder() -> PrometheusHandle {
@@ -22,6 +27,19 @@ pub fn recorder() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics may be empty");
             }
+            // Histograms keep every sample until they are drained: by a scrape of /metrics, or
+            // by upkeep. Without this, a gateway nobody scrapes grows by 8 bytes per request
+            // forever (`build_recorder` leaves upkeep to its caller).
+            let upkeep = handle.clone();
+            let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+                loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the metrics upkeep thread; histograms grow until /metrics is read");
+            }
             handle
         })
         .clone()
@@ -30,7 +48,7 @@ pub fn recorder() -> PrometheusHandle {
 /// Counts and times a request of the main listener by its route template (`unmatched` for
 /// paths no route matches).
 pub async fn track(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
+    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| intern(m.as_str()));
     timed(route, req, next).await
 }
 
@@ -43,18 +61,55 @@ pub async fn track_s3(req: Request, next: Next) -> Response {
         None | Some((_, "")) => "s3:/{bucket}",
         Some(_) => "s3:/{bucket}/{*key}",
     };
-    timed(route.to_owned(), req, next).await
+    timed(route, req, next).await
 }
 
-async fn timed(route: String, req: Request, next: Next) -> Response {
+/// A route template as a `&'static str`: templates are few and fixed (the router's), so each is
+/// kept once for the life of the process, and its series can be found by address.
+fn intern(route: &str) -> &'static str {
+    static ROUTES: OnceLock<RwLock<HashSet<&'static str>>> = OnceLock::new();
+    let routes = ROUTES.get_or_init(Default::default);
+    if let Some(r) = routes.read().unwrap_or_else(|p| p.into_inner()).get(route) {
+        return r;
+    }
+    let mut w = routes.write().unwrap_or_else(|p| p.into_inner());
+    if let Some(r) = w.get(route) {
+        return r;
+    }
+    let r: &'static str = Box::leak(route.to_owned().into_boxed_str());
+    w.insert(r);
+    r
+}
+
+/// The request counter and duration histogram of one method, route and status.
+type Series = (metrics::Counter, metrics::Histogram);
+
+/// (method, route's address and length, status).
+type SeriesKey = (&'static str, (usize, usize), u16);
+
+thread_local! {
+    /// Handles already registered, by (method, route's address and length, status): a request then costs
+    /// two atomic updates instead of building and looking up two labelled keys in the registry.
+    /// Bounded: methods, routes and statuses are all from fixed sets.
+    static SERIES: RefCell<HashMap<SeriesKey, Series>> = RefCell::new(HashMap::new());
+}
+
+async fn timed(route: &'static str, req: Request, next: Next) -> Response {
     let method = method_label(req.method().as_str());
     let start = Instant::now();
     let resp = next.run(req).await;
-    let status = resp.status().as_u16().to_string();
-    metrics::counter!("nimbus_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!("nimbus_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(start.elapsed().as_secs_f64());
+    let status = resp.status().as_u16();
+    let elapsed = start.elapsed().as_secs_f64();
+    SERIES.with_borrow_mut(|series| {
+        let (requests, duration) = series.entry((method, (route.as_ptr() as usize, route.len()), status)).or_insert_with(|| {
+            (
+                metrics::counter!("nimbus_http_requests_total", "method" => method, "route" => route, "status" => status.to_string()),
+                metrics::histogram!("nimbus_http_request_duration_seconds", "method" => method, "route" => route),
+            )
+        });
+        requests.increment(1);
+        duration.record(elapsed);
+    });
     resp
 }
 

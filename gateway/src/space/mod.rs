@@ -302,30 +302,59 @@ pub fn quota_error(needed: u64, room: u64) -> ApiError {
     ))
 }
 
-/// Bytes `start..=end` of a version made of `blocks` when they lie in one block, read at once
-/// (None when they span blocks). A small download is then answered with a whole body: hyper
-/// writes head and content together and knows the end, where a stream costs more polls and
-/// wake-ups per request (hot 4 KiB reads).
+/// The body of bytes `start..=end` of a version made of `blocks` when they lie in one block
+/// (None when they span blocks). Through the cache it is one whole body, read at once: hyper
+/// then writes head and content together and knows the end, where a stream costs more polls
+/// and wake-ups per request (hot 4 KiB reads). Bypassing the cache, a block of several pieces
+/// streams from the store piece by piece, each passed on once checked: no block-sized buffer
+/// and no copy of it. Either way the first bytes are read before this returns, so a store that
+/// cannot be reached is a clean error, not a response that starts and breaks.
 pub async fn read_within_block(
     state: &AppState,
     space: SpaceId,
     blocks: &[BlockEntry],
     (start, end): (u64, u64),
     mode: CacheMode,
-) -> ApiResult<Option<Bytes>> {
+) -> ApiResult<Option<axum::body::Body>> {
     let mut offset = 0u64;
     for b in blocks {
         let (b_start, b_end) = (offset, offset + b.size as u64);
         offset = b_end;
         if start >= b_start && end < b_end {
             let range = (start - b_start) as usize..(end + 1 - b_start) as usize;
-            return Ok(Some(state.cache.read(space.get(), &b.hash, range, b.size as usize, mode).await?));
+            let len = b.size as usize;
+            if mode == CacheMode::Bypass
+                && let Some(pieces) = state.cache.bypass_stream(space.get(), &b.hash, range.clone(), len).await?
+            {
+                return Ok(Some(axum::body::Body::from_stream(started(pieces).await?)));
+            }
+            let bytes = state.cache.read(space.get(), &b.hash, range, len, mode).await?;
+            return Ok(Some(axum::body::Body::from(bytes)));
         }
         if b_end > start {
             break;
         }
     }
     Ok(None)
+}
+
+/// `pieces` with its first item already read (an error there is the caller's, as a status);
+/// a later error ends the stream with an error, so the HTTP response is aborted rather than
+/// completed short.
+async fn started(
+    pieces: impl Stream<Item = Result<Bytes, StoreError>> + Send + 'static,
+) -> ApiResult<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static> {
+    let mut pieces = Box::pin(pieces);
+    let first = match pieces.next().await {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return Err(e.into()),
+        None => None,
+    };
+    let rest = pieces.map_err(|e| {
+        tracing::error!(error = %e, "aborting a download");
+        std::io::Error::other(e)
+    });
+    Ok(stream::iter(first.map(Ok)).chain(rest))
 }
 
 /// Streams bytes `start..=end` of a version made of `blocks`, verifying every block.
@@ -339,17 +368,7 @@ pub async fn open_range(
     (start, end): (u64, u64),
     mode: CacheMode,
 ) -> ApiResult<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static> {
-    let mut pieces = Box::pin(read_range(state, space, blocks, start, end, mode));
-    let first = match pieces.next().await {
-        Some(Ok(b)) => Some(b),
-        Some(Err(e)) => return Err(e.into()),
-        None => None,
-    };
-    let rest = pieces.map_err(|e| {
-        tracing::error!(error = %e, "aborting a download");
-        std::io::Error::other(e)
-    });
-    Ok(stream::iter(first.map(Ok)).chain(rest))
+    started(read_range(state, space, blocks, start, end, mode)).await
 }
 
 fn read_range(
