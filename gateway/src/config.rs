@@ -208,6 +208,12 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
 
+    /// Threads that serve requests; `0` (the default): one fewer than the machine's cores, at
+    /// least one (the store, the database and the kernel's network work need the rest; see
+    /// docs/OPERATIONS.md).
+    #[arg(long, env = "NIMBUS_WORKER_THREADS", default_value_t = 0)]
+    pub worker_threads: usize,
+
     /// Also serve the S3-compatible API (path-style, SigV4 with per-user access keys) on this
     /// address, e.g. `127.0.0.1:9100`. Off by default. Uses the gateway's TLS settings; like
     /// `--listen`, plain HTTP only on loopback (or with `--plain-http`).
@@ -505,5 +511,18 @@ impl OidcArgs {
             provision: a.oidc_provision,
             redirect_url,
         }))
+    }
+}
+
+impl ServeArgs {
+    /// The request threads to start: `--worker-threads`, or by default one fewer than the
+    /// cores, at least one. Measured on a 2-core host serving with its store beside it, a
+    /// second request thread made every request dearer (workers parking and waking each other:
+    /// about a fifth more CPU per uncached read) without serving more; docs/BENCHMARKS.md.
+    pub fn worker_threads(&self) -> usize {
+        if self.worker_threads > 0 {
+            return self.worker_threads;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
     }
 }

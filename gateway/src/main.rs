@@ -7,9 +7,23 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Command::Serve(args) = &cli.command {
+        runtime.worker_threads(args.worker_threads());
+    }
+    match runtime.build() {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => {
             tracing_subscriber::fmt()

@@ -258,7 +258,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), "gateway starting");
+    tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), worker_threads = args.worker_threads(), "gateway starting");
 
     let how = Listening { tls, limits: HttpLimits::of(&args), handle: axum_server::Handle::new() };
     let h = how.handle.clone();

@@ -87,7 +87,12 @@ impl FastGet {
     /// Bytes `range` of object `key` as they arrive, unchecked (the caller checks them piece by
     /// piece), or `None` when the store answers with the whole object instead (ignoring the
     /// range): then the caller reads the block whole. Retried only before the body starts.
-    pub(super) async fn get_stream(&self, key: &str, hash: &str, range: &Range<u64>) -> StoreResult<Option<BlockStream>> {
+    pub(super) async fn get_stream(
+        &self,
+        key: &str,
+        hash: &str,
+        range: &Range<u64>,
+    ) -> StoreResult<Option<BlockStream>> {
         let url = format!("{}{}", self.base, key);
         let mut last = StoreError::Remote("no attempt made".into());
         for attempt in 0..ATTEMPTS {

@@ -28,10 +28,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::{Stream, StreamExt, stream};
 
-use crate::blocks::{DynStore, StoreError, get_verified_block};
+use crate::blocks::{BlockStream, DynStore, StoreError, get_verified_block};
 use nimbus_blockcache::disk::{DiskStore, OpenError};
 use nimbus_blockcache::tiered::{
-    Config, DiskTierConfig, Events, Fetcher, ReadError, ReadMode, Tier, TieredCache, WhenWritesBusy,
+    Config, DiskTierConfig, Events, Fetcher, ReadError, ReadMode, StreamedRead, Tier, TieredCache, WhenWritesBusy,
 };
 use nimbus_blockcache::verify::{StreamFault, Verified};
 
@@ -152,6 +152,19 @@ pub struct BlockCache {
     store: DynStore,
 }
 
+/// A streamed bypassing read in progress ([`BlockCache::bypass_stream`]).
+struct Streamed {
+    body: BlockStream,
+    /// The check, and the fetch slot held while streaming.
+    plan: StreamedRead,
+    /// Checked bytes not yet passed on.
+    ready: VecDeque<Bytes>,
+    ended: bool,
+    space: i64,
+    hash: String,
+    bytes_read: metrics::Counter,
+}
+
 /// Numbers for the admin API and the console (the wire type, so the console reads the same shape).
 pub use nimbus_proto::wire::CacheStats;
 
@@ -261,28 +274,34 @@ impl BlockCache {
         let span = plan.span.start as u64..plan.span.end as u64;
         let Some(body) = self.store.stream_range(space, hash, span).await? else { return Ok(None) };
         metrics::counter!("nimbus_store_range_fetches_total").increment(1);
-        let hash = hash.to_string();
-        let state = (body, plan, VecDeque::<Bytes>::new(), false);
-        Ok(Some(stream::try_unfold(state, move |(mut body, mut plan, mut ready, mut ended)| {
-            let hash = hash.clone();
-            async move {
-                loop {
-                    if let Some(b) = ready.pop_front() {
-                        return Ok(Some((b, (body, plan, ready, ended))));
+        let state = Streamed {
+            body,
+            plan,
+            ready: VecDeque::new(),
+            ended: false,
+            space,
+            hash: hash.to_string(),
+            // Registered once: each chunk is then one atomic add.
+            bytes_read: metrics::counter!("nimbus_store_bytes_read_total"),
+        };
+        Ok(Some(stream::try_unfold(state, |mut s| async move {
+            loop {
+                if let Some(b) = s.ready.pop_front() {
+                    return Ok(Some((b, s)));
+                }
+                if s.ended {
+                    return Ok(None);
+                }
+                match s.body.next().await {
+                    Some(chunk) => {
+                        let chunk = chunk?;
+                        s.bytes_read.increment(chunk.len() as u64);
+                        let checked = s.plan.check.push(chunk).map_err(|e| stream_fault(e, s.space, &s.hash))?;
+                        s.ready.extend(checked);
                     }
-                    if ended {
-                        return Ok(None);
-                    }
-                    match body.next().await {
-                        Some(chunk) => {
-                            let chunk = chunk?;
-                            metrics::counter!("nimbus_store_bytes_read_total").increment(chunk.len() as u64);
-                            ready.extend(plan.check.push(chunk).map_err(|e| stream_fault(e, space, &hash))?);
-                        }
-                        None => {
-                            plan.check.finish().map_err(|e| stream_fault(e, space, &hash))?;
-                            ended = true;
-                        }
+                    None => {
+                        s.plan.check.finish().map_err(|e| stream_fault(e, s.space, &s.hash))?;
+                        s.ended = true;
                     }
                 }
             }
