@@ -102,10 +102,11 @@ async fn timed(route: &'static str, req: Request, next: Next) -> Response {
     let elapsed = start.elapsed().as_secs_f64();
     SERIES.with_borrow_mut(|series| {
         let (requests, duration) = series.entry((method, (route.as_ptr() as usize, route.len()), status)).or_insert_with(|| {
-            (
-                metrics::counter!("nimbus_http_requests_total", "method" => method, "route" => route, "status" => status.to_string()),
-                metrics::histogram!("nimbus_http_request_duration_seconds", "method" => method, "route" => route),
-            )
+            let status = status.to_string();
+            let requests =
+                metrics::counter!("nimbus_http_requests_total", "method" => method, "route" => route, "status" => status);
+            let duration = metrics::histogram!("nimbus_http_request_duration_seconds", "method" => method, "route" => route);
+            (requests, duration)
         });
         requests.increment(1);
         duration.record(elapsed);
