@@ -8,10 +8,7 @@
 //! (an opaque origin, no scripts, no forms, no plugins); file bodies are sent as attachments
 //! unless their type is one a browser shows passively; over TLS every answer carries HSTS.
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::http::{HeaderMap, HeaderValue, header};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The policy of everything that is not the console: a document shown from here gets an
@@ -37,16 +34,14 @@ frame-ancestors 'none'";
 /// One year; no `includeSubDomains`: the gateway does not speak for sibling hosts.
 pub const HSTS: &str = "max-age=31536000";
 
-/// The layer every listener gets (server.rs): `tls` says whether it serves HTTPS.
-pub async fn headers(State(tls): State<bool>, req: Request, next: Next) -> Response {
-    let mut resp = next.run(req).await;
-    let h = resp.headers_mut();
+/// The headers every answer of every listener gets (server.rs's last layer): `tls` says whether
+/// it serves HTTPS. Set only where a handler did not (a download's sandbox CSP stays).
+pub fn apply(h: &mut HeaderMap, tls: bool) {
     h.entry(header::X_CONTENT_TYPE_OPTIONS).or_insert(HeaderValue::from_static("nosniff"));
     h.entry(header::CONTENT_SECURITY_POLICY).or_insert(HeaderValue::from_static(SANDBOX_CSP));
     if tls {
         h.entry(header::STRICT_TRANSPORT_SECURITY).or_insert(HeaderValue::from_static(HSTS));
     }
-    resp
 }
 
 /// Whether a browser may show a body of this `Content-Type` inline: types it only displays

@@ -133,8 +133,6 @@ async fn serve(listener: std::net::TcpListener, router: Router, how: &Listening)
 /// listener serves HTTPS.
 fn layered(router: Router, tls: bool) -> Router {
     router
-        .layer(axum::middleware::from_fn(crate::metrics::count))
-        .layer(axum::middleware::from_fn(close_after_rejected_upload))
         // A sender that stops sending (slow-loris, dead client) frees its request after this.
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
         .layer(CatchPanicLayer::custom(|_| {
@@ -150,8 +148,8 @@ fn layered(router: Router, tls: bool) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, RequestIds::new()))
-        // Outermost, so that every answer (the panic layer's too) gets the headers.
-        .layer(axum::middleware::from_fn_with_state(tls, crate::browser::headers))
+        // Outermost, so that every answer (the panic layer's too) gets its finishing touches.
+        .layer(axum::middleware::from_fn_with_state(tls, finish))
 }
 
 /// Request ids: this process's random 64-bit prefix and a counter (`3f2a9c0d1e4b5a67-1b`).
@@ -176,10 +174,14 @@ impl MakeRequestId for RequestIds {
     }
 }
 
-/// An upload refused before its body was read (quota, bad name, stale If-Match, ...) leaves
-/// unread bytes on an HTTP/1 connection; closing it keeps the client's next request on that
-/// connection from being read as garbage.
-async fn close_after_rejected_upload(
+/// What every answer gets on its way out, in one layer (each layer costs a service clone and a
+/// boxed future per request): the browser headers (`browser::apply`), a count for the
+/// console's charts, and `Connection: close` after a refused upload: one refused before its
+/// body was read (quota, bad name, stale If-Match, ...) leaves unread bytes on an HTTP/1
+/// connection, and closing it keeps the client's next request on that connection from being
+/// read as garbage.
+async fn finish(
+    axum::extract::State(tls): axum::extract::State<bool>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -187,9 +189,12 @@ async fn close_after_rejected_upload(
     let has_body = matches!(*req.method(), Method::PUT | Method::POST | Method::PATCH);
     let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
     let mut resp = next.run(req).await;
-    if has_body && http1 && (resp.status().is_client_error() || resp.status().is_server_error()) {
+    let status = resp.status();
+    crate::metrics::history::count(status.as_u16());
+    if has_body && http1 && (status.is_client_error() || status.is_server_error()) {
         resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    crate::browser::apply(resp.headers_mut(), tls);
     resp
 }
 

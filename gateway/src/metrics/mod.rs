@@ -241,13 +241,6 @@ pub const METRICS: &[MetricInfo] = {
     ]
 };
 
-/// Counts every answer of a listener for the console's request-rate chart (see [`history`]).
-pub async fn count(req: Request, next: Next) -> Response {
-    let resp = next.run(req).await;
-    history::count(resp.status().as_u16());
-    resp
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
