@@ -699,6 +699,96 @@ backend_test!(moves_and_copies_across_the_edge, |gw| async move {
     Ok(())
 });
 
+const PROPFIND_LOCKS: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop><D:lockdiscovery/></D:prop></D:propfind>"#;
+
+// A WebDAV lock inside a write share is a lock on the owner's file: the recipient's lock stops
+// the owner's writes (423) and the owner's stops the recipient's, through REST and WebDAV, as
+// for the owner's own files; a read share takes no lock; the share's end releases the
+// recipient's locks.
+backend_test!(webdav_locks_inside_a_share, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    let (_, carol) = gw.user("carol", None).await?;
+    alice.put_file("/Projects/Team/doc.txt", "v1").await?.check(201)?;
+    alice.put_file("/Projects/Team/other.txt", "other").await?.check(201)?;
+    let s = share(&alice, "/Projects/Team", "bob", "write").await?;
+    share(&alice, "/Projects/Team", "carol", "read").await?;
+    let bob_doc = "/dav/Shared%20with%20me/Team/doc.txt";
+
+    // Bob's lock holds against alice in every door.
+    let token = lock(&bob, bob_doc, &[("timeout", "Second-600")]).await?;
+    alice.put_file("/Projects/Team/doc.txt", "alice").await?.check_error(423, "locked")?;
+    alice.delete("/api/v1/files/Projects/Team/doc.txt").await?.check_error(423, "locked")?;
+    alice
+        .post_json("/api/v1/move", &mv("/Projects/Team/doc.txt", "/Projects/Team/moved.txt"))
+        .await?
+        .check_error(423, "locked")?;
+    alice
+        .post_json(
+            "/api/v1/copy",
+            &json!({"from": "/Projects/Team/other.txt", "to": "/Projects/Team/doc.txt", "overwrite": true}),
+        )
+        .await?
+        .check_error(423, "locked")?;
+    dav(&alice, "PUT", "/dav/Projects/Team/doc.txt", &[], "alice").await?.check(423)?;
+    dav(&alice, "DELETE", "/dav/Projects/Team/doc.txt", &[], "").await?.check(423)?;
+    // Also against bob's other clients without the token, and against the other recipient.
+    bob.put_file(&format!("{SHARED}/Team/doc.txt"), "bob, no token").await?.check_error(423, "locked")?;
+    ensure!(alice.get_file("/Projects/Team/doc.txt").await?.body.as_ref() == b"v1");
+    // Both see it in lockdiscovery, each at the path they know; bob never at alice's.
+    let r = dav(&alice, "PROPFIND", "/dav/Projects/Team/doc.txt", &[("depth", "0")], PROPFIND_LOCKS).await?;
+    ensure!(r.status == 207 && r.text().contains(&token) && r.text().contains("/dav/Projects/Team/doc.txt"), "{r}");
+    let r = dav(&bob, "PROPFIND", "/dav/Shared%20with%20me/Team/", &[("depth", "1")], PROPFIND_LOCKS).await?;
+    ensure!(r.status == 207 && r.text().contains(&token) && !r.text().contains("Projects"), "{r}");
+    // With the token bob writes, by WebDAV (If) and REST.
+    let iff = format!("(<{token}>)");
+    dav(&bob, "PUT", bob_doc, &[("if", &iff)], "bob v2").await?.check(204)?;
+    let r = bob
+        .req(reqwest::Method::PUT, "/api/v1/files/Shared%20with%20me/Team/doc.txt")
+        .header("x-nimbus-lock-token", &token)
+        .body("bob v3")
+        .send()
+        .await?;
+    r.check(200)?;
+    ensure!(alice.get_file("/Projects/Team/doc.txt").await?.body.as_ref() == b"bob v3");
+    // Carol, with a read share, releases nothing, even with the token.
+    let lt = format!("<{token}>");
+    dav(&carol, "UNLOCK", "/dav/Shared%20with%20me/Team/doc.txt", &[("lock-token", &lt)], "").await?.check(403)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice").await?.check_error(423, "locked")?;
+    dav(&bob, "UNLOCK", bob_doc, &[("lock-token", &lt)], "").await?.check(204)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice v4").await?.check(200)?;
+
+    // Alice's lock holds against bob in every door (423, not 403).
+    let a_token = lock(&alice, "/dav/Projects/Team/doc.txt", &[]).await?;
+    dav(&bob, "PUT", bob_doc, &[], "bob").await?.check(423)?;
+    dav(&bob, "DELETE", bob_doc, &[], "").await?.check(423)?;
+    dav(&bob, "MOVE", bob_doc, &[("destination", "/dav/Shared%20with%20me/Team/moved.txt")], "").await?.check(423)?;
+    bob.put_file(&format!("{SHARED}/Team/doc.txt"), "bob").await?.check_error(423, "locked")?;
+    bob.delete("/api/v1/files/Shared%20with%20me/Team/doc.txt").await?.check_error(423, "locked")?;
+    // Bob cannot take a lock over hers.
+    let r = dav(&bob, "LOCK", bob_doc, &[], nimbus_e2e::dav::LOCKINFO).await?;
+    r.check(423)?;
+    ensure!(alice.get_file("/Projects/Team/doc.txt").await?.body.as_ref() == b"alice v4");
+    dav(&alice, "UNLOCK", "/dav/Projects/Team/doc.txt", &[("lock-token", &format!("<{a_token}>"))], "")
+        .await?
+        .check(204)?;
+
+    // A read share takes no lock (it would stop the owner's writes).
+    let r = dav(&carol, "LOCK", "/dav/Shared%20with%20me/Team/doc.txt", &[], nimbus_e2e::dav::LOCKINFO).await?;
+    r.check(403)?;
+    dav(&carol, "LOCK", "/dav/Shared%20with%20me", &[], nimbus_e2e::dav::LOCKINFO).await?.check(403)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice v5").await?.check(200)?;
+
+    // The share ends: bob's locks on alice's files go with it.
+    lock(&bob, bob_doc, &[]).await?;
+    lock(&bob, "/dav/Shared%20with%20me/Team/other.txt", &[]).await?;
+    alice.put_file("/Projects/Team/other.txt", "x").await?.check_error(423, "locked")?;
+    alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice v6").await?.check(200)?;
+    alice.put_file("/Projects/Team/other.txt", "alice").await?.check(200)?;
+    Ok(())
+});
+
 /// `s3_io.py list` with delimiter `/` (or none), one page size; the `K`/`P` lines.
 async fn s3_list(
     endpoint: &str,

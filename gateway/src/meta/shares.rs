@@ -270,6 +270,17 @@ impl Meta {
         }
         tx.commit().await?;
         self.invalidate(super::notify::Invalidate::Space(row.recipient_id)).await;
+        // The recipient's WebDAV locks on the owner's files go with the share: nobody could
+        // release them any more, and they would stop the owner's writes until they expire.
+        if let Some((root, _)) = self.path_of(row.owner_id, row.node_id).await? {
+            let name: Option<String> = scalar("SELECT username FROM users WHERE id = $1")
+                .bind(row.recipient_id)
+                .fetch_optional(&mut self.db())
+                .await?;
+            if let Some(name) = name {
+                super::locks::drop_locks_of(&mut self.db(), row.owner_id, &root, &name).await?;
+            }
+        }
         Ok(row)
     }
 
