@@ -119,13 +119,19 @@ impl Place {
     /// path as the recipient sees it. Listings and stats are not recorded. Nothing for the
     /// caller's own space.
     pub async fn audit_access(&self, meta: &Meta, actor: &Actor<'_>, what: &str, shown: &RemotePath) -> ApiResult<()> {
+        self.audit_detail(meta, actor, &format!("{what} {shown}")).await
+    }
+
+    /// [`Place::audit_access`] with the whole description given (`copy A to B`, for the share
+    /// a copy across its edge took from).
+    pub async fn audit_detail(&self, meta: &Meta, actor: &Actor<'_>, what: &str) -> ApiResult<()> {
         let Place::Shared { grant, .. } = self else { return Ok(()) };
         meta.audit(NewAudit {
             actor_id: Some(actor.id),
             actor: Some(actor.name.to_string()),
             action: "share_access".into(),
             target: Some(format!("share:{}", grant.share_id)),
-            detail: Some(format!("{what} {shown} (shared by {})", grant.owner_name)),
+            detail: Some(format!("{what} (shared by {})", grant.owner_name)),
             ..Default::default()
         })
         .await?;

@@ -932,3 +932,105 @@ backend_test!(bad_input_messages, |gw| async move {
     cli.run(&["ls"]).await?.failed(&["damaged", "nimbus login"])?;
     Ok(())
 });
+
+// `nimbus share` and `nimbus link`: add, list (both ways), change, leave and revoke a share;
+// create (view with password, expiry and limit; a file drop), list, change and revoke links;
+// the refusals in words.
+backend_test!(share_and_link_commands, |gw| async move {
+    let alice = Cli::for_new_user(&gw, "alice").await?;
+    let bob = Cli::for_new_user(&gw, "bob").await?;
+    let local = alice.write("plan.txt", b"the plan")?;
+    alice.run(&["put", s(&local), "/Plan/notes.txt"]).await?.ok()?;
+    alice.run(&["mkdir", "/Inbox"]).await?.ok()?;
+
+    // Shares.
+    let out = alice.run(&["share", "add", "/Plan", "bob", "--permission", "write"]).await?;
+    ensure!(out.ok()?.stdout().contains("Shared /Plan with bob (write)"), "{out}");
+    let mine = alice.json(&["share", "ls"]).await?;
+    let id = mine["shares"][0]["id"].as_i64().context("share id")?;
+    ensure!(mine["shares"][0]["path"] == "/Plan" && mine["shares"][0]["permission"] == "write", "{mine}");
+    let out = alice.run(&["share", "ls"]).await?;
+    ensure!(out.ok()?.stdout().contains("bob") && out.stdout().contains("/Plan"), "{out}");
+    let out = bob.run(&["share", "incoming"]).await?;
+    ensure!(out.ok()?.stdout().contains("/Shared with me/Plan") && out.stdout().contains("alice"), "{out}");
+    let got = bob.run(&["get", "/Shared with me/Plan/notes.txt", "-"]).await?;
+    ensure!(got.ok()?.stdout == b"the plan", "{got}");
+    let out = alice.run(&["share", "set", &id.to_string(), "--permission", "read"]).await?;
+    ensure!(out.ok()?.stdout().contains("is now read"), "{out}");
+    let incoming = bob.json(&["share", "incoming"]).await?;
+    ensure!(incoming["shares"][0]["permission"] == "read", "{incoming}");
+    // Refusals, in words.
+    alice.run(&["share", "add", "/Plan", "bob"]).await?.failed(&["already shared with bob"])?;
+    alice.run(&["share", "add", "/Nope", "bob"]).await?.failed(&["/Nope", "not in your space"])?;
+    alice.run(&["share", "add", "/Plan", "nobody-here"]).await?.failed(&["nobody-here"])?;
+    let o = alice.run(&["share", "add", "/Plan", "bob", "--permission", "admin"]).await?;
+    ensure!(o.status.code() == Some(2) && o.stderr.contains("admin"), "{o}");
+    bob.run(&["share", "set", &id.to_string(), "--permission", "write"]).await?.failed(&["only its owner"])?;
+    alice.run(&["share", "set", "999999", "--permission", "write"]).await?.failed(&["no share with id 999999"])?;
+    // The recipient leaves it.
+    bob.run(&["share", "rm", &id.to_string()]).await?.ok()?;
+    ensure!(bob.json(&["share", "incoming"]).await?["shares"].as_array().is_some_and(|a| a.is_empty()));
+    alice.run(&["share", "rm", &id.to_string()]).await?.failed(&["no share with id"])?;
+    // Revoked by the owner.
+    alice.run(&["share", "add", "/Plan/notes.txt", "bob"]).await?.ok()?;
+    let id2 = alice.json(&["share", "ls"]).await?["shares"][0]["id"].as_i64().context("id")?;
+    alice.run(&["share", "rm", &id2.to_string()]).await?.ok()?;
+    bob.run(&["get", "/Shared with me/notes.txt", "-"]).await?.failed(&[])?;
+
+    // Links: a view link with a password from a file, an expiry and a download limit.
+    let pw = alice.write("pw.txt", b"correct horse\n")?;
+    let out = alice
+        .run(&[
+            "link",
+            "create",
+            "/Plan/notes.txt",
+            "--password-file",
+            s(&pw),
+            "--expires",
+            "7d",
+            "--max-downloads",
+            "3",
+        ])
+        .await?;
+    out.ok()?;
+    let url = out.stdout().lines().next().unwrap_or("").to_string();
+    ensure!(url.starts_with(&format!("{}/s/", gw.url)), "{out}");
+    ensure!(out.stdout().contains("password") && out.stdout().contains("0 of 3 downloads"), "{out}");
+    let http = reqwest::Client::new();
+    let r = http.get(format!("{url}/download")).send().await?;
+    ensure!(r.status() == 401, "without the password: {}", r.status());
+    let r = http.get(format!("{url}/download")).header("x-nimbus-link-password", "correct horse").send().await?;
+    ensure!(r.status() == 200 && r.bytes().await?.as_ref() == b"the plan", "with the password");
+    let links = alice.json(&["link", "ls"]).await?;
+    let link = &links["links"][0];
+    let lid = link["id"].as_i64().context("link id")?;
+    ensure!(link["has_password"] == true && link["max_downloads"] == 3 && link["downloads"] == 1, "{links}");
+    ensure!(link["expires_at"].as_str().is_some(), "{links}");
+    // Changes: no password, no limit, an expiry at a given time.
+    let out = alice
+        .run(&["link", "set", &lid.to_string(), "--no-password", "--no-limit", "--expires", "2099-01-01T00:00:00Z"])
+        .await?;
+    ensure!(out.ok()?.stdout().contains("expires 2099-01-01 00:00 UTC") && !out.stdout().contains("password"), "{out}");
+    ensure!(http.get(format!("{url}/download")).send().await?.status() == 200, "the password is gone");
+    alice.run(&["link", "set", &lid.to_string()]).await?.failed(&["nothing to change"])?;
+    alice.run(&["link", "set", &lid.to_string(), "--expires", "tomorrow"]).await?.failed(&["tomorrow", "30m"])?;
+    let empty = alice.write("empty.txt", b"\n")?;
+    alice.run(&["link", "create", "/Plan", "--password-file", s(&empty)]).await?.failed(&["holds no password"])?;
+    alice.run(&["link", "create", "/Nope"]).await?.failed(&[])?;
+    alice.run(&["link", "create", "/Plan/notes.txt", "--mode", "upload"]).await?.failed(&["folder"])?;
+    bob.run(&["link", "rm", &lid.to_string()]).await?.failed(&[&format!("no link with id {lid}")])?;
+    // A file drop.
+    let out = alice.run(&["link", "create", "/Inbox", "--mode", "upload"]).await?;
+    out.ok()?;
+    let drop_url = out.stdout().lines().next().unwrap_or("").to_string();
+    let r = http.put(format!("{drop_url}/upload/from-visitor.txt")).body("hello").send().await?;
+    ensure!(r.status() == 201, "upload: {}", r.status());
+    let got = alice.run(&["get", "/Inbox/from-visitor.txt", "-"]).await?;
+    ensure!(got.ok()?.stdout == b"hello", "{got}");
+    // Revoked: 404 at once.
+    let out = alice.run(&["link", "rm", &lid.to_string()]).await?;
+    ensure!(out.ok()?.stdout().contains("revoked"), "{out}");
+    ensure!(http.get(format!("{url}/download")).send().await?.status() == 404, "a revoked link");
+    alice.run(&["link", "rm", &lid.to_string()]).await?.failed(&[&format!("no link with id {lid}")])?;
+    Ok(())
+});

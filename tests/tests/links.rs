@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use base64::Engine;
-use nimbus_e2e::{Api, Resp, backend_test, data, encode_path, raw_request};
+use nimbus_e2e::browser::run_e2e_script;
+use nimbus_e2e::{
+    ADMIN_PASSWORD, Api, Backend, GatewayOptions, Resp, backend_test, data, encode_path, raw_request, run_on,
+};
 use nimbus_proto::wire::{AuditList, LinkInfo, LinkList, Me};
 use reqwest::Method;
 use serde_json::json;
@@ -437,13 +440,15 @@ backend_test!(link_passwords_are_checked_and_throttled, |gw| async move {
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}")))
     };
 
-    // Missing: 401, JSON for programs, a page for browsers, both asking for Basic credentials.
+    // Missing: 401, JSON for programs asking for Basic credentials, for browsers the page with
+    // its password form (and no Basic prompt over it).
     let r = public_get(&alice, t, "/download").await?;
     r.check_error(401, "unauthorized")?;
     ensure!(r.header("www-authenticate").is_some_and(|h| h.starts_with("Basic")), "{r}");
     let r = public(&alice, Method::GET, t, "").header("accept", "text/html,*/*").send().await?;
     ensure!(r.status == 401 && r.header("content-type").is_some_and(|c| c.starts_with("text/html")), "{r}");
-    ensure!(r.header("www-authenticate").is_some_and(|h| h.starts_with("Basic")), "{r}");
+    ensure!(r.header("www-authenticate").is_none(), "{r}");
+    ensure!(r.text().contains(&format!("<form method=\"post\" action=\"/s/{t}\">")), "{r}");
     // The header, or Basic with any username.
     let r =
         public(&alice, Method::GET, t, "/download").header("x-nimbus-link-password", "correct horse").send().await?;
@@ -656,3 +661,152 @@ backend_test!(
         Ok(())
     }
 );
+
+/// A `multipart/form-data` body as a browser's upload form sends it: one `file` field per
+/// (name, content).
+fn form_files(files: &[(&str, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "----nimbus-e2e-boundary-7MA4YWxkTrZu0gW";
+    let mut body = Vec::new();
+    for (name, content) in files {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+                 Content-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(content);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+fn cookie_of(r: &Resp) -> anyhow::Result<String> {
+    let set = r.header("set-cookie").with_context(|| format!("no cookie: {r}"))?;
+    Ok(set.split(';').next().unwrap_or("").to_string())
+}
+
+// The link pages' forms as a browser posts them: the password form (a cookie for that link
+// only, which a new password ends; wrong ones said so and throttled) and a file drop's upload
+// form (files added, never one replaced: 409 in words). The plain-HTTP side is unchanged.
+backend_test!(link_pages_take_passwords_and_files_by_form, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    alice.put_file("/plan.txt", "the plan").await?.check(201)?;
+    alice.mkdir("/inbox").await?.check(201)?;
+    alice.put_file("/inbox/already.txt", "mine").await?.check(201)?;
+    let link = create(&alice, json!({"path": "/plan.txt", "mode": "view", "password": "correct horse"})).await?;
+    let other = create(&alice, json!({"path": "/plan.txt", "mode": "view", "password": "another horse"})).await?;
+    let t = link.token.clone();
+    let form = [("content-type", "application/x-www-form-urlencoded"), ("accept", "text/html")];
+
+    // Wrong: the form again, saying so, 401 without a Basic prompt; no cookie.
+    let r = raw_request(&gw.url, "POST", &format!("/s/{t}"), &form, b"password=wrong+horse").await?;
+    ensure!(r.status == 401 && r.text().contains("Wrong password; try again."), "{r}");
+    ensure!(r.header("www-authenticate").is_none() && r.header("set-cookie").is_none(), "{r}");
+    // Right: back to the page with a cookie for this link's path only.
+    let r = raw_request(&gw.url, "POST", &format!("/s/{t}"), &form, b"password=correct+horse").await?;
+    ensure!(r.status == 303 && r.header("location") == Some(format!("/s/{t}")), "{r}");
+    let set = r.header("set-cookie").context("no cookie")?;
+    for part in
+        [format!("nimbus_link_{}=", link.id), format!("Path=/s/{t}"), "HttpOnly".into(), "SameSite=Strict".into()]
+    {
+        ensure!(set.contains(&part), "{part} missing in {set}");
+    }
+    ensure!(!set.contains("correct"), "the password is in the cookie: {set}");
+    let cookie = cookie_of(&r)?;
+    // The cookie opens the page and the download; nothing else does.
+    let with = |c: &str, rest: &str| public(&alice, Method::GET, &t, rest).header("cookie", c).send();
+    ensure!(with(&cookie, "/download").await?.body.as_ref() == b"the plan");
+    with(&cookie, "").await?.check(200)?;
+    public_get(&alice, &t, "/download").await?.check_error(401, "unauthorized")?;
+    let (name, value) = cookie.split_once('=').context("cookie")?;
+    let (exp, mac) = value.split_once('.').context("cookie value")?;
+    let later: i64 = exp.parse::<i64>()? + 1000;
+    let flipped = format!("{}{}", &mac[..mac.len() - 1], if mac.ends_with('0') { '1' } else { '0' });
+    for bad in [
+        format!("{name}={exp}.{flipped}"),
+        format!("{name}={later}.{mac}"),
+        format!("{name}=0.{mac}"),
+        format!("{name}=garbage"),
+        format!("nimbus_link_{}={value}", other.id),
+    ] {
+        with(&bad, "/download").await?.check_error(401, "unauthorized").with_context(|| bad.clone())?;
+    }
+    // Another link's page is not opened by it.
+    public(&alice, Method::GET, &other.token, "/download")
+        .header("cookie", &format!("{cookie}; nimbus_link_{}={value}", other.id))
+        .send()
+        .await?
+        .check_error(401, "unauthorized")?;
+    // The header and Basic still work as before, without any cookie.
+    let r =
+        public(&alice, Method::GET, &t, "/download").header("x-nimbus-link-password", "correct horse").send().await?;
+    ensure!(r.status == 200 && r.header("set-cookie").is_none(), "{r}");
+    // A new password ends the cookie.
+    alice.patch_json(&format!("/api/v1/links/{}", link.id), &json!({"password": "a new horse"})).await?.check(200)?;
+    with(&cookie, "/download").await?.check_error(401, "unauthorized")?;
+    // Wrong passwords by form are throttled like the others: a 429 page in words.
+    let mut last = None;
+    for _ in 0..8 {
+        let r = raw_request(&gw.url, "POST", &format!("/s/{}", other.token), &form, b"password=nope+nope").await?;
+        let done = r.status == 429;
+        last = Some(r);
+        if done {
+            break;
+        }
+    }
+    let r = last.context("no answer")?;
+    ensure!(r.status == 429 && r.text().contains("too many failed attempts"), "{r}");
+    let fails = audit(&gw.admin().await?, "link_password_failed", other.id).await?;
+    ensure!(fails.len() >= 5, "{fails:?}");
+
+    // A file drop's page has an upload form; the form adds files under their names.
+    let drop_link = create(&alice, json!({"path": "/inbox", "mode": "upload"})).await?;
+    let d = &drop_link.token;
+    let r = public(&alice, Method::GET, d, "").header("accept", "text/html").send().await?;
+    ensure!(r.status == 200 && r.text().contains(&format!("action=\"/s/{d}/upload\"")), "{r}");
+    ensure!(r.text().contains("enctype=\"multipart/form-data\"") && !r.text().contains("already.txt"), "{r}");
+    let (ct, body) = form_files(&[("one.txt", b"first"), ("two words.bin", &[7u8; 70_000])]);
+    let r = raw_request(&gw.url, "POST", &format!("/s/{d}/upload"), &[("content-type", &ct)], &body).await?;
+    ensure!(r.status == 201 && r.text().contains("Added <strong>one.txt</strong>"), "{r}");
+    ensure!(r.text().contains("Added <strong>two words.bin</strong>"), "{r}");
+    ensure!(alice.get_file("/inbox/one.txt").await?.body.as_ref() == b"first");
+    ensure!(alice.get_file("/inbox/two words.bin").await?.body.len() == 70_000);
+    // A taken name (any case) is refused in words, the rest added, nothing replaced.
+    let (ct, body) = form_files(&[("ALREADY.txt", b"visitor"), ("three.txt", b"third")]);
+    let r = raw_request(&gw.url, "POST", &format!("/s/{d}/upload"), &[("content-type", &ct)], &body).await?;
+    ensure!(r.status == 409 && r.text().contains("is already there; choose another name"), "{r}");
+    ensure!(r.text().contains("Added <strong>three.txt</strong>"), "{r}");
+    ensure!(alice.get_file("/inbox/already.txt").await?.body.as_ref() == b"mine");
+    // Names that are no plain name are refused in words (400), never written elsewhere.
+    let (ct, body) = form_files(&[("..", b"x"), ("a:b", b"x")]);
+    let r = raw_request(&gw.url, "POST", &format!("/s/{d}/upload"), &[("content-type", &ct)], &body).await?;
+    ensure!(r.status == 400 && r.text().matches("Not added").count() == 2, "{r}");
+    // No file: 400; a view link's form: 403; the uploads are audited.
+    let (ct, body) = form_files(&[]);
+    let r = raw_request(&gw.url, "POST", &format!("/s/{d}/upload"), &[("content-type", &ct)], &body).await?;
+    ensure!(r.status == 400, "{r}");
+    let view = create(&alice, json!({"path": "/inbox", "mode": "view"})).await?;
+    let (ct, body) = form_files(&[("new.txt", b"x")]);
+    let r = raw_request(&gw.url, "POST", &format!("/s/{}/upload", view.token), &[("content-type", &ct)], &body).await?;
+    ensure!(r.status == 403, "{r}");
+    ensure!(alice.stat("/inbox/new.txt").await?.status == 404);
+    let uploads = audit(&gw.admin().await?, "link_upload", drop_link.id).await?;
+    ensure!(uploads.len() == 3, "{uploads:?}");
+    Ok(())
+});
+
+/// The link pages in Debian's chromium, signed out (admin-ui/e2e/links.e2e.mjs): the password
+/// form (wrong, throttled, right, the download), and a file drop's upload form (added, and a
+/// taken name said in words).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_pages_in_chromium() -> anyhow::Result<()> {
+    run_on(Backend::SqliteLocal, GatewayOptions::default(), |gw| async move {
+        let base = gw.api().base().trim_end_matches('/').to_string();
+        let log = run_e2e_script("e2e/links.e2e.mjs", &[base, ADMIN_PASSWORD.to_string()]).await?;
+        println!("{log}");
+        Ok(())
+    })
+    .await
+}

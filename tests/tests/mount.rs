@@ -2107,3 +2107,87 @@ backend_test!(
         Ok(())
     }
 );
+
+/// `err` is EACCES (what the drive answers for a change a share does not allow).
+fn denied<T>(what: &str, r: std::io::Result<T>) -> anyhow::Result<()> {
+    match r {
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => Ok(()),
+        Err(e) => bail!("{what}: expected EACCES, got {e}"),
+        Ok(_) => bail!("{what}: expected EACCES, it succeeded"),
+    }
+}
+
+// Shares on the drive: `/Shared with me` lists what others shared; a read share reads and
+// refuses every change at once with EACCES (open for writing, create, mkdir, rename, unlink,
+// truncate), as does the virtual folder itself; a write share takes new files, edits, renames
+// and folders, which the owner sees; a revoked share leaves the folder.
+backend_test!(
+    shares_on_the_drive,
+    only = postgres_s3,
+    opts = GatewayOptions::default().timeout(Duration::from_secs(600)),
+    |gw| async move {
+        let (_, alice) = gw.user("alice", None).await?;
+        let (_, dev) = user_device(&gw, "bob", "bob-laptop").await?;
+        alice.put_file("/Read/doc.txt", "read only").await?.check(201)?;
+        alice.put_file("/Team/plan.txt", "the plan").await?.check(201)?;
+        let share = |path: &str, perm: &str| serde_json::json!({"path": path, "username": "bob", "permission": perm});
+        alice.post_json("/api/v1/shares", &share("/Read", "read")).await?.check(201)?;
+        let team: serde_json::Value = alice.post_json("/api/v1/shares", &share("/Team", "write")).await?.ok(201)?;
+        let drive = mount(&dev, MountMode::Foreground).await?;
+        let shared = drive.path("Shared with me");
+        let want: BTreeSet<String> = ["Read", "Team"].iter().map(|s| s.to_string()).collect();
+        ensure!(names(&shared)? == want, "{:?}", names(&shared)?);
+
+        // A read share: readable; every change refused at once, nothing reaches the server.
+        let doc = shared.join("Read/doc.txt");
+        ensure_content(&doc, b"read only")?;
+        denied("open for writing", OpenOptions::new().write(true).open(&doc))?;
+        denied("open with O_TRUNC", OpenOptions::new().write(true).truncate(true).open(&doc))?;
+        denied("append", OpenOptions::new().append(true).open(&doc))?;
+        denied("create", fs::File::create(shared.join("Read/new.txt")))?;
+        denied("mkdir", fs::create_dir(shared.join("Read/Sub")))?;
+        denied("rename inside", fs::rename(&doc, shared.join("Read/renamed.txt")))?;
+        denied("rename out", fs::rename(&doc, drive.path("stolen.txt")))?;
+        denied("unlink", fs::remove_file(&doc))?;
+        let r = tool("truncate", &[os("-s"), os("0"), os(&doc)], None, &[]).await;
+        ensure!(r.is_err(), "truncate of a read-only shared file succeeded");
+        // The virtual folder itself and the shares' own entries.
+        denied("create in Shared with me", fs::File::create(shared.join("mine.txt")))?;
+        denied("mkdir in Shared with me", fs::create_dir(shared.join("Mine")))?;
+        denied("rename a share", fs::rename(shared.join("Team"), shared.join("Ours")))?;
+        ensure_content(&doc, b"read only")?;
+        ensure!(server_file(&alice, "/Read/doc.txt").await? == b"read only");
+        for p in ["/Read/new.txt", "/Read/Sub", "/Read/renamed.txt"] {
+            alice.stat(p).await?.check(404).with_context(|| p.to_string())?;
+        }
+        not_found(&drive.path("stolen.txt"))?;
+
+        // A write share: new files, edits, renames and folders land in alice's space.
+        let team_dir = shared.join("Team");
+        ensure_content(&team_dir.join("plan.txt"), b"the plan")?;
+        write(&team_dir.join("new.txt"), b"from bob")?;
+        server_has(&alice, "/Team/new.txt", b"from bob").await?;
+        write(&team_dir.join("plan.txt"), b"bob's plan")?;
+        server_has(&alice, "/Team/plan.txt", b"bob's plan").await?;
+        fs::rename(team_dir.join("new.txt"), team_dir.join("renamed.txt"))?;
+        server_has(&alice, "/Team/renamed.txt", b"from bob").await?;
+        server_lacks(&alice, "/Team/new.txt").await?;
+        fs::create_dir(team_dir.join("Sub"))?;
+        write(&team_dir.join("Sub/deep.txt"), b"deep")?;
+        server_has(&alice, "/Team/Sub/deep.txt", b"deep").await?;
+        fs::remove_file(team_dir.join("renamed.txt"))?;
+        server_lacks(&alice, "/Team/renamed.txt").await?;
+
+        // Revoked: the entry leaves the folder.
+        let id = team["id"].as_i64().context("share id")?;
+        alice.delete(&format!("/api/v1/shares/{id}")).await?.check(204)?;
+        eventually("the revoked share leaves the drive", SEEN_WITHIN, || async {
+            let now = names(&shared)?;
+            ensure!(!now.contains("Team") && now.contains("Read"), "{now:?}");
+            Ok(())
+        })
+        .await?;
+        drive.unmount().await?;
+        Ok(())
+    }
+);

@@ -3,12 +3,13 @@
 //! `/Shared with me/<name>`, reads (and with `write` changes) it there, and leaves it; and
 //! every trick to reach past a share's edge answers as a missing path would.
 
-use anyhow::ensure;
+use anyhow::{Context, ensure};
+use nimbus_e2e::dav::lock;
 use nimbus_e2e::s3::{new_key, s3_io};
 use nimbus_e2e::{Api, backend_test};
 use nimbus_proto::wire::{
-    AdminShareList, AuditList, CreatedS3Key, DirListing, Entry, IncomingShareList, ShareInfo, ShareList,
-    SharePermission,
+    AdminShareList, AuditList, CreatedS3Key, DirListing, Entry, IncomingShareList, Me, ShareInfo, ShareList,
+    SharePermission, TrashList, VersionList,
 };
 use serde_json::json;
 
@@ -124,13 +125,14 @@ backend_test!(share_a_folder_read_then_write, |gw| async move {
     ensure!(refusals[0].text().contains("/Shared with me/Plan/notes.txt"), "{}", refusals[0]);
     ensure!(refusals[2].text().contains("alice"), "{}", refusals[2]);
 
-    // Moving a file out of the share into bob's own space is not a move.
-    bob.post_json("/api/v1/move", &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/stolen.txt"}))
+    // A copy out of the share into bob's own space copies the content (on bob's quota); the
+    // moves and copies across the edge are tested in `moves_and_copies_across_the_edge`.
+    let e: Entry = bob
+        .post_json("/api/v1/copy", &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/copy.txt"}))
         .await?
-        .check_error(400, "bad_request")?;
-    bob.post_json("/api/v1/copy", &json!({"from": "/Shared with me/Plan/notes.txt", "to": "/copy.txt"}))
-        .await?
-        .check_error(400, "bad_request")?;
+        .ok(201)?;
+    ensure!(e.path == "/copy.txt", "{e:?}");
+    ensure!(bob.get_file("/copy.txt").await?.body.as_ref() == b"bob's plan");
     // The share's own entry is alice's: bob leaves it rather than deleting it.
     bob.delete("/api/v1/files/Shared%20with%20me/Plan").await?.check_error(403, "forbidden")?;
     alice.stat("/Projects/Plan").await?.check(200)?;
@@ -165,7 +167,7 @@ backend_test!(share_a_folder_read_then_write, |gw| async move {
     alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
     bob.get_file(&format!("{SHARED}/Plan/notes.txt")).await?.check_error(404, "not_found")?;
     let top: DirListing = bob.list_dir("/", None, None).await?.ok(200)?;
-    ensure!(top.entries.is_empty(), "{top:?}");
+    ensure!(names(&top) == ["copy.txt"], "only bob's own copy is left: {top:?}");
     alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check_error(404, "not_found")?;
     Ok(())
 });
@@ -400,12 +402,16 @@ backend_test!(share_through_webdav, |gw| async move {
     ensure!(r.status == 201 || r.status == 204, "{r}");
     alice.get_file("/Projects/Plan/Sub/moved.txt").await?.check(200)?;
 
-    // The edge: out of the share, onto the share's entry, past it.
-    let r = dav(&bob, "MOVE", "/dav/Shared%20with%20me/Plan/Sub/moved.txt", &[("destination", "/dav/stolen.txt")], "")
+    // The edge: out of the share (a copy, then the source to alice's trash), into it, onto the
+    // share's entry, past it.
+    let r = dav(&bob, "MOVE", "/dav/Shared%20with%20me/Plan/Sub/moved.txt", &[("destination", "/dav/taken.txt")], "")
         .await?;
-    ensure!(r.status == 403, "{r}");
+    ensure!(r.status == 201, "{r}");
+    ensure!(bob.get_file("/taken.txt").await?.body.as_ref() == b"bob's plan");
+    alice.get_file("/Projects/Plan/Sub/moved.txt").await?.check_error(404, "not_found")?;
     let r = dav(&bob, "COPY", "/dav/own.txt", &[("destination", "/dav/Shared%20with%20me/Plan/own.txt")], "").await?;
-    ensure!(r.status == 403, "{r}");
+    ensure!(r.status == 201, "{r}");
+    ensure!(alice.get_file("/Projects/Plan/own.txt").await?.body.as_ref() == b"bob's");
     ensure!(dav(&bob, "DELETE", "/dav/Shared%20with%20me/Plan", &[], "").await?.status == 403);
     ensure!(
         dav(&bob, "MOVE", "/dav/Shared%20with%20me/Plan", &[("destination", "/dav/Mine")], "").await?.status == 403
@@ -422,6 +428,364 @@ backend_test!(share_through_webdav, |gw| async move {
     ensure!(dav(&bob, "GET", "/dav/Shared%20with%20me/Plan/Sub/moved.txt", &[], "").await?.status == 404);
     let top = dav(&bob, "PROPFIND", "/dav/", &[("depth", "1")], "").await?;
     ensure!(top.status == 207 && !top.text().contains("Shared%20with%20me"), "{top}");
+    Ok(())
+});
+
+async fn current_bytes(api: &Api) -> anyhow::Result<u64> {
+    Ok(api.get("/api/v1/me").await?.ok::<Me>(200)?.usage.current)
+}
+
+fn mv(from: &str, to: &str) -> serde_json::Value {
+    json!({"from": from, "to": to})
+}
+
+// Moves and copies between bob's own space, alice's read share and dave's write share, over
+// REST and WebDAV: a copy across copies the content onto the destination owner's quota; a move
+// across is a copy and the source to its owner's trash, and needs write on both sides.
+backend_test!(moves_and_copies_across_the_edge, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, dave) = gw.user("dave", Some(64 << 10)).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    alice.put_file("/Projects/Plan/notes.txt", "the plan").await?.check(201)?;
+    alice.put_file("/Projects/Plan/Deep/a.txt", "deep").await?.check(201)?;
+    alice.put_file("/Projects/secret.txt", "not shared").await?.check(201)?;
+    dave.put_file("/Box/inbox.txt", "dave's").await?.check(201)?;
+    dave.put_file("/Private/p.txt", "dave private").await?.check(201)?;
+    bob.put_file("/own.txt", "bob's").await?.check(201)?;
+    bob.put_file("/OwnDir/x.txt", "x in bob's folder").await?.check(201)?;
+    share(&alice, "/Projects/Plan", "bob", "read").await?;
+    share(&dave, "/Box", "bob", "write").await?;
+    let bob_before = current_bytes(&bob).await?;
+
+    // Read share -> own space: a copy copies the whole folder, onto bob's quota.
+    let e: Entry = bob.post_json("/api/v1/copy", &mv("/Shared with me/Plan", "/PlanCopy")).await?.ok(201)?;
+    ensure!(e.path == "/PlanCopy" && e.name == "PlanCopy", "{e:?}");
+    ensure!(bob.get_file("/PlanCopy/notes.txt").await?.body.as_ref() == b"the plan");
+    ensure!(bob.get_file("/PlanCopy/Deep/a.txt").await?.body.as_ref() == b"deep");
+    ensure!(current_bytes(&bob).await? == bob_before + 12, "bob is charged for his copy");
+    // ... and it is bob's: changing it leaves alice's alone.
+    bob.put_file("/PlanCopy/notes.txt", "bob's copy").await?.check(200)?;
+    ensure!(alice.get_file("/Projects/Plan/notes.txt").await?.body.as_ref() == b"the plan");
+    // A move out of a read share, a copy or move into it, and moving the share itself: 403.
+    for (op, from, to) in [
+        ("move", "/Shared with me/Plan/notes.txt", "/stolen.txt"),
+        ("move", "/Shared with me/Plan/Deep", "/StolenDeep"),
+        ("copy", "/own.txt", "/Shared with me/Plan/own.txt"),
+        ("move", "/own.txt", "/Shared with me/Plan/own.txt"),
+        ("move", "/Shared with me/Plan", "/Mine"),
+        ("move", "/Shared with me/Box", "/Mine"),
+        ("copy", "/own.txt", "/Shared with me/Box"),
+        ("move", "/own.txt", "/Shared with me/new-share"),
+        ("move", "/Shared with me/Box/inbox.txt", "/Shared with me/Plan/inbox.txt"),
+        ("move", "/Shared with me/Plan/notes.txt", "/Shared with me/Box/notes.txt"),
+    ] {
+        let r = bob.post_json(&format!("/api/v1/{op}"), &mv(from, to)).await?;
+        r.check_error(403, "forbidden").map_err(|e| anyhow::anyhow!("{op} {from} -> {to}: {e}"))?;
+    }
+    ensure!(alice.get_file("/Projects/Plan/notes.txt").await?.body.as_ref() == b"the plan");
+    ensure!(dave.get_file("/Box/inbox.txt").await?.body.as_ref() == b"dave's");
+    bob.get_file("/stolen.txt").await?.check_error(404, "not_found")?;
+    bob.stat("/Mine").await?.check_error(404, "not_found")?;
+    alice.stat("/Projects/Plan/own.txt").await?.check_error(404, "not_found")?;
+
+    // One owner's share -> another's: copied into dave's space, on dave's quota, not bob's.
+    let bob_now = current_bytes(&bob).await?;
+    let e: Entry = bob
+        .post_json("/api/v1/copy", &mv("/Shared with me/Plan/notes.txt", "/Shared with me/Box/notes.txt"))
+        .await?
+        .ok(201)?;
+    ensure!(e.path == "/Shared with me/Box/notes.txt", "{e:?}");
+    ensure!(dave.get_file("/Box/notes.txt").await?.body.as_ref() == b"the plan");
+    ensure!(current_bytes(&dave).await? == 6 + 12 + 8, "dave pays for what lands in his space");
+    ensure!(current_bytes(&bob).await? == bob_now, "bob pays nothing for it");
+
+    // Write share -> own space: a move is a copy, then dave's file goes to dave's trash.
+    let e: Entry =
+        bob.post_json("/api/v1/move", &mv("/Shared with me/Box/notes.txt", "/from-dave.txt")).await?.ok(200)?;
+    ensure!(e.path == "/from-dave.txt", "{e:?}");
+    ensure!(bob.get_file("/from-dave.txt").await?.body.as_ref() == b"the plan");
+    dave.get_file("/Box/notes.txt").await?.check_error(404, "not_found")?;
+    let trash: TrashList = dave.get("/api/v1/trash").await?.ok(200)?;
+    let item = trash.entries.iter().find(|t| t.original_path == "/Box/notes.txt").context("not in dave's trash")?;
+    let dave_trash_id = item.id;
+    let bob_trash: TrashList = bob.get("/api/v1/trash").await?.ok(200)?;
+    ensure!(bob_trash.entries.iter().all(|t| t.name != "notes.txt"), "{bob_trash:?}");
+    // Own space -> write share, a file and a folder.
+    let e: Entry = bob.post_json("/api/v1/move", &mv("/own.txt", "/Shared with me/Box/own.txt")).await?.ok(200)?;
+    ensure!(e.path == "/Shared with me/Box/own.txt", "{e:?}");
+    ensure!(dave.get_file("/Box/own.txt").await?.body.as_ref() == b"bob's");
+    bob.get_file("/own.txt").await?.check_error(404, "not_found")?;
+    let r = bob.post_json("/api/v1/move", &mv("/OwnDir", "/Shared with me/Box/OwnDir")).await?;
+    ensure!(r.ok::<Entry>(200)?.path == "/Shared with me/Box/OwnDir", "{r}");
+    ensure!(dave.get_file("/Box/OwnDir/x.txt").await?.body.as_ref() == b"x in bob's folder");
+    bob.stat("/OwnDir").await?.check_error(404, "not_found")?;
+
+    // An existing name: 409 unless overwrite, then a new version of the destination.
+    bob.post_json("/api/v1/copy", &mv("/from-dave.txt", "/Shared with me/Box/inbox.txt"))
+        .await?
+        .check_error(409, "already_exists")?;
+    let r = bob
+        .post_json(
+            "/api/v1/copy",
+            &json!({"from": "/from-dave.txt", "to": "/Shared with me/Box/inbox.txt", "overwrite": true}),
+        )
+        .await?;
+    r.check(201)?;
+    ensure!(dave.get_file("/Box/inbox.txt").await?.body.as_ref() == b"the plan");
+    let versions: VersionList = dave.get("/api/v1/versions/Box/inbox.txt").await?.ok(200)?;
+    ensure!(versions.versions.len() == 2, "the old content stays a version: {versions:?}");
+    bob.post_json("/api/v1/copy", &mv("/PlanCopy", "/Shared with me/Box/OwnDir"))
+        .await?
+        .check_error(409, "already_exists")?;
+
+    // Dave's quota decides what lands in his space, and the refusal names him, not his figures.
+    bob.put_file("/big.bin", vec![1u8; 100 << 10]).await?.check(201)?;
+    let r = bob.post_json("/api/v1/copy", &mv("/big.bin", "/Shared with me/Box/big.bin")).await?;
+    r.check_error(413, "quota_exceeded")?;
+    ensure!(r.text().contains("dave") && !r.text().contains("65536"), "{r}");
+    let r = bob.post_json("/api/v1/move", &mv("/big.bin", "/Shared with me/Box/big.bin")).await?;
+    r.check_error(413, "quota_exceeded")?;
+    bob.stat("/big.bin").await?.check(200)?;
+    dave.stat("/Box/big.bin").await?.check_error(404, "not_found")?;
+
+    // Names past the edge, in either end: as missing (or invalid) paths, nothing leaks.
+    for (from, to) in [
+        ("/Shared with me/Plan/../secret.txt", "/got.txt"),
+        ("/Shared with me/Plan/%2e%2e/secret.txt", "/got.txt"),
+        ("/Shared with me/Plan%2F..%2Fsecret.txt", "/got.txt"),
+        ("/Shared with me/Projects/secret.txt", "/got.txt"),
+        ("/Shared with me/secret.txt", "/got.txt"),
+        ("/Shared with me/Box/../Private/p.txt", "/got.txt"),
+        ("/Shared with me/Box/../../Private/p.txt", "/got.txt"),
+        ("/from-dave.txt", "/Shared with me/Box/../Private/evil.txt"),
+        ("/from-dave.txt", "/Shared with me/Box%2F..%2FPrivate/evil.txt"),
+        ("/from-dave.txt", "/Shared with me/Private/evil.txt"),
+    ] {
+        for op in ["copy", "move"] {
+            let r = bob.post_json(&format!("/api/v1/{op}"), &mv(from, to)).await?;
+            ensure!(matches!(r.status, 400 | 403 | 404), "{op} {from} -> {to}: {r}");
+            // The owners' own paths (`/Projects/...`, `/Box/...`) never appear, nor their content.
+            let t = r.text();
+            ensure!(
+                !t.contains("/Projects/Plan") && !t.contains("`/Box") && !t.contains("not shared"),
+                "{op} {from}: {r}"
+            );
+        }
+    }
+    bob.stat("/got.txt").await?.check_error(404, "not_found")?;
+    dave.stat("/Private/evil.txt").await?.check_error(404, "not_found")?;
+    ensure!(dave.get_file("/Private/p.txt").await?.body.as_ref() == b"dave private");
+    ensure!(bob.get_file("/from-dave.txt").await?.status == 200, "a refused move took the source");
+
+    // Ids of dave's versions and trash items reach nothing through the share or bob's space.
+    let private: Entry = dave.stat("/Private/p.txt").await?.ok(200)?;
+    let pv = private.version.context("a file has a version")?;
+    bob.get(&format!("/api/v1/files/Shared%20with%20me/Box/inbox.txt?version={pv}"))
+        .await?
+        .check_error(404, "not_found")?;
+    bob.post_json("/api/v1/versions/Shared%20with%20me/Box/inbox.txt", &json!({"version": pv}))
+        .await?
+        .check_error(404, "not_found")?;
+    bob.delete(&format!("/api/v1/versions/Shared%20with%20me/Box/inbox.txt?version={pv}"))
+        .await?
+        .check_error(404, "not_found")?;
+    bob.post_json(&format!("/api/v1/trash/{dave_trash_id}/restore"), &json!({}))
+        .await?
+        .check_error(404, "not_found")?;
+    bob.delete(&format!("/api/v1/trash/{dave_trash_id}")).await?.check_error(404, "not_found")?;
+    let trash: TrashList = dave.get("/api/v1/trash").await?.ok(200)?;
+    ensure!(trash.entries.iter().any(|t| t.id == dave_trash_id), "{trash:?}");
+    ensure!(dave.get_file("/Private/p.txt").await?.body.as_ref() == b"dave private");
+
+    // Locks: dave's lock on a file in the share holds against bob's move or overwrite from
+    // either side, and a token of a lock bob took in his own space opens nothing of dave's.
+    dave.put_file("/Box/locked.txt", "locked").await?.check(201)?;
+    let dave_token = lock(&dave, "/dav/Box/locked.txt", &[]).await?;
+    bob.put_file("/mine-locked.txt", "mine").await?.check(201)?;
+    let bob_token = lock(&bob, "/dav/mine-locked.txt", &[]).await?;
+    for (op, from, to, overwrite) in [
+        ("move", "/Shared with me/Box/locked.txt", "/took-locked.txt", false),
+        ("copy", "/from-dave.txt", "/Shared with me/Box/locked.txt", true),
+        ("move", "/from-dave.txt", "/Shared with me/Box/locked.txt", true),
+    ] {
+        let body = json!({"from": from, "to": to, "overwrite": overwrite});
+        let r = bob.req(reqwest::Method::POST, &format!("/api/v1/{op}")).json(&body).send().await?;
+        r.check_error(423, "locked")?;
+        let r = bob
+            .req(reqwest::Method::POST, &format!("/api/v1/{op}"))
+            .header("x-nimbus-lock-token", &bob_token)
+            .json(&body)
+            .send()
+            .await?;
+        r.check_error(423, "locked")?;
+    }
+    bob.stat("/took-locked.txt").await?.check_error(404, "not_found")?;
+    ensure!(dave.get_file("/Box/locked.txt").await?.body.as_ref() == b"locked");
+    ensure!(bob.get_file("/from-dave.txt").await?.status == 200);
+    // dave's lock does not stop a copy of the locked file out (it is only read), and bob's
+    // lock guards his own file against a move from the share.
+    bob.post_json("/api/v1/copy", &mv("/Shared with me/Box/locked.txt", "/locked-copy.txt")).await?.check(201)?;
+    bob.post_json(
+        "/api/v1/move",
+        &json!({"from": "/Shared with me/Box/inbox.txt", "to": "/mine-locked.txt", "overwrite": true}),
+    )
+    .await?
+    .check_error(423, "locked")?;
+    ensure!(dave.get_file("/Box/inbox.txt").await?.status == 200, "a refused move took the source");
+    dav(&dave, "UNLOCK", "/dav/Box/locked.txt", &[("lock-token", &format!("<{dave_token}>"))], "").await?.check(204)?;
+
+    // The owner: moving a node that is shared with others to another owner's space would end
+    // its shares, so it is refused (409); a copy is fine; within her space the share follows.
+    bob.mkdir("/Inbox").await?.check(201)?;
+    share(&bob, "/Inbox", "alice", "write").await?;
+    for from in ["/Projects/Plan", "/Projects"] {
+        let r = alice.post_json("/api/v1/move", &mv(from, "/Shared with me/Inbox/Plan")).await?;
+        r.check_error(409, "conflict")?;
+    }
+    let r = alice.post_json("/api/v1/move", &mv("/Projects/secret.txt", "/Shared with me/Inbox/secret.txt")).await?;
+    ensure!(r.ok::<Entry>(200)?.path == "/Shared with me/Inbox/secret.txt", "{r}");
+    ensure!(bob.get_file("/Inbox/secret.txt").await?.body.as_ref() == b"not shared");
+    alice.post_json("/api/v1/copy", &mv("/Projects/Plan", "/Shared with me/Inbox/Plan")).await?.check(201)?;
+    ensure!(bob.get_file("/Inbox/Plan/Deep/a.txt").await?.body.as_ref() == b"deep");
+    ensure!(bob.get_file("/Shared with me/Plan/notes.txt").await?.body.as_ref() == b"the plan", "the share holds");
+
+    // WebDAV: the same rules (COPY of a folder, MOVE of a file and of a folder, refusals).
+    let d = |p: &str| format!("/dav/{}", p.replace(' ', "%20"));
+    dav(&bob, "COPY", &d("Shared with me/Plan"), &[("destination", &d("DavCopy"))], "").await?.check(201)?;
+    ensure!(bob.get_file("/DavCopy/Deep/a.txt").await?.body.as_ref() == b"deep");
+    dav(&bob, "MOVE", &d("Shared with me/Box/own.txt"), &[("destination", &d("back.txt"))], "").await?.check(201)?;
+    ensure!(bob.get_file("/back.txt").await?.body.as_ref() == b"bob's");
+    dave.stat("/Box/own.txt").await?.check_error(404, "not_found")?;
+    dav(&bob, "MOVE", &d("DavCopy"), &[("destination", &d("Shared with me/Box/DavCopy"))], "").await?.check(201)?;
+    ensure!(dave.get_file("/Box/DavCopy/notes.txt").await?.body.as_ref() == b"the plan");
+    bob.stat("/DavCopy").await?.check_error(404, "not_found")?;
+    for (m, from, to) in [
+        ("MOVE", "Shared with me/Plan/notes.txt", "stolen.txt"),
+        ("COPY", "back.txt", "Shared with me/Plan/back.txt"),
+        ("MOVE", "back.txt", "Shared with me/Plan/back.txt"),
+        ("MOVE", "Shared with me/Plan", "Mine"),
+        ("MOVE", "Shared with me/Box", "Mine"),
+    ] {
+        let r = dav(&bob, m, &d(from), &[("destination", &d(to))], "").await?;
+        ensure!(r.status == 403, "{m} {from} -> {to}: {r}");
+    }
+    for (from, to) in [
+        ("/dav/Shared%20with%20me/Plan%2F..%2F..%2FProjects%2Fsecret.txt", "/dav/got.txt"),
+        ("/dav/Shared%20with%20me/Plan/%2e%2e/secret.txt", "/dav/got.txt"),
+        ("/dav/back.txt", "/dav/Shared%20with%20me/Box%2F..%2FPrivate%2Fevil.txt"),
+        ("/dav/back.txt", "/dav/Shared%20with%20me/Box/%2e%2e/Private/evil.txt"),
+    ] {
+        for m in ["COPY", "MOVE"] {
+            let r = dav(&bob, m, from, &[("destination", to)], "").await?;
+            ensure!((400..500).contains(&r.status), "{m} {from} -> {to}: {r}");
+        }
+    }
+    bob.stat("/got.txt").await?.check_error(404, "not_found")?;
+    dave.stat("/Private/evil.txt").await?.check_error(404, "not_found")?;
+    ensure!(bob.get_file("/back.txt").await?.status == 200);
+
+    // The owners' audit logs say what crossed, as bob saw it.
+    let log: AuditList = gw.admin().await?.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
+    let by_bob = log.entries.iter().filter(|e| e.actor.as_deref() == Some("bob"));
+    let details: Vec<String> = by_bob.filter_map(|e| e.detail.clone()).collect();
+    for want in [
+        "copy /Shared with me/Plan to /PlanCopy (shared by alice)",
+        "move /Shared with me/Box/notes.txt to /from-dave.txt (shared by dave)",
+        "move /own.txt to /Shared with me/Box/own.txt (shared by dave)",
+    ] {
+        ensure!(details.iter().any(|d| d == want), "no `{want}` in {details:?}");
+    }
+    ensure!(!details.iter().any(|d| d.contains("Projects")), "{details:?}");
+    Ok(())
+});
+
+const PROPFIND_LOCKS: &str = r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop><D:lockdiscovery/></D:prop></D:propfind>"#;
+
+// A WebDAV lock inside a write share is a lock on the owner's file: the recipient's lock stops
+// the owner's writes (423) and the owner's stops the recipient's, through REST and WebDAV, as
+// for the owner's own files; a read share takes no lock; the share's end releases the
+// recipient's locks.
+backend_test!(webdav_locks_inside_a_share, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    let (_, carol) = gw.user("carol", None).await?;
+    alice.put_file("/Projects/Team/doc.txt", "v1").await?.check(201)?;
+    alice.put_file("/Projects/Team/other.txt", "other").await?.check(201)?;
+    let s = share(&alice, "/Projects/Team", "bob", "write").await?;
+    share(&alice, "/Projects/Team", "carol", "read").await?;
+    let bob_doc = "/dav/Shared%20with%20me/Team/doc.txt";
+
+    // Bob's lock holds against alice in every door.
+    let token = lock(&bob, bob_doc, &[("timeout", "Second-600")]).await?;
+    alice.put_file("/Projects/Team/doc.txt", "alice").await?.check_error(423, "locked")?;
+    alice.delete("/api/v1/files/Projects/Team/doc.txt").await?.check_error(423, "locked")?;
+    alice
+        .post_json("/api/v1/move", &mv("/Projects/Team/doc.txt", "/Projects/Team/moved.txt"))
+        .await?
+        .check_error(423, "locked")?;
+    alice
+        .post_json(
+            "/api/v1/copy",
+            &json!({"from": "/Projects/Team/other.txt", "to": "/Projects/Team/doc.txt", "overwrite": true}),
+        )
+        .await?
+        .check_error(423, "locked")?;
+    dav(&alice, "PUT", "/dav/Projects/Team/doc.txt", &[], "alice").await?.check(423)?;
+    dav(&alice, "DELETE", "/dav/Projects/Team/doc.txt", &[], "").await?.check(423)?;
+    // Also against bob's other clients without the token, and against the other recipient.
+    bob.put_file(&format!("{SHARED}/Team/doc.txt"), "bob, no token").await?.check_error(423, "locked")?;
+    ensure!(alice.get_file("/Projects/Team/doc.txt").await?.body.as_ref() == b"v1");
+    // Both see it in lockdiscovery, each at the path they know; bob never at alice's.
+    let r = dav(&alice, "PROPFIND", "/dav/Projects/Team/doc.txt", &[("depth", "0")], PROPFIND_LOCKS).await?;
+    ensure!(r.status == 207 && r.text().contains(&token) && r.text().contains("/dav/Projects/Team/doc.txt"), "{r}");
+    let r = dav(&bob, "PROPFIND", "/dav/Shared%20with%20me/Team/", &[("depth", "1")], PROPFIND_LOCKS).await?;
+    ensure!(r.status == 207 && r.text().contains(&token) && !r.text().contains("Projects"), "{r}");
+    // With the token bob writes, by WebDAV (If) and REST.
+    let iff = format!("(<{token}>)");
+    dav(&bob, "PUT", bob_doc, &[("if", &iff)], "bob v2").await?.check(204)?;
+    let r = bob
+        .req(reqwest::Method::PUT, "/api/v1/files/Shared%20with%20me/Team/doc.txt")
+        .header("x-nimbus-lock-token", &token)
+        .body("bob v3")
+        .send()
+        .await?;
+    r.check(200)?;
+    ensure!(alice.get_file("/Projects/Team/doc.txt").await?.body.as_ref() == b"bob v3");
+    // Carol, with a read share, releases nothing, even with the token.
+    let lt = format!("<{token}>");
+    dav(&carol, "UNLOCK", "/dav/Shared%20with%20me/Team/doc.txt", &[("lock-token", &lt)], "").await?.check(403)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice").await?.check_error(423, "locked")?;
+    dav(&bob, "UNLOCK", bob_doc, &[("lock-token", &lt)], "").await?.check(204)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice v4").await?.check(200)?;
+
+    // Alice's lock holds against bob in every door (423, not 403).
+    let a_token = lock(&alice, "/dav/Projects/Team/doc.txt", &[]).await?;
+    dav(&bob, "PUT", bob_doc, &[], "bob").await?.check(423)?;
+    dav(&bob, "DELETE", bob_doc, &[], "").await?.check(423)?;
+    dav(&bob, "MOVE", bob_doc, &[("destination", "/dav/Shared%20with%20me/Team/moved.txt")], "").await?.check(423)?;
+    bob.put_file(&format!("{SHARED}/Team/doc.txt"), "bob").await?.check_error(423, "locked")?;
+    bob.delete("/api/v1/files/Shared%20with%20me/Team/doc.txt").await?.check_error(423, "locked")?;
+    // Bob cannot take a lock over hers.
+    let r = dav(&bob, "LOCK", bob_doc, &[], nimbus_e2e::dav::LOCKINFO).await?;
+    r.check(423)?;
+    ensure!(alice.get_file("/Projects/Team/doc.txt").await?.body.as_ref() == b"alice v4");
+    dav(&alice, "UNLOCK", "/dav/Projects/Team/doc.txt", &[("lock-token", &format!("<{a_token}>"))], "")
+        .await?
+        .check(204)?;
+
+    // A read share takes no lock (it would stop the owner's writes).
+    let r = dav(&carol, "LOCK", "/dav/Shared%20with%20me/Team/doc.txt", &[], nimbus_e2e::dav::LOCKINFO).await?;
+    r.check(403)?;
+    dav(&carol, "LOCK", "/dav/Shared%20with%20me", &[], nimbus_e2e::dav::LOCKINFO).await?.check(403)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice v5").await?.check(200)?;
+
+    // The share ends: bob's locks on alice's files go with it.
+    lock(&bob, bob_doc, &[]).await?;
+    lock(&bob, "/dav/Shared%20with%20me/Team/other.txt", &[]).await?;
+    alice.put_file("/Projects/Team/other.txt", "x").await?.check_error(423, "locked")?;
+    alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
+    alice.put_file("/Projects/Team/doc.txt", "alice v6").await?.check(200)?;
+    alice.put_file("/Projects/Team/other.txt", "alice").await?.check(200)?;
     Ok(())
 });
 

@@ -325,6 +325,72 @@ impl Client {
         self.empty(self.request(Method::DELETE, &format!("/api/v1/keys/{id}"))).await
     }
 
+    // ---- shares and public links ----
+
+    /// `POST /shares`: shares a file or folder of your space with another user.
+    pub async fn create_share(
+        &self,
+        req: &nimbus_proto::wire::CreateShareRequest,
+    ) -> Result<nimbus_proto::wire::ShareInfo> {
+        self.json(self.request(Method::POST, "/api/v1/shares").json(req)).await
+    }
+
+    /// `GET /shares`: the shares you gave, newest first.
+    pub async fn shares(&self) -> Result<Vec<nimbus_proto::wire::ShareInfo>> {
+        let list: nimbus_proto::wire::ShareList = self.json(self.request(Method::GET, "/api/v1/shares")).await?;
+        Ok(list.shares)
+    }
+
+    /// `GET /shares/incoming`: the shares given to you (under `/Shared with me`).
+    pub async fn incoming_shares(&self) -> Result<Vec<nimbus_proto::wire::IncomingShareInfo>> {
+        let list: nimbus_proto::wire::IncomingShareList =
+            self.json(self.request(Method::GET, "/api/v1/shares/incoming")).await?;
+        Ok(list.shares)
+    }
+
+    /// `PATCH /shares/{id}`: a share's new permission (its owner only).
+    pub async fn update_share(
+        &self,
+        id: i64,
+        permission: nimbus_proto::wire::SharePermission,
+    ) -> Result<nimbus_proto::wire::ShareInfo> {
+        let body = nimbus_proto::wire::UpdateShareRequest { permission };
+        self.json(self.request(Method::PATCH, &format!("/api/v1/shares/{id}")).json(&body)).await
+    }
+
+    /// `DELETE /shares/{id}`: the owner revokes a share, or its recipient leaves it.
+    pub async fn delete_share(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/shares/{id}"))).await
+    }
+
+    /// `POST /links`: a public link to a file or folder of your space.
+    pub async fn create_link(
+        &self,
+        req: &nimbus_proto::wire::CreateLinkRequest,
+    ) -> Result<nimbus_proto::wire::LinkInfo> {
+        self.json(self.request(Method::POST, "/api/v1/links").json(req)).await
+    }
+
+    /// `GET /links`: your links, oldest first.
+    pub async fn links(&self) -> Result<Vec<nimbus_proto::wire::LinkInfo>> {
+        let list: nimbus_proto::wire::LinkList = self.json(self.request(Method::GET, "/api/v1/links")).await?;
+        Ok(list.links)
+    }
+
+    /// `PATCH /links/{id}`: changes a link (absent fields stay, `Some(None)` removes).
+    pub async fn update_link(
+        &self,
+        id: i64,
+        req: &nimbus_proto::wire::UpdateLinkRequest,
+    ) -> Result<nimbus_proto::wire::LinkInfo> {
+        self.json(self.request(Method::PATCH, &format!("/api/v1/links/{id}")).json(req)).await
+    }
+
+    /// `DELETE /links/{id}`: revokes a link at once.
+    pub async fn delete_link(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/links/{id}"))).await
+    }
+
     /// `GET /me`.
     pub async fn me(&self) -> Result<Me> {
         self.json(self.request(Method::GET, "/api/v1/me")).await

@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     propagate_version = true
 )]
 pub struct Cli {
-    /// Print machine-readable JSON instead of text (ls, whoami, versions, trash, put, get, admin).
+    /// Print machine-readable JSON instead of text (ls, whoami, versions, trash, put, get, share, link, admin).
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -97,6 +97,12 @@ pub enum Command {
     Tokens(TokensArgs),
     /// Your S3 access keys (for aws-cli, rclone, backup tools): create, list, revoke.
     Keys(KeysArgs),
+    /// Share a file or folder with another user (read or write), list and change the shares you
+    /// gave, list those given to you (under `/Shared with me`), revoke or leave one.
+    Share(ShareArgs),
+    /// Public links to a file or folder, for anyone who has the link: create (a download, or a
+    /// file drop with `--mode upload`), list, change, revoke.
+    Link(LinkArgs),
     /// Manage users (administrators only).
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -220,6 +226,110 @@ pub enum KeysAction {
     },
     /// Revoke a key: it stops working at once.
     Revoke { id: i64 },
+}
+
+#[derive(Debug, Args)]
+pub struct ShareArgs {
+    #[command(subcommand)]
+    pub action: Option<ShareAction>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PermissionArg {
+    /// List, read and download.
+    Read,
+    /// Also create, change, rename and delete inside.
+    Write,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ShareAction {
+    /// List the shares you gave (the default).
+    Ls,
+    /// Share a file or folder of your space with a user.
+    Add {
+        /// The file or folder (not the whole space).
+        path: String,
+        /// Who to share it with.
+        user: String,
+        #[arg(long, value_enum, default_value = "read")]
+        permission: PermissionArg,
+    },
+    /// List the shares given to you; each is at `/Shared with me/<name>`.
+    Incoming,
+    /// Change the permission of a share you gave.
+    Set {
+        /// Id from `nimbus share ls`.
+        id: i64,
+        #[arg(long, value_enum)]
+        permission: PermissionArg,
+    },
+    /// Revoke a share you gave, or leave one given to you (ids from `ls` or `incoming`).
+    Rm { id: i64 },
+}
+
+#[derive(Debug, Args)]
+pub struct LinkArgs {
+    #[command(subcommand)]
+    pub action: Option<LinkAction>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LinkModeArg {
+    /// Download the file, or browse and download the folder.
+    View,
+    /// A file drop on a folder: visitors add files and never see any.
+    Upload,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LinkAction {
+    /// List your links (the default).
+    Ls,
+    /// Create a link; prints its address.
+    Create {
+        /// The file or folder (a file drop needs a folder).
+        path: String,
+        #[arg(long, value_enum, default_value = "view")]
+        mode: LinkModeArg,
+        /// Read the link's password from this file (first line; `-` for standard input).
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// When it stops working: a time (RFC 3339, `2026-12-31T18:00:00Z`) or from now
+        /// (`30m`, `12h`, `7d`).
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
+        /// Downloads allowed (view links).
+        #[arg(long, value_name = "N")]
+        max_downloads: Option<u64>,
+    },
+    /// Change a link; what you do not give stays as it is.
+    Set {
+        /// Id from `nimbus link ls`.
+        id: i64,
+        #[arg(long, value_enum)]
+        mode: Option<LinkModeArg>,
+        /// A new password, read from this file (first line; `-` for standard input).
+        #[arg(long, value_name = "FILE", conflicts_with = "no_password")]
+        password_file: Option<PathBuf>,
+        /// Remove the password.
+        #[arg(long)]
+        no_password: bool,
+        /// A new expiry (as for `create`).
+        #[arg(long, value_name = "WHEN", conflicts_with = "no_expiry")]
+        expires: Option<String>,
+        /// Remove the expiry.
+        #[arg(long)]
+        no_expiry: bool,
+        /// A new download limit.
+        #[arg(long, value_name = "N", conflicts_with = "no_limit")]
+        max_downloads: Option<u64>,
+        /// Remove the download limit.
+        #[arg(long)]
+        no_limit: bool,
+    },
+    /// Revoke a link: it answers 404 at once.
+    Rm { id: i64 },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -125,8 +125,9 @@ pub async fn missing(
     // not yet proven for this share (uploaded through it, or part of this file) is asked for.
     let node = scope.file(&st).await?;
     let mut missing = st.meta.share_unproven_blocks(share, node, &req.hashes).await?;
+    let mut listed: std::collections::HashSet<String> = missing.iter().cloned().collect();
     for h in st.meta.missing_blocks(space, &req.hashes).await? {
-        if !missing.contains(&h) {
+        if listed.insert(h.clone()) {
             missing.push(h);
         }
     }

@@ -23,7 +23,7 @@ use crate::access::{self, Place, Want};
 use crate::auth::AuthUser;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, LockTokens, NewAudit};
-use crate::space::{self, PutOptions};
+use crate::space::{self, PutOptions, across};
 use crate::state::AppState;
 
 const FILES: &str = "/api/v1/files/";
@@ -416,14 +416,27 @@ pub async fn move_entry(
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let (space, from, to, place) = same_space(&st, &user, &from, &to, "moved").await?;
-    let (node, to) = st
-        .meta
-        .move_node(space, &from, &to, req.overwrite, LockTokens::new(&lock_tokens(&headers)))
+    let held = lock_tokens(&headers);
+    let ends = ends(&st, &user, &from, &to, Op::Move).await?;
+    let (node, to_canon) = if ends.from.0 == ends.to.0 {
+        st.meta
+            .move_node(ends.to.0, &ends.from.1, &ends.to.1, req.overwrite, LockTokens::new(&held))
+            .await
+            .map_err(|e| ends.scrub(e))?
+    } else {
+        across::move_to(
+            &st,
+            &ends.source_end(),
+            &ends.target_end(),
+            req.overwrite,
+            Some(&user.device),
+            LockTokens::new(&held),
+        )
         .await
-        .map_err(|e| place.scrub(e))?;
-    let shown = place.show(&to)?;
-    place.audit_access(&st.meta, &actor(&user), &format!("move {} to", req.from), &shown).await?;
+        .map_err(|e| ends.scrub(e))?
+    };
+    let shown = ends.to_place.show(&to_canon)?;
+    ends.audit(&st, &user, "move", (&req.from, &from), &shown).await?;
     Ok(Json(entry(&node, &shown)))
 }
 
@@ -443,14 +456,26 @@ pub async fn copy_entry(
 ) -> ApiResult<Response> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
     let held = lock_tokens(&headers);
-    let (space, from, to, place) = same_space(&st, &user, &from, &to, "copied").await?;
-    let (node, to) = st
-        .meta
-        .copy_node(space, &from, &to, req.overwrite, Some(&user.device), LockTokens::new(&held))
+    let ends = ends(&st, &user, &from, &to, Op::Copy).await?;
+    let (node, to_canon) = if ends.from.0 == ends.to.0 {
+        st.meta
+            .copy_node(ends.to.0, &ends.from.1, &ends.to.1, req.overwrite, Some(&user.device), LockTokens::new(&held))
+            .await
+            .map_err(|e| ends.scrub(e))?
+    } else {
+        across::copy(
+            &st,
+            &ends.source_end(),
+            &ends.target_end(),
+            req.overwrite,
+            Some(&user.device),
+            LockTokens::new(&held),
+        )
         .await
-        .map_err(|e| place.scrub(e))?;
-    let shown = place.show(&to)?;
-    place.audit_access(&st.meta, &actor(&user), &format!("copy {} to", req.from), &shown).await?;
+        .map_err(|e| ends.scrub(e))?
+    };
+    let shown = ends.to_place.show(&to_canon)?;
+    ends.audit(&st, &user, "copy", (&req.from, &from), &shown).await?;
     Ok((StatusCode::CREATED, Json(entry(&node, &shown))).into_response())
 }
 
@@ -598,33 +623,67 @@ fn refuse_share_root(place: &Place, asked: &RemotePath) -> ApiResult<()> {
     }
 }
 
-/// The one space both ends of a move or copy are in: the caller's, or one share. Between the
-/// caller's space and a share, or two shares, nothing moves yet: download and upload instead.
-async fn same_space(
-    st: &AppState,
-    user: &AuthUser,
-    from: &RemotePath,
-    to: &RemotePath,
-    verb: &str,
-) -> ApiResult<(crate::meta::SpaceId, RemotePath, RemotePath, Place)> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Move,
+    Copy,
+}
+
+/// Both ends of a move or copy, each in the caller's space or in a share given to them.
+struct Ends {
+    from_place: Place,
+    to_place: Place,
+    from: (crate::meta::SpaceId, RemotePath),
+    to: (crate::meta::SpaceId, RemotePath),
+}
+
+impl Ends {
+    fn source_end(&self) -> across::End {
+        across::End { space: self.from.0, path: self.from.1.clone() }
+    }
+
+    fn target_end(&self) -> across::End {
+        across::End { space: self.to.0, path: self.to.1.clone() }
+    }
+
+    /// An error as the caller may read it: paths of either share as the caller sees them.
+    fn scrub(&self, e: impl Into<ApiError>) -> ApiError {
+        self.to_place.scrub(self.from_place.scrub(e))
+    }
+
+    /// `share_access` on each side that is a share: what was taken from it, what was put there.
+    /// `from`: the source as asked and as parsed.
+    async fn audit(
+        &self,
+        st: &AppState,
+        user: &AuthUser,
+        op: &str,
+        (asked, from): (&str, &RemotePath),
+        shown: &RemotePath,
+    ) -> ApiResult<()> {
+        let who = actor(user);
+        let same_share = matches!((&self.from_place, &self.to_place),
+            (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) if a.share_id == b.share_id);
+        self.to_place.audit_access(&st.meta, &who, &format!("{op} {asked} to"), shown).await?;
+        if !same_share {
+            self.from_place.audit_detail(&st.meta, &who, &format!("{op} {from} to {shown}")).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the two ends of a move or copy lead. A copy needs to read its source and write its
+/// destination; a move also writes (removes) its source, so a read share refuses it with 403
+/// `forbidden` on either side. A share's own entry is the owner's: it is neither moved nor
+/// replaced (the recipient leaves the share instead), though it may be copied.
+async fn ends(st: &AppState, user: &AuthUser, from: &RemotePath, to: &RemotePath, op: Op) -> ApiResult<Ends> {
     let from_place = locate(st, user, from).await?;
     let to_place = access::locate_new(&st.meta, user.space, to).await?;
-    if verb == "moved" {
+    if op == Op::Move {
         refuse_share_root(&from_place, from)?;
     }
     refuse_share_root(&to_place, to)?;
-    let (from_space, from_path) = from_place.target(if verb == "moved" { Want::Write } else { Want::Read })?;
-    let (to_space, to_path) = to_place.target(Want::Write)?;
-    let one_share = match (&from_place, &to_place) {
-        (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) => a.share_id == b.share_id,
-        (Place::Own { .. }, Place::Own { .. }) => true,
-        _ => false,
-    };
-    if from_space != to_space || !one_share {
-        return Err(ApiError::BadRequest(format!(
-            "`{from}` and `{to}` are in different spaces (yours and a share's); files are not {verb} across \
-             that boundary yet: download and upload instead"
-        )));
-    }
-    Ok((to_space, from_path, to_path, to_place))
+    let from_t = from_place.target(if op == Op::Move { Want::Write } else { Want::Read })?;
+    let to_t = to_place.target(Want::Write)?;
+    Ok(Ends { from_place, to_place, from: from_t, to: to_t })
 }

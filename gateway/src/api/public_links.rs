@@ -6,19 +6,21 @@
 //! or an expiry holds at once on every gateway. An unknown, revoked, expired or used-up link,
 //! and one whose target is in the trash, all answer the same 404. A password is checked on
 //! every request (argon2id under the `PasswordGate`), throttled per link and client address
-//! like sign-ins (`Throttle::begin_link`). Paths below a shared folder are decoded once by the
-//! shared name rules and resolved by walking down from the folder's node, so nothing outside
-//! it can be named. Every access is audited with the client's address, the link and the bytes.
+//! like sign-ins (`Throttle::begin_link`); a browser types it into the page's form once and
+//! gets a cookie for that link (see [`unlock`]), so its page, downloads and uploads open without
+//! a password prompt per request. A file drop's page has an upload form. Paths below a shared
+//! folder are decoded once by the shared name rules and resolved by walking down from the
+//! folder's node, so nothing outside it can be named. Every access is audited with the client's address, the link and the bytes.
 
 use std::net::IpAddr;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Form, Multipart, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use futures::{AsyncWriteExt, StreamExt};
@@ -40,9 +42,12 @@ use crate::state::AppState;
 pub const LINK_PASSWORD_HEADER: &str = "x-nimbus-link-password";
 
 /// The policy of the link pages: no scripts, no outside resources, inline styles only, no
-/// framing; forms may only post here (there are none today).
+/// framing; forms (the password, a file drop's upload) may only post here.
 pub const LINK_PAGE_CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// How long a password typed into a link's page opens that link in that browser.
+const UNLOCK_TTL_MS: i64 = 12 * 3600 * 1000;
 
 /// Entries a folder page lists (the zip has them all).
 const PAGE_ENTRIES: i64 = 1000;
@@ -55,7 +60,8 @@ const ZIP_PIPE: usize = 256 * 1024;
 /// The routes of the public side; merged into the gateway's router beside the API.
 pub fn routes() -> Router<crate::state::AppState> {
     Router::new()
-        .route("/s/{token}", get(page))
+        .route("/s/{token}", get(page).post(unlock))
+        .route("/s/{token}/upload", post(upload_form).layer(DefaultBodyLimit::disable()))
         .route("/s/{token}/browse/{*path}", get(browse))
         .route("/s/{token}/download", get(download))
         .route("/s/{token}/download/{*path}", get(download_inside))
@@ -67,6 +73,14 @@ pub fn routes() -> Router<crate::state::AppState> {
 struct PublicError {
     err: ApiError,
     html: bool,
+    /// The link's token, for the password form of a browser's 401 page.
+    token: Option<String>,
+}
+
+impl PublicError {
+    fn new(err: ApiError, headers: &HeaderMap, uri: &Uri) -> PublicError {
+        PublicError { err, html: wants_html(headers), token: token_of(uri).map(str::to_string) }
+    }
 }
 
 impl IntoResponse for PublicError {
@@ -76,16 +90,29 @@ impl IntoResponse for PublicError {
             ApiError::Internal(_) => "internal error; the gateway log has details".to_string(),
             e => e.to_string(),
         };
+        let wrong = matches!(&self.err, ApiError::BasicAuthRequired(m) if m == WRONG_PASSWORD);
+        let ask = matches!(self.err, ApiError::BasicAuthRequired(_));
         let mut resp = self.err.into_response();
         if html {
-            let (parts, _) = resp.into_parts();
-            let body = render("Nimbus", &format!("<h1>{}</h1><p>{}</p>", parts.status.as_u16(), escape(&message)));
+            let (mut parts, _) = resp.into_parts();
+            let body = match (&self.token, ask) {
+                // A browser gets the page's own form, not its Basic prompt over the page.
+                (Some(token), true) => {
+                    parts.headers.remove(header::WWW_AUTHENTICATE);
+                    let said =
+                        if wrong { "Wrong password; try again." } else { "This link is protected by a password." };
+                    render("Password required", &password_form(token, said))
+                }
+                _ => render("Nimbus", &format!("<h1>{}</h1><p>{}</p>", parts.status.as_u16(), escape(&message))),
+            };
             resp = Response::from_parts(parts, Body::from(body));
             page_headers(resp.headers_mut());
         }
         resp
     }
 }
+
+const WRONG_PASSWORD: &str = "wrong password for this link";
 
 type PublicResult<T> = Result<T, PublicError>;
 
@@ -174,15 +201,30 @@ fn supplied_password(headers: &HeaderMap) -> Option<String> {
 /// Finds the link of the request and checks it opens: not spent, the password right, the
 /// target live.
 async fn open(st: &AppState, uri: &Uri, headers: &HeaderMap, ip: Option<IpAddr>) -> ApiResult<Visit> {
+    open_as(st, uri, headers, ip, supplied_password(headers)).await
+}
+
+/// [`open`] with the password `supplied` (from the request's headers, or the page's form);
+/// without one, the link's unlock cookie (see [`unlock`]) also opens it.
+async fn open_as(
+    st: &AppState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    ip: Option<IpAddr>,
+    supplied: Option<String>,
+) -> ApiResult<Visit> {
     let token = token_of(uri).ok_or_else(gone)?;
     let link = st.meta.link_by_token(&token_hash(token)).await?.ok_or_else(gone)?;
-    if link.link.spent(now_ms()) {
+    let now = now_ms();
+    if link.link.spent(now) {
         return Err(gone());
     }
-    if let Some(stored) = link.link.password_hash.clone() {
+    if let Some(stored) = link.link.password_hash.clone()
+        && !(supplied.is_none() && cookie_unlocks(headers, link.link.id, &stored, now))
+    {
         let ask =
             "this link is protected by a password: send it as X-Nimbus-Link-Password or as the HTTP Basic password";
-        let supplied = supplied_password(headers).ok_or_else(|| ApiError::BasicAuthRequired(ask.into()))?;
+        let supplied = supplied.ok_or_else(|| ApiError::BasicAuthRequired(ask.into()))?;
         // Locked (this link at this address, or this address): 429 before any work.
         let attempt = st.throttle.begin_link(link.link.id, ip).await?;
         let ok = supplied.len() <= 1024 && st.passwords.run(move || verify_password(&supplied, &stored)).await?;
@@ -198,7 +240,7 @@ async fn open(st: &AppState, uri: &Uri, headers: &HeaderMap, ip: Option<IpAddr>)
             if let Err(e) = st.meta.audit(entry).await {
                 tracing::warn!(error = %e, "could not audit a link access");
             }
-            return Err(ApiError::BasicAuthRequired("wrong password for this link".into()));
+            return Err(ApiError::BasicAuthRequired(WRONG_PASSWORD.into()));
         }
         st.throttle.succeeded(&attempt).await;
     }
@@ -235,7 +277,77 @@ where
         }
         f(v).await
     };
-    run.await.map_err(|err| PublicError { err, html: wants_html(headers) })
+    run.await.map_err(|err| PublicError::new(err, headers, uri))
+}
+
+/// The name of the cookie that opens link `id` in a browser.
+fn unlock_cookie_name(id: i64) -> String {
+    format!("nimbus_link_{id}")
+}
+
+/// The proof in a link's unlock cookie, valid until `expires` (ms): keyed by the link's stored
+/// password hash (secret, and with a salt of its own), so it is worth nothing for another link,
+/// and a new password (or none) ends every cookie of the old one without any state kept.
+fn unlock_mac(id: i64, stored: &str, expires: i64) -> blake3::Hash {
+    let key = blake3::derive_key("nimbus link unlock cookie v1", stored.as_bytes());
+    blake3::keyed_hash(&key, format!("{id}.{expires}").as_bytes())
+}
+
+/// Whether the request carries a live unlock cookie for link `id` whose password hash is `stored`.
+fn cookie_unlocks(headers: &HeaderMap, id: i64, stored: &str, now: i64) -> bool {
+    let name = unlock_cookie_name(id);
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .filter(|(k, _)| *k == name)
+        .any(|(_, v)| {
+            let Some((exp, mac)) = v.split_once('.') else { return false };
+            let (Ok(exp), Ok(mac)) = (exp.parse::<i64>(), blake3::Hash::from_hex(mac)) else { return false };
+            // blake3::Hash compares in constant time.
+            exp > now && exp <= now + UNLOCK_TTL_MS && mac == unlock_mac(id, stored, exp)
+        })
+}
+
+#[derive(serde::Deserialize)]
+struct UnlockForm {
+    password: String,
+}
+
+/// `POST /s/{token}` (the page's password form): the password checked and throttled as in a
+/// header; right, a cookie for this link only (its path, HttpOnly, SameSite=Strict, 12 hours)
+/// and back to the page (303); wrong, the form again with a word on it (401), and after
+/// repeated failures the throttle's 429 page.
+async fn unlock(
+    State(st): State<AppState>,
+    ClientIp(ip): ClientIp,
+    parts: Parts,
+    Form(form): Form<UnlockForm>,
+) -> PublicResult<Response> {
+    let run = async {
+        let v = open_as(&st, &parts.uri, &parts.headers, ip, Some(form.password)).await?;
+        let page = format!("/s/{}", v.token);
+        let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, page.clone())]).into_response();
+        if let Some(stored) = &v.link.link.password_hash {
+            let expires = now_ms() + UNLOCK_TTL_MS;
+            let mac = unlock_mac(v.link.link.id, stored, expires);
+            let secure = super::links::base_url(&st, &parts).starts_with("https:");
+            let cookie = format!(
+                "{}={expires}.{}; Path={page}; Max-Age={}; HttpOnly; SameSite=Strict{}",
+                unlock_cookie_name(v.link.link.id),
+                mac.to_hex(),
+                UNLOCK_TTL_MS / 1000,
+                if secure { "; Secure" } else { "" }
+            );
+            let value = HeaderValue::from_str(&cookie).map_err(ApiError::internal)?;
+            resp.headers_mut().append(header::SET_COOKIE, value);
+        }
+        Ok(resp)
+    };
+    // The form is a browser's: its answers are pages.
+    run.await.map_err(|err| PublicError { err, html: true, token: token_of(&parts.uri).map(str::to_string) })
 }
 
 /// `GET /s/{token}`: the link's page.
@@ -247,9 +359,10 @@ async fn page(State(st): State<AppState>, ClientIp(ip): ClientIp, parts: Parts) 
         let body = match (v.mode(), v.node.is_dir()) {
             (LinkMode::Upload, _) => format!(
                 "<h1>{name}</h1><p>A file drop: you can add files here; you cannot see what is in it.</p>\
-                 <p>Upload a file with <code>curl -T FILE {url}/upload/NAME</code> (a name that is \
+                 {form}<p>Or with curl: <code>curl -T FILE {url}/upload/NAME</code> (a name that is \
                  already taken is refused).</p>",
                 name = escape(&v.node.name),
+                form = upload_form_html(&base),
                 url = escape(&format!("{}{base}", super::links::base_url(st, parts))),
             ),
             (LinkMode::View, false) => file_page(&v, &base),
@@ -586,7 +699,137 @@ async fn upload(
     result
 }
 
+/// What became of one file of the upload form.
+enum Dropped {
+    Added(String, u64),
+    /// A name already taken (409).
+    Taken(String, String),
+    /// No plain file name (400).
+    Refused(String, String),
+}
+
+/// `POST /s/{token}/upload` (a file drop's page, `multipart/form-data`): adds each file under its
+/// own name, as `PUT .../upload/NAME` does (never replacing one), and answers with a page saying
+/// what was added and what was not, and why: 201 when all were added, 409 when a name was taken.
+async fn upload_form(
+    State(st): State<AppState>,
+    ClientIp(ip): ClientIp,
+    uri: Uri,
+    headers: HeaderMap,
+    mut form: Multipart,
+) -> PublicResult<Response> {
+    let (st, uri, headers, form) = (&st, &uri, &headers, &mut form);
+    let result = with_link(st, uri, headers, ip, Some(LinkMode::Upload), |v| async move {
+        if !v.node.is_dir() {
+            return Err(gone());
+        }
+        let device = format!("link {}", v.link.link.id);
+        let mut done = Vec::new();
+        while let Some(field) =
+            form.next_field().await.map_err(|e| ApiError::BadRequest(format!("the upload was interrupted: {e}")))?
+        {
+            // Browsers send the bare file name; anything before a (back)slash is not a name.
+            let Some(name) = field.file_name().map(|n| n.rsplit(['/', '\\']).next().unwrap_or("").to_string()) else {
+                continue;
+            };
+            if name.is_empty() {
+                continue; // the form sent with no file chosen
+            }
+            let rel = match RemotePath::root().join(&name) {
+                Ok(p) => p,
+                Err(e) => {
+                    done.push(Dropped::Refused(name, e.to_string()));
+                    continue;
+                }
+            };
+            match st.meta.resolve_below(v.space(), v.node.id, &rel).await {
+                Ok(_) => {
+                    done.push(Dropped::Taken(name.clone(), taken(&name).to_string()));
+                    continue;
+                }
+                Err(MetaError::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let target = v.path.join(&name)?;
+            let opts = PutOptions {
+                base: Base::Expect(None),
+                device: Some(&device),
+                content_length: None,
+                verify: None,
+                allowance: 0,
+            };
+            let body = Box::pin(field);
+            match space::put_stream(st, v.space(), &target, body, opts, LockTokens::NONE).await {
+                Ok((node, _, _)) => {
+                    let size = node.size.max(0) as u64;
+                    v.audit(st, "link_upload", format!("{target}: {size} bytes")).await;
+                    done.push(Dropped::Added(node.name, size));
+                }
+                Err(ApiError::Conflict(_)) => done.push(Dropped::Taken(name.clone(), taken(&name).to_string())),
+                Err(e) => return Err(e),
+            }
+        }
+        if done.is_empty() {
+            return Err(ApiError::BadRequest("choose at least one file to upload".into()));
+        }
+        let status = if done.iter().any(|d| matches!(d, Dropped::Taken(..))) {
+            StatusCode::CONFLICT
+        } else if done.iter().any(|d| matches!(d, Dropped::Refused(..))) {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::CREATED
+        };
+        let mut items = String::new();
+        for d in &done {
+            items.push_str(&match d {
+                Dropped::Added(n, size) => {
+                    format!("<li>Added <strong>{}</strong> ({})</li>", escape(n), escape(&format_size(*size)))
+                }
+                Dropped::Taken(n, why) | Dropped::Refused(n, why) => {
+                    format!("<li>Not added: <strong>{}</strong>: {}</li>", escape(n), escape(why))
+                }
+            });
+        }
+        let base = format!("/s/{}", v.token);
+        let body = format!(
+            "<h1>{name}</h1><ul>{items}</ul><p>Add more files:</p>{form}",
+            name = escape(&v.node.name),
+            form = upload_form_html(&base)
+        );
+        let mut resp = html_response(&v.node.name, &body);
+        *resp.status_mut() = status;
+        Ok(resp)
+    })
+    .await;
+    // A browser is answered with a page, whatever it sent as Accept.
+    result.map_err(|mut e| {
+        e.html = true;
+        e
+    })
+}
+
 // ---- HTML ----
+
+/// A file drop's upload form (no script: a file input takes files picked or dropped on it).
+fn upload_form_html(base: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"{action}\" enctype=\"multipart/form-data\">\
+         <p><label>Files to add <input type=\"file\" name=\"file\" multiple required></label></p>\
+         <p><button type=\"submit\">Upload</button></p></form>",
+        action = escape(&format!("{base}/upload")),
+    )
+}
+
+/// The password form of a protected link's page.
+fn password_form(token: &str, said: &str) -> String {
+    format!(
+        "<h1>Password required</h1><p>{said}</p><form method=\"post\" action=\"{action}\">\
+         <p><label>Password <input type=\"password\" name=\"password\" autocomplete=\"current-password\" \
+         required autofocus></label></p><p><button type=\"submit\">Open</button></p></form>",
+        said = escape(said),
+        action = escape(&format!("/s/{token}")),
+    )
+}
 
 /// `s` with HTML's special characters escaped (text and attribute values alike).
 pub(crate) fn escape(s: &str) -> String {
@@ -671,8 +914,8 @@ fn render(title: &str, body: &str) -> String {
          h1{{font-size:1.4rem;word-break:break-all}}table{{border-collapse:collapse;width:100%}}\
          td{{padding:.3rem .5rem;border-bottom:1px solid #eee;word-break:break-all}}\
          td:last-child{{text-align:right;white-space:nowrap;color:#666}}\
-         a.button{{display:inline-block;padding:.5rem 1rem;background:#2563eb;color:#fff;border-radius:.3rem;\
-         text-decoration:none}}</style></head><body>{body}<footer><p><small>Shared with Nimbus</small></p>\
+         a.button,button{{display:inline-block;padding:.5rem 1rem;background:#2563eb;color:#fff;border-radius:.3rem;\
+         border:0;font:inherit;cursor:pointer;text-decoration:none}}label{{display:block}}</style></head><body>{body}<footer><p><small>Shared with Nimbus</small></p>\
          </footer></body></html>",
         title = escape(title),
     )

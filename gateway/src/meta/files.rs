@@ -51,9 +51,9 @@ pub enum Claim {
 }
 
 /// Hashes per `IN (...)` query: far below SQLite's and PostgreSQL's parameter limits.
-const CHUNK: usize = 500;
+pub(super) const CHUNK: usize = 500;
 
-fn in_list(first_param: usize, n: usize) -> String {
+pub(super) fn in_list(first_param: usize, n: usize) -> String {
     (0..n).map(|i| format!("${}", first_param + i)).collect::<Vec<_>>().join(", ")
 }
 

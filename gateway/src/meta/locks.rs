@@ -128,6 +128,21 @@ pub(crate) async fn drop_locks_under(c: &mut impl Conn, space: i64, path: &Remot
     Ok(())
 }
 
+/// [`drop_locks_under`] for the locks one user (`principal`) took: a recipient's locks on an
+/// owner's files when the share they came through ends.
+pub(crate) async fn drop_locks_of(c: &mut impl Conn, space: i64, path: &RemotePath, principal: &str) -> MetaResult<()> {
+    let key = lock_key(path);
+    let like = if key == "/" { "/%".to_string() } else { format!("{}/%", like_escape(&key)) };
+    sql("DELETE FROM dav_locks WHERE space_id = $1 AND principal = $4 AND (path_key = $2 OR path_key LIKE $3 ESCAPE '\\')")
+        .bind(space)
+        .bind(&key)
+        .bind(&like)
+        .bind(principal)
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
 pub(crate) fn like_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }

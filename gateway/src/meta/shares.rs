@@ -270,6 +270,17 @@ impl Meta {
         }
         tx.commit().await?;
         self.invalidate(super::notify::Invalidate::Space(row.recipient_id)).await;
+        // The recipient's WebDAV locks on the owner's files go with the share: nobody could
+        // release them any more, and they would stop the owner's writes until they expire.
+        if let Some((root, _)) = self.path_of(row.owner_id, row.node_id).await? {
+            let name: Option<String> = scalar("SELECT username FROM users WHERE id = $1")
+                .bind(row.recipient_id)
+                .fetch_optional(&mut self.db())
+                .await?;
+            if let Some(name) = name {
+                super::locks::drop_locks_of(&mut self.db(), row.owner_id, &root, &name).await?;
+            }
+        }
         Ok(row)
     }
 
@@ -352,34 +363,45 @@ impl Meta {
     }
 
     /// Of `hashes`, those a commit through share `share` to file `node` (None: a new file) may
-    /// not name: neither uploaded through the share nor part of a version of that file.
+    /// not name: neither uploaded through the share nor part of a version of that file. In
+    /// order, without repeats; two queries per 500 distinct hashes (`IN` lists), not two per
+    /// block: a commit of a large file names thousands.
     pub async fn share_unproven_blocks(
         &self,
         share: i64,
         node: Option<i64>,
         hashes: &[String],
     ) -> MetaResult<Vec<String>> {
-        let mut unproven = Vec::new();
-        for h in hashes {
-            if unproven.contains(h) {
+        let mut seen = std::collections::HashSet::new();
+        let distinct: Vec<&String> = hashes.iter().filter(|h| seen.insert(h.as_str())).collect();
+        let mut proven: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for chunk in distinct.chunks(super::files::CHUNK) {
+            let text = format!(
+                "SELECT hash FROM share_uploads WHERE share_id = $1 AND hash IN ({})",
+                super::files::in_list(2, chunk.len())
+            );
+            let mut q = scalar::<String>(sqlx::AssertSqlSafe(text)).bind(share);
+            for h in chunk {
+                q = q.bind(*h);
+            }
+            proven.extend(q.fetch_all(&mut self.db()).await?);
+            let Some(n) = node else { continue };
+            let rest: Vec<&&String> = chunk.iter().filter(|h| !proven.contains(h.as_str())).collect();
+            if rest.is_empty() {
                 continue;
             }
-            let uploaded: Option<String> = scalar("SELECT hash FROM share_uploads WHERE share_id = $1 AND hash = $2")
-                .bind(share)
-                .bind(h)
-                .fetch_optional(&mut self.db())
-                .await?;
-            if uploaded.is_some() {
-                continue;
+            let text = format!(
+                "SELECT DISTINCT vb.hash FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
+                 WHERE v.node_id = $1 AND vb.hash IN ({})",
+                super::files::in_list(2, rest.len())
+            );
+            let mut q = scalar::<String>(sqlx::AssertSqlSafe(text)).bind(n);
+            for h in rest {
+                q = q.bind(*h);
             }
-            if let Some(n) = node
-                && self.node_has_block(n, h).await?
-            {
-                continue;
-            }
-            unproven.push(h.clone());
+            proven.extend(q.fetch_all(&mut self.db()).await?);
         }
-        Ok(unproven)
+        Ok(distinct.into_iter().filter(|h| !proven.contains(h.as_str())).cloned().collect())
     }
 
     /// The path of node `node` in `space` now, or None if it (or a folder above it) is in the

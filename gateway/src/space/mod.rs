@@ -16,6 +16,8 @@ use crate::meta::{Base, BlockEntry, Claim, CommitSpec, LockTokens, NodeRow, Spac
 use crate::state::AppState;
 use nimbus_blockcache::verify::Verified;
 
+pub mod across;
+
 /// Blocks fetched ahead of the one being sent.
 const READ_AHEAD: usize = 2;
 

@@ -120,6 +120,11 @@ impl Vfs {
             if readonly && !via_handle {
                 return Err(VfsError::ReadOnly);
             }
+            // An unlinked file (still open) has no path, and is in no share any more.
+            let path = lock(&self.tree).path(ino).ok();
+            if let Some(path) = path {
+                self.may_change(&path).await?;
+            }
             {
                 let mut st = self.staged_locked(ino).await?;
                 for b in st.needs_fill_for_resize(size) {

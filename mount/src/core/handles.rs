@@ -21,6 +21,13 @@ impl Vfs {
         if (mode.write || mode.truncate) && readonly {
             return Err(VfsError::ReadOnly);
         }
+        if mode.write || mode.truncate {
+            // An unlinked file (still open elsewhere) has no path, and is in no share any more.
+            let path = lock(&self.tree).path(ino).ok();
+            if let Some(path) = path {
+                self.may_change(&path).await?;
+            }
+        }
         let content = if mode.write || mode.truncate {
             self.stage(ino, mode.truncate).await?;
             None
@@ -45,6 +52,8 @@ impl Vfs {
 
     pub async fn create(&self, parent: Ino, name: &str, mode: OpenMode, readonly: bool) -> VfsResult<(Attr, Fh)> {
         let name = validate_name(name)?;
+        let path = lock(&self.tree).path(parent)?.join(&name)?;
+        self.may_change(&path).await?;
         match self.lookup(parent, &name).await {
             Ok(_) => return Err(VfsError::Exists),
             Err(VfsError::NotFound) => {}

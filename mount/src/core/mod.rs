@@ -15,6 +15,7 @@ mod problems;
 mod read;
 pub mod remote;
 mod resolve;
+mod shares;
 pub mod status;
 pub mod tree;
 pub mod types;

@@ -17,6 +17,7 @@ impl Vfs {
             }
             t.path(parent)?.join(&name)?
         };
+        self.may_change(&path).await?;
         if self.lookup(parent, &name).await.is_ok() {
             return Err(VfsError::Exists);
         }
@@ -34,6 +35,8 @@ impl Vfs {
 
     pub async fn unlink(&self, parent: Ino, name: &str) -> VfsResult<()> {
         let ino = self.resolve_child(parent, name).await?;
+        let path = lock(&self.tree).path(ino)?;
+        self.may_change(&path).await?;
         // An upload of this file may be running: let it finish first (it may be what created
         // the file on the server), and start no other until the node is gone.
         let mut quiet = self.quiesce(ino).await;
@@ -79,6 +82,8 @@ impl Vfs {
 
     pub async fn rmdir(&self, parent: Ino, name: &str) -> VfsResult<()> {
         let ino = self.resolve_child(parent, name).await?;
+        let path = lock(&self.tree).path(ino)?;
+        self.may_change(&path).await?;
         if lock(&self.tree).get(ino)?.kind != Kind::Dir {
             return Err(VfsError::NotDir);
         }
@@ -112,6 +117,12 @@ impl Vfs {
         let newname = validate_name(newname)?;
         // 1. What moves, and what it replaces (a case-only rename finds the node itself).
         let src = self.resolve_child(parent, name).await?;
+        let (from, to) = {
+            let t = lock(&self.tree);
+            (t.path(src)?, t.path(newparent)?.join(&newname)?)
+        };
+        self.may_change(&from).await?;
+        self.may_change(&to).await?;
         if lock(&self.tree).is_within(newparent, src) {
             // Checked before anything changes (the target could be an empty folder in there).
             return Err(VfsError::Invalid("a folder cannot move into itself".into()));

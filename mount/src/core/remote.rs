@@ -121,6 +121,11 @@ pub trait Remote: Send + Sync + 'static {
     /// file inside a share it is a block of (read from the owner's space), None in the user's
     /// own space.
     fn get_block<'a>(&'a self, hash: &'a str, scope: Option<&'a RemotePath>) -> BoxFuture<'a, RemoteResult<Bytes>>;
+    /// The shares given to the user (`/Shared with me`), with their permissions. A gateway
+    /// without shares (the test fake) has none.
+    fn incoming_shares(&self) -> BoxFuture<'_, RemoteResult<Vec<nimbus_proto::wire::IncomingShareInfo>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
     /// The change feed after `cursor`, long-polling up to `wait_secs`.
     fn changes<'a>(
         &'a self,
@@ -147,6 +152,10 @@ pub fn block_scope(path: &RemotePath) -> Option<&RemotePath> {
 impl Remote for nimbus_client::Client {
     fn info(&self) -> BoxFuture<'_, RemoteResult<ServerInfo>> {
         Box::pin(async move { Ok(nimbus_client::Client::info(self).await?) })
+    }
+
+    fn incoming_shares(&self) -> BoxFuture<'_, RemoteResult<Vec<nimbus_proto::wire::IncomingShareInfo>>> {
+        Box::pin(async move { Ok(nimbus_client::Client::incoming_shares(self).await?) })
     }
 
     fn me(&self) -> BoxFuture<'_, RemoteResult<Me>> {

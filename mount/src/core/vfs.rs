@@ -108,6 +108,8 @@ pub struct Vfs {
     /// Files closed with changes, waiting for the uploader.
     pub(super) queue: Mutex<std::collections::VecDeque<(Ino, Instant)>>,
     pub(super) queued: tokio::sync::Notify,
+    /// The permissions of the shares given to the user (see shares.rs).
+    pub(super) shares: Mutex<super::shares::ShareRights>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -160,6 +162,7 @@ impl Vfs {
             moves,
             queue: Mutex::new(Default::default()),
             queued: tokio::sync::Notify::new(),
+            shares: Mutex::new(Default::default()),
         })
     }
 

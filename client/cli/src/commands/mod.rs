@@ -5,7 +5,7 @@
 use anyhow::{Result, anyhow};
 use nimbus_client::{Client, RemotePath};
 
-use crate::cli::{Cli, Command, KeysAction, TokensAction, TrashAction};
+use crate::cli::{Cli, Command, KeysAction, LinkAction, ShareAction, TokensAction, TrashAction};
 use crate::session::{self, Session};
 
 mod admin;
@@ -14,6 +14,7 @@ mod bench;
 mod files;
 mod keys;
 pub mod mount;
+mod shares;
 mod transfer;
 mod trash;
 mod versions;
@@ -53,6 +54,33 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Versions { path, restore } => match restore {
             None => versions::list(&ctx, &path).await,
             Some(v) => versions::restore(&ctx, &path, v).await,
+        },
+        Command::Share(args) => match args.action.unwrap_or(ShareAction::Ls) {
+            ShareAction::Ls => shares::list(&ctx).await,
+            ShareAction::Add { path, user, permission } => shares::add(&ctx, &path, &user, permission).await,
+            ShareAction::Incoming => shares::incoming(&ctx).await,
+            ShareAction::Set { id, permission } => shares::set(&ctx, id, permission).await,
+            ShareAction::Rm { id } => shares::rm(&ctx, id).await,
+        },
+        Command::Link(args) => match args.action.unwrap_or(LinkAction::Ls) {
+            LinkAction::Ls => shares::links(&ctx).await,
+            LinkAction::Create { path, mode, password_file, expires, max_downloads } => {
+                shares::link_create(&ctx, &path, mode, password_file.as_deref(), expires.as_deref(), max_downloads)
+                    .await
+            }
+            LinkAction::Set { id, mode, password_file, no_password, expires, no_expiry, max_downloads, no_limit } => {
+                let change = shares::LinkChange {
+                    mode,
+                    password_file,
+                    no_password,
+                    expires,
+                    no_expiry,
+                    max_downloads,
+                    no_limit,
+                };
+                shares::link_set(&ctx, id, change).await
+            }
+            LinkAction::Rm { id } => shares::link_rm(&ctx, id).await,
         },
         Command::Admin(cmd) => admin::run(&ctx, cmd).await,
         Command::Mount(args) => mount::background(&args).await,

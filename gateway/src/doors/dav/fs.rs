@@ -28,6 +28,7 @@ use crate::access::{self, Place, Want};
 use crate::cache::CacheMode;
 use crate::error::ApiError;
 use crate::meta::{Base, ChildRow, CommitSpec, LockTokens, MetaError, NodeRow, PropPatch, PropRow, SpaceId, lock_key};
+use crate::space::across::{self, End};
 use crate::space::{self, PutOptions};
 use crate::state::AppState;
 
@@ -461,12 +462,18 @@ impl DavFileSystem for SpaceFs {
         async move {
             let (space, f) = self.change_at(&remote(from)?).await?;
             let (to_space, t) = self.change_at(&remote(to)?).await?;
+            let held = self.held();
             if space != to_space {
-                // Between the caller's space and a share nothing moves: copy, then delete.
-                return Err(FsError::Forbidden);
+                // Another owner's space: a copy, then the source to its owner's trash, as over
+                // REST (space/across.rs). dav-server has removed an existing destination already.
+                let (from, to) = (End { space, path: f }, End { space: to_space, path: t });
+                across::move_to(&self.st, &from, &to, false, Some(&self.device), LockTokens::new(&held))
+                    .await
+                    .map_err(fs_error)?;
+                return Ok(());
             }
             // dav-server has removed an existing destination already (Overwrite: T).
-            self.st.meta.move_node(space, &f, &t, false, LockTokens::new(&self.held())).await.map_err(meta_error)?;
+            self.st.meta.move_node(space, &f, &t, false, LockTokens::new(&held)).await.map_err(meta_error)?;
             Ok(())
         }
         .boxed()
@@ -476,11 +483,16 @@ impl DavFileSystem for SpaceFs {
         async move {
             let (space, f) = self.read_at(&remote(from)?).await?;
             let (to_space, t) = self.change_at(&remote(to)?).await?;
-            if space != to_space {
-                // Blocks belong to a space: between the caller's and a share's, nothing is copied yet.
-                return Err(FsError::Forbidden);
-            }
             let held = self.held();
+            if space != to_space {
+                // Blocks belong to a space: the content is copied into the other one, as over
+                // REST (space/across.rs). dav-server calls this per file (it makes the folders).
+                let (from, to) = (End { space, path: f }, End { space: to_space, path: t });
+                across::copy(&self.st, &from, &to, true, Some(&self.device), LockTokens::new(&held))
+                    .await
+                    .map_err(fs_error)?;
+                return Ok(());
+            }
             self.st
                 .meta
                 .copy_node(space, &f, &t, true, Some(&self.device), LockTokens::new(&held))

@@ -1,19 +1,26 @@
-//! dav-server's `DavLockSystem` over the `dav_locks` table of one space. The same table is
-//! what the metadata layer checks for every door, so a WebDAV lock holds for REST, the drive
-//! and S3 alike. One `SpaceLocks` is built per request, for the caller's own space: no path
-//! or token can reach another user's locks.
+//! dav-server's `DavLockSystem` over the `dav_locks` table. The same table is what the
+//! metadata layer checks for every door, so a WebDAV lock holds for REST, the drive and S3
+//! alike. One `SpaceLocks` is built per request, for the caller: a path of their own space
+//! locks there; a path under `/Shared with me/<name>` locks the owner's file, in the owner's
+//! space and under the owner's path, so the recipient's lock stops the owner's writes and the
+//! owner's lock stops the recipient's, as for the owner's own files. Locks are shown with the
+//! path as the caller sees it; no path or token reaches further than the caller's own space
+//! and the subtrees shared with them.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use dav_server::davpath::DavPath;
 use dav_server::ls::{DavLock, DavLockSystem, LsFuture};
 use futures::FutureExt;
 use nimbus_proto::RemotePath;
+use nimbus_proto::names::{SHARED_WITH_ME, name_key};
 use xmltree::Element;
 
 use super::fs::{Held, remote};
-use crate::meta::{LockRow, LockTokens, Meta, SpaceId, lock_key, now_ms};
+use crate::access;
+use crate::meta::{Grant, LockRow, LockTokens, Meta, SpaceId, lock_key, now_ms};
 
 /// Lock lifetime when the client asks for none or for "Infinite": a crashed client's lock
 /// must not stay forever. Clients refresh locks they keep (Office and Windows do).
@@ -25,9 +32,21 @@ pub struct SpaceLocks {
     pub space: SpaceId,
     pub prefix: &'static str,
     pub held: Held,
-    /// The space's live locks as first read by `discover` in this request: a PROPFIND of a
-    /// folder asks for every entry's lockdiscovery, one query is enough.
-    pub discovered: Arc<OnceLock<Vec<LockRow>>>,
+    /// Each space's live locks as first read by `discover` in this request: a PROPFIND of a
+    /// folder asks for every entry's lockdiscovery, one query per space is enough.
+    pub discovered: Arc<Mutex<HashMap<i64, Arc<Vec<LockRow>>>>>,
+    /// The shares this request went through, by the name key of their entry (None: no such
+    /// share), so a PROPFIND inside a share looks its share up once.
+    pub grants: Arc<Mutex<HashMap<String, Option<Arc<Grant>>>>>,
+}
+
+/// Where a lock on a path of the caller's view lives.
+struct Target {
+    space: SpaceId,
+    /// The path in that space.
+    path: RemotePath,
+    /// The share it was reached through (None: the caller's own space).
+    grant: Option<Arc<Grant>>,
 }
 
 impl std::fmt::Debug for SpaceLocks {
@@ -44,9 +63,26 @@ fn at_or_below(key: &str, dir: &str) -> bool {
 impl SpaceLocks {
     /// The lock as dav-server shows it; `fallback` (the request's path) stands in for a stored
     /// path that no longer parses.
-    fn dav_lock(&self, row: &LockRow, fallback: &DavPath) -> DavLock {
-        let path = DavPath::new(&format!("{}{}", self.prefix, row.path))
-            .and_then(|mut p| p.set_prefix(self.prefix).map(|_| p))
+    fn dav_lock(&self, row: &LockRow, fallback: &DavPath, t: &Target) -> DavLock {
+        let shown = match &t.grant {
+            None => Some(row.path.clone()),
+            // The owner's path as the caller sees it; one above the share is never shown.
+            Some(g) => RemotePath::parse_url_encoded(&row.path)
+                .ok()
+                .and_then(|owner_path| {
+                    access::Place::Shared { grant: Box::new((**g).clone()), path: owner_path.clone() }
+                        .show(&owner_path)
+                        .ok()
+                })
+                .map(|p| format!("/{}", p.url_encoded())),
+        };
+        let path = shown
+            .ok_or(())
+            .and_then(|s| {
+                DavPath::new(&format!("{}{}", self.prefix, s))
+                    .and_then(|mut p| p.set_prefix(self.prefix).map(|_| p))
+                    .map_err(|_| ())
+            })
             .unwrap_or_else(|_| fallback.clone());
         let owner = row.owner_xml.as_deref().and_then(|x| Element::parse(x.as_bytes()).ok()).map(Box::new);
         DavLock {
@@ -76,8 +112,8 @@ impl SpaceLocks {
         }
     }
 
-    async fn live(&self) -> Vec<LockRow> {
-        match self.meta.live_locks(self.space).await {
+    async fn live(&self, space: SpaceId) -> Vec<LockRow> {
+        match self.meta.live_locks(space).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read locks");
@@ -86,10 +122,59 @@ impl SpaceLocks {
         }
     }
 
-    /// The live lock `token` if it is on `path` or on a folder above it.
-    async fn find(&self, path: &RemotePath, token: &str) -> Option<LockRow> {
-        let key = lock_key(path);
-        self.live().await.into_iter().find(|l| l.token == token && at_or_below(&key, &l.path_key))
+    /// The live lock `token` if it is on `t`'s path or on a folder above it.
+    async fn find(&self, t: &Target, token: &str) -> Option<LockRow> {
+        let key = lock_key(&t.path);
+        self.live(t.space).await.into_iter().find(|l| l.token == token && at_or_below(&key, &l.path_key))
+    }
+
+    /// Where a lock on `path` (the caller's view) lives: the caller's space, or through a
+    /// share the owner's. None for a path that does not parse or a share that is not there
+    /// (or was revoked), which no lock can be taken on or found at.
+    async fn target(&self, path: &DavPath) -> Option<Target> {
+        let p = remote(path).ok()?;
+        let comps = p.components();
+        let (Some(top), Some(name)) = (comps.first(), comps.get(1)) else {
+            return Some(Target { space: self.space, path: p, grant: None });
+        };
+        if name_key(top) != name_key(SHARED_WITH_ME) {
+            return Some(Target { space: self.space, path: p, grant: None });
+        }
+        let key = name_key(name);
+        let cached = self.grants.lock().ok().and_then(|g| g.get(&key).cloned());
+        let grant = match cached {
+            Some(g) => g?,
+            None => {
+                let g = match self.meta.shared_grant(self.space, name).await {
+                    Ok(g) => g.map(Arc::new),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot read a share");
+                        return None;
+                    }
+                };
+                if let Ok(mut m) = self.grants.lock() {
+                    m.insert(key, g.clone());
+                }
+                g?
+            }
+        };
+        let mut owner_path = grant.root.clone();
+        for c in &comps[2..] {
+            owner_path = owner_path.join(c).ok()?;
+        }
+        Some(Target { space: grant.owner, path: owner_path, grant: Some(grant) })
+    }
+
+    /// The live locks of `space`, read once per request.
+    async fn discovered(&self, space: SpaceId) -> Arc<Vec<LockRow>> {
+        if let Some(l) = self.discovered.lock().ok().and_then(|m| m.get(&space.get()).cloned()) {
+            return l;
+        }
+        let l = Arc::new(self.live(space).await);
+        if let Ok(mut m) = self.discovered.lock() {
+            m.insert(space.get(), l.clone());
+        }
+        l
     }
 }
 
@@ -124,14 +209,18 @@ impl DavLockSystem for SpaceLocks {
         let principal = principal.map(str::to_string);
         let owner_xml = owner.and_then(owner_to_xml);
         async move {
-            let p = remote(&path).map_err(|_| self.unavailable(&path))?;
+            let t = self.target(&path).await.ok_or_else(|| self.unavailable(&path))?;
             let timeout = timeout.filter(|t| !t.is_zero()).unwrap_or(DEFAULT_TIMEOUT).min(DEFAULT_TIMEOUT * 24);
             let now = now_ms();
+            let stored = match &t.grant {
+                None => path.as_url_string(),
+                Some(_) => format!("/{}", t.path.url_encoded()),
+            };
             let row = LockRow {
                 token: format!("opaquelocktoken:{}", uuid::Uuid::new_v4()),
-                space_id: self.space.get(),
-                path: path.as_url_string(),
-                path_key: lock_key(&p),
+                space_id: t.space.get(),
+                path: stored,
+                path_key: lock_key(&t.path),
                 principal,
                 owner_xml,
                 shared,
@@ -147,10 +236,10 @@ impl DavLockSystem for SpaceLocks {
                     if let Ok(mut h) = self.held.lock() {
                         h.push(row.token.clone());
                     }
-                    tracing::info!(path = %p, shared, deep, secs = timeout.as_secs(), "WebDAV lock taken");
-                    Ok(self.dav_lock(&row, &path))
+                    tracing::info!(path = %t.path, space = t.space.get(), shared, deep, secs = timeout.as_secs(), "WebDAV lock taken");
+                    Ok(self.dav_lock(&row, &path, &t))
                 }
-                Ok(Err(conflict)) => Err(self.dav_lock(&conflict, &path)),
+                Ok(Err(conflict)) => Err(self.dav_lock(&conflict, &path, &t)),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot store a lock");
                     Err(self.unavailable(&path))
@@ -163,9 +252,9 @@ impl DavLockSystem for SpaceLocks {
     fn unlock(&self, path: &DavPath, token: &str) -> LsFuture<'_, Result<(), ()>> {
         let (path, token) = (path.clone(), token.to_string());
         async move {
-            let p = remote(&path).map_err(|_| ())?;
-            self.find(&p, &token).await.ok_or(())?;
-            match self.meta.delete_lock(self.space, &token).await {
+            let t = self.target(&path).await.ok_or(())?;
+            self.find(&t, &token).await.ok_or(())?;
+            match self.meta.delete_lock(t.space, &token).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(()),
                 Err(e) => {
@@ -180,11 +269,11 @@ impl DavLockSystem for SpaceLocks {
     fn refresh(&self, path: &DavPath, token: &str, timeout: Option<Duration>) -> LsFuture<'_, Result<DavLock, ()>> {
         let (path, token) = (path.clone(), token.to_string());
         async move {
-            let p = remote(&path).map_err(|_| ())?;
-            self.find(&p, &token).await.ok_or(())?;
+            let t = self.target(&path).await.ok_or(())?;
+            self.find(&t, &token).await.ok_or(())?;
             let timeout = timeout.filter(|t| !t.is_zero()).unwrap_or(DEFAULT_TIMEOUT).min(DEFAULT_TIMEOUT * 24);
-            match self.meta.refresh_lock(self.space, &token, timeout.as_millis() as i64).await {
-                Ok(Some(row)) => Ok(self.dav_lock(&row, &path)),
+            match self.meta.refresh_lock(t.space, &token, timeout.as_millis() as i64).await {
+                Ok(Some(row)) => Ok(self.dav_lock(&row, &path, &t)),
                 Ok(None) => Err(()),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot refresh a lock");
@@ -203,19 +292,21 @@ impl DavLockSystem for SpaceLocks {
         deep: bool,
         submitted_tokens: &[String],
     ) -> LsFuture<'_, Result<(), DavLock>> {
-        // Principals are not compared: a space has one user, and the token is the proof.
+        // Principals are not compared: the token is the proof (an owner and the recipients of a
+        // write share act on the same files; a read share takes and releases no lock, mod.rs).
         let (path, tokens) = (path.clone(), submitted_tokens.to_vec());
         async move {
-            let p = remote(&path).map_err(|_| self.unavailable(&path))?;
-            let locks = match self.meta.live_locks(self.space).await {
+            // A share that is not there has no locks; the file system answers for the path.
+            let Some(t) = self.target(&path).await else { return Ok(()) };
+            let locks = match self.meta.live_locks(t.space).await {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot read locks");
                     return Err(self.unavailable(&path));
                 }
             };
-            match crate::meta::locks::conflict(&locks, &lock_key(&p), deep, LockTokens::new(&tokens)) {
-                Some(l) => Err(self.dav_lock(l, &path)),
+            match crate::meta::locks::conflict(&locks, &lock_key(&t.path), deep, LockTokens::new(&tokens)) {
+                Some(l) => Err(self.dav_lock(l, &path, &t)),
                 None => Ok(()),
             }
         }
@@ -225,19 +316,13 @@ impl DavLockSystem for SpaceLocks {
     fn discover(&self, path: &DavPath) -> LsFuture<'_, Vec<DavLock>> {
         let path = path.clone();
         async move {
-            let Ok(p) = remote(&path) else { return Vec::new() };
-            let key = lock_key(&p);
-            let locks = match self.discovered.get() {
-                Some(l) => l,
-                None => {
-                    let l = self.live().await;
-                    self.discovered.get_or_init(|| l)
-                }
-            };
+            let Some(t) = self.target(&path).await else { return Vec::new() };
+            let key = lock_key(&t.path);
+            let locks = self.discovered(t.space).await;
             locks
                 .iter()
                 .filter(|l| l.path_key == key || (l.deep && at_or_below(&key, &l.path_key)))
-                .map(|l| self.dav_lock(l, &path))
+                .map(|l| self.dav_lock(l, &path, &t))
                 .collect()
         }
         .boxed()
@@ -246,8 +331,8 @@ impl DavLockSystem for SpaceLocks {
     fn delete(&self, path: &DavPath) -> LsFuture<'_, Result<(), ()>> {
         let path = path.clone();
         async move {
-            let p = remote(&path).map_err(|_| ())?;
-            self.meta.delete_locks_under(self.space, &p).await.map_err(|e| {
+            let t = self.target(&path).await.ok_or(())?;
+            self.meta.delete_locks_under(t.space, &t.path).await.map_err(|e| {
                 tracing::error!(error = %e, "cannot release locks");
             })
         }

@@ -95,6 +95,15 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
     if method.as_str() == "PROPFIND" && depth_is_infinity(req.headers()) {
         return Ok(finite_depth_only());
     }
+    if matches!(method.as_str(), "LOCK" | "UNLOCK") && !path.is_root() {
+        // A lock inside a share is taken on the owner's file and stops the owner's writes: a
+        // write of its own (and so is releasing one), refused (403) through a `read` share and
+        // in `Shared with me` itself.
+        let place = crate::access::locate(&st.meta, user.space, &path).await?;
+        if place.is_shared() {
+            place.target(crate::access::Want::Write)?;
+        }
+    }
     let mut held = lock_tokens_in_if(req.headers());
     held.extend(crate::headers::lock_tokens(req.headers()));
     let held: fs::Held = Arc::new(Mutex::new(held));
@@ -135,6 +144,7 @@ async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response
         prefix: PREFIX,
         held,
         discovered: Default::default(),
+        grants: Default::default(),
     };
     let cfg = DavConfig::new().filesystem(Box::new(fs)).locksystem(Box::new(ls)).principal(user.username.clone());
     let mut resp = HANDLER.handle_with(cfg, req).await;
