@@ -296,6 +296,10 @@ pub struct Me {
     /// The administrator requires two-factor sign-in for this account and it is not set up yet.
     #[serde(default)]
     pub totp_setup_required: bool,
+    /// The administrator's policy (`--require-totp`) covers this account: two-factor sign-in
+    /// must be on, so it cannot be turned off (`DELETE /api/v1/auth/totp` answers 403).
+    #[serde(default)]
+    pub totp_required: bool,
 }
 
 /// A pending two-factor enrolment (`POST /api/v1/auth/totp`): the secret to put into an

@@ -72,7 +72,12 @@ source: IdentitySource,
 /**
  * The administrator requires two-factor sign-in for this account and it is not set up yet.
  */
-totp_setup_required: boolean, };
+totp_setup_required: boolean, 
+/**
+ * The administrator's policy (`--require-totp`) covers this account: two-factor sign-in
+ * must be on, so it cannot be turned off (`DELETE /api/v1/auth/totp` answers 403).
+ */
+totp_required: boolean, };
 
 export type TotpEnrollment = { secret: string, otpauth_url: string, };
 
