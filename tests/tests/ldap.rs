@@ -102,6 +102,126 @@ async fn directory_users_sign_in_and_the_admin_group_makes_admins() -> anyhow::R
     .await
 }
 
+/// E-mail, display name and quota come from the directory: stored at the first sign-in and at
+/// every sync, shown by `/api/v1/me` and the admin user list. `--ldap-default-quota` for new
+/// accounts, `--ldap-quota-attr` (here `description`: OpenLDAP's standard schemas have no
+/// quota attribute) where an entry has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_display_name_and_quota_from_the_directory() -> anyhow::Result<()> {
+    let slapd = Slapd::start().await?;
+    slapd
+        .modify(&format!(
+            "dn: {}\nchangetype: modify\nadd: displayName\ndisplayName: Alice Liddell\n-\nadd: description\ndescription: 20MiB\n",
+            ldap::user_dn("alice")
+        ))
+        .await?;
+    let opts = options(&slapd, "0")
+        .arg("--ldap-quota-attr")
+        .arg("description")
+        .arg("--ldap-default-quota")
+        .arg("5MiB")
+        .arg("--default-quota-bytes")
+        .arg("1000");
+    let s = &slapd;
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        // First sign-ins create the accounts with what the directory says.
+        let alice = login(&gw, "alice", &ldap::password("alice")).await?;
+        let me: Me = gw.api().with_token(&alice.token).get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.email.as_deref() == Some("alice@example.org"), "{me:?}");
+        ensure!(me.display_name.as_deref() == Some("Alice Liddell"), "{me:?}");
+        ensure!(me.quota_bytes == Some(20 << 20), "the entry's quota: {me:?}");
+        let bob = login(&gw, "bob", &ldap::password("bob")).await?;
+        let me: Me = gw.api().with_token(&bob.token).get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.email.as_deref() == Some("bob@example.org") && me.display_name.is_none(), "{me:?}");
+        ensure!(me.quota_bytes == Some(5 << 20), "--ldap-default-quota, not --default-quota-bytes: {me:?}");
+        // A local account has neither, and the gateway's default quota.
+        let (_, local) = gw.user("lou", None).await?;
+        let me: Me = local.get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.email.is_none() && me.display_name.is_none(), "{me:?}");
+
+        // The sync creates carol alike, then has nothing to change.
+        let out = ldap_sync(&gw).await?;
+        line_about(&out, "created", "carol")?;
+        ensure!(out.contains("1 created, 0 updated"), "{out}");
+        let admin = gw.admin().await?;
+        let users = admin.get("/api/v1/admin/users?q=carol").await?.value()?;
+        let carol = &users["users"][0];
+        ensure!(carol["email"] == "carol@example.org" && carol["quota_bytes"] == 5 << 20, "{carol}");
+
+        // Changes in the directory: the sync follows them...
+        s.modify(&format!(
+            "dn: {}\nchangetype: modify\nreplace: mail\nmail: a.liddell@example.org\n-\nreplace: displayName\n\
+             displayName: Alice P. Liddell\n-\nreplace: description\ndescription: unlimited\n",
+            ldap::user_dn("alice")
+        ))
+        .await?;
+        let out = ldap_sync(&gw).await?;
+        let line = line_about(&out, "updated", "alice")?;
+        ensure!(
+            line.contains("e-mail a.liddell@example.org")
+                && line.contains("display name Alice P. Liddell")
+                && line.contains("quota unlimited"),
+            "{line}"
+        );
+        let users = admin.get("/api/v1/admin/users?q=alice").await?.value()?;
+        let a = &users["users"][0];
+        ensure!(
+            a["email"] == "a.liddell@example.org" && a["display_name"] == "Alice P. Liddell" && a["quota_bytes"].is_null(),
+            "{a}"
+        );
+        // ... and so does a sign-in, before any sync.
+        s.modify(&format!(
+            "dn: {}\nchangetype: modify\nadd: displayName\ndisplayName: Robert\n-\nadd: description\ndescription: 7MiB\n",
+            ldap::user_dn("bob")
+        ))
+        .await?;
+        let bob = login(&gw, "bob", &ldap::password("bob")).await?;
+        let me: Me = gw.api().with_token(&bob.token).get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.display_name.as_deref() == Some("Robert") && me.quota_bytes == Some(7 << 20), "{me:?}");
+        // An administrator's quota stays for an entry without the attribute (carol).
+        let id = carol["id"].as_i64().context("id")?;
+        admin
+            .patch_json(&format!("/api/v1/admin/users/{id}"), &serde_json::json!({"quota_bytes": 1 << 30}))
+            .await?
+            .check(200)?;
+        let out = ldap_sync(&gw).await?;
+        ensure!(out.contains("0 created, 0 updated"), "{out}");
+        let users = admin.get("/api/v1/admin/users?q=carol").await?.value()?;
+        ensure!(users["users"][0]["quota_bytes"] == 1 << 30, "{users}");
+
+        // Every change is audited by ldap-sync.
+        let audit = admin.get("/api/v1/admin/audit?user=ldap-sync&target=alice").await?.value()?;
+        ensure!(audit.to_string().contains("display name Alice P. Liddell"), "{audit}");
+        Ok(())
+    })
+    .await
+}
+
+/// The new flags are in `describe --json` (the deployment validator reads it) with their
+/// variables and defaults.
+#[test]
+fn describe_knows_the_directory_profile_flags() -> anyhow::Result<()> {
+    let d = nimbus_e2e::bins::gateway_describe()?;
+    let commands = d["commands"].as_array().context("commands")?;
+    for command in ["serve", "ldap-sync"] {
+        let cmd = commands.iter().find(|c| c["name"] == command).with_context(|| format!("no {command}"))?;
+        let args = cmd["args"].as_array().context("args")?;
+        let flag = |long: &str| args.iter().find(|a| a["long"] == long).cloned().context(long.to_string());
+        for (long, env, default) in [
+            ("ldap-email-attr", "NIMBUS_LDAP_EMAIL_ATTR", Some("mail")),
+            ("ldap-display-name-attr", "NIMBUS_LDAP_DISPLAY_NAME_ATTR", Some("displayName")),
+            ("ldap-default-quota", "NIMBUS_LDAP_DEFAULT_QUOTA", None),
+            ("ldap-quota-attr", "NIMBUS_LDAP_QUOTA_ATTR", None),
+        ] {
+            let f = flag(long)?;
+            ensure!(f["env"] == env && f["takes_value"] == true, "{command} --{long}: {f}");
+            let defaults = f["defaults"].as_array().context("defaults")?;
+            ensure!(defaults.first().and_then(|v| v.as_str()) == default, "{command} --{long}: {f}");
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ldap_filter_characters_in_usernames_get_nowhere() -> anyhow::Result<()> {
     let slapd = Slapd::start().await?;

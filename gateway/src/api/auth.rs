@@ -218,5 +218,7 @@ pub async fn me(State(st): State<AppState>, caller: SignedIn) -> ApiResult<Json<
         source: IdentitySource::parse(&u.source).unwrap_or_default(),
         totp_setup_required: !u.totp_enabled && required,
         totp_required: required,
+        email: u.email,
+        display_name: u.display_name,
     }))
 }

@@ -35,6 +35,11 @@ pub struct LdapConfig {
     pub admin_group: Option<String>,
     pub user_group: Option<String>,
     pub disabled_attr: Option<String>,
+    pub email_attr: Option<String>,
+    pub display_name_attr: Option<String>,
+    pub quota_attr: Option<String>,
+    /// `--ldap-default-quota` (Some(None): unlimited).
+    pub default_quota: Option<Option<u64>>,
     pub starttls: bool,
     pub tls: Arc<ClientConfig>,
     pub timeout: Duration,
@@ -96,6 +101,11 @@ impl LdapConfig {
             admin_group: args.ldap_admin_group.clone(),
             user_group: args.ldap_user_group.clone(),
             disabled_attr: Some(args.ldap_disabled_attr.clone()).filter(|a| !a.is_empty()),
+            email_attr: Some(args.ldap_email_attr.trim().to_string()).filter(|a| !a.is_empty()),
+            display_name_attr: Some(args.ldap_display_name_attr.trim().to_string()).filter(|a| !a.is_empty()),
+            quota_attr: args.ldap_quota_attr.as_ref().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()),
+            // 0 is unlimited, as for --default-quota-bytes.
+            default_quota: args.ldap_default_quota.map(|q| (q > 0).then_some(q)),
             starttls: args.ldap_starttls,
             tls: Arc::new(tls_config(args.ldap_ca_file.as_deref())?),
             timeout: args.ldap_timeout,
@@ -198,7 +208,27 @@ impl LdapDirectory {
     fn attrs(&self) -> Vec<String> {
         let mut a = vec![self.cfg.username_attr.clone()];
         a.extend(self.cfg.disabled_attr.clone());
+        a.extend(self.cfg.email_attr.clone());
+        a.extend(self.cfg.display_name_attr.clone());
+        a.extend(self.cfg.quota_attr.clone());
         a
+    }
+
+    /// The first value of `attr` (if configured), trimmed, when not empty and at most `max`
+    /// characters (longer values are not names anyone reads; they are left out).
+    fn text(e: &SearchEntry, attr: Option<&str>, max: usize) -> Option<String> {
+        let v = Self::value(e, attr?)?.first()?.trim();
+        (!v.is_empty() && v.chars().count() <= max && !v.chars().any(char::is_control)).then(|| v.to_string())
+    }
+
+    /// The entry's quota attribute: None when it has none or it is not a size.
+    fn quota(&self, e: &SearchEntry) -> Option<Option<u64>> {
+        let attr = self.cfg.quota_attr.as_ref()?;
+        let raw = Self::value(e, attr)?.first()?.trim().to_string();
+        parse_quota(&raw).or_else(|| {
+            tracing::warn!(dn = %e.dn, attr = %attr, value = %raw, "the LDAP quota attribute is not a size; the quota is left as it is");
+            None
+        })
     }
 
     /// The member DNs of a group (empty if it has none or does not exist).
@@ -264,6 +294,9 @@ impl LdapDirectory {
                 admin,
                 allowed: admin || allowed.as_ref().is_none_or(|a| a.contains(&key)),
                 disabled: self.is_disabled(&e),
+                email: Self::text(&e, self.cfg.email_attr.as_deref(), 320),
+                display_name: Self::text(&e, self.cfg.display_name_attr.as_deref(), 256),
+                quota: self.quota(&e),
                 dn: e.dn,
             });
         }
@@ -358,6 +391,21 @@ impl Directory for LdapDirectory {
     fn manages_roles(&self) -> bool {
         self.cfg.admin_group.is_some()
     }
+
+    fn default_quota(&self) -> Option<Option<u64>> {
+        self.cfg.default_quota
+    }
+}
+
+/// A quota as a directory attribute gives it: bytes or a size (`20GiB`, `500 MB`); `0`,
+/// `none` or `unlimited` for no quota. None: not a quota.
+fn parse_quota(raw: &str) -> Option<Option<u64>> {
+    let v = raw.trim();
+    if v.eq_ignore_ascii_case("none") || v.eq_ignore_ascii_case("unlimited") {
+        return Some(None);
+    }
+    let bytes = nimbus_proto::size::parse_size(v).ok()?;
+    Some((bytes > 0).then_some(bytes))
 }
 
 #[cfg(test)]
@@ -368,6 +416,19 @@ mod tests {
     fn dns_compare_without_case_and_spaces() {
         assert_eq!(dn_key("uid=Alice, ou=People,dc=Example, dc=org"), dn_key("UID=alice,ou=people,dc=example,dc=org"));
         assert_ne!(dn_key("uid=alice,ou=people,dc=example,dc=org"), dn_key("uid=alice2,ou=people,dc=example,dc=org"));
+    }
+
+    #[test]
+    fn quotas_from_the_directory() {
+        assert_eq!(parse_quota("1073741824"), Some(Some(1 << 30)));
+        assert_eq!(parse_quota(" 20GiB "), Some(Some(20 << 30)));
+        assert_eq!(parse_quota("500 MB"), Some(Some(500_000_000)));
+        for none in ["0", "none", "Unlimited"] {
+            assert_eq!(parse_quota(none), Some(None), "{none}");
+        }
+        for bad in ["", "lots", "-5", "10 parsecs"] {
+            assert_eq!(parse_quota(bad), None, "{bad}");
+        }
     }
 
     #[test]

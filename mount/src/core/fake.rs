@@ -649,6 +649,8 @@ impl Remote for FakeGateway {
                 source: Default::default(),
                 totp_setup_required: false,
                 totp_required: false,
+                email: None,
+                display_name: None,
             })
         }))
     }
