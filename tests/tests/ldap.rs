@@ -396,14 +396,40 @@ async fn removed_user_loses_access_postgres_s3() -> anyhow::Result<()> {
     removed_user_loses_access(Backend::PostgresS3).await
 }
 
-/// StartTLS with `--ldap-ca-file`: the password travels inside TLS; a directory certificate the
-/// gateway does not trust is an unavailable directory, never a plain fallback.
+/// The flags of the worked example with `--ldap-url` replaced.
+fn options_at(slapd: &Slapd, url: &str) -> GatewayOptions {
+    let mut opts = GatewayOptions::default().arg("--ldap-sync-interval").arg("0");
+    let mut args = slapd.gateway_args();
+    if let Some(i) = args.iter().position(|a| a == "--ldap-url") {
+        args[i + 1] = url.to_string();
+    }
+    for a in args {
+        opts = opts.arg(a);
+    }
+    opts
+}
+
+/// A directory whose certificate the gateway does not trust: a 503 that says so (and what to
+/// fix), never a fallback to a plain connection.
+async fn untrusted(gw: &Gateway) -> anyhow::Result<()> {
+    let e = gw.api().login("alice", &ldap::password("alice")).await?.check_error(503, "directory_unavailable")?;
+    ensure!(e.message.contains("TLS certificate") && e.message.contains("--ldap-ca-file"), "{e:?}");
+    // Local accounts are not affected.
+    login(gw, "admin", ADMIN_PASSWORD).await?;
+    Ok(())
+}
+
+/// StartTLS and ldaps:// with `--ldap-ca-file`: the password travels inside TLS; a directory
+/// certificate the gateway does not trust (another CA, or the system's roots) is a clear 503,
+/// never a plain fallback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn starttls_with_the_directorys_ca() -> anyhow::Result<()> {
+async fn starttls_and_ldaps_with_the_directorys_ca() -> anyhow::Result<()> {
     let slapd = Slapd::start().await?;
     let s = &slapd;
     let ca = slapd.ca_file().display().to_string();
-    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(ca);
+    let other_ca = slapd.other_ca_file()?.display().to_string();
+
+    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(&ca);
     run_on(Backend::SqliteLocal, opts, |gw| async move {
         login(&gw, "alice", &ldap::password("alice")).await?;
         let log = std::fs::read_to_string(s.log_path())?;
@@ -411,11 +437,33 @@ async fn starttls_with_the_directorys_ca() -> anyhow::Result<()> {
         Ok(())
     })
     .await?;
-    // The system's roots do not include the test CA.
-    let opts = options(&slapd, "0").arg("--ldap-starttls");
+
+    // ldaps://: TLS from the first byte, on slapd's second port.
+    let opts = options_at(&slapd, &slapd.ldaps_url()).arg("--ldap-ca-file").arg(&ca);
     run_on(Backend::SqliteLocal, opts, |gw| async move {
-        gw.api().login("alice", &ldap::password("alice")).await?.check_error(503, "directory_unavailable")?;
+        let bob = login(&gw, "bob", &ldap::password("bob")).await?;
+        ensure!(bob.user.username == "bob", "{:?}", bob.user);
+        gw.api().login("bob", "wrong-password").await?.check_error(401, "unauthorized")?;
+        // The sync goes over ldaps too.
+        let out = ldap_sync(&gw).await?;
+        line_about(&out, "created", "alice")?;
         Ok(())
     })
-    .await
+    .await?;
+
+    // Another CA: refused over ldaps and over StartTLS.
+    let opts = options_at(&slapd, &slapd.ldaps_url()).arg("--ldap-ca-file").arg(&other_ca);
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        untrusted(&gw).await?;
+        let out = gw.tool("ldap-sync").output().await?;
+        ensure!(!out.status.success(), "ldap-sync trusted a certificate of another CA");
+        ensure!(String::from_utf8_lossy(&out.stderr).contains("TLS"), "{out:?}");
+        Ok(())
+    })
+    .await?;
+    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(&other_ca);
+    run_on(Backend::SqliteLocal, opts, |gw| async move { untrusted(&gw).await }).await?;
+    // The system's roots do not include the test CA.
+    let opts = options(&slapd, "0").arg("--ldap-starttls");
+    run_on(Backend::SqliteLocal, opts, |gw| async move { untrusted(&gw).await }).await
 }

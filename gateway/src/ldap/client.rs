@@ -181,9 +181,13 @@ impl LdapDirectory {
             .set_conn_timeout(self.cfg.timeout)
             .set_starttls(self.cfg.starttls)
             .set_config(self.cfg.tls.clone());
-        let (conn, ldap) = LdapConnAsync::with_settings(settings, &self.cfg.url)
-            .await
-            .map_err(|e| unavailable(&format!("cannot connect to {}", self.cfg.url), e))?;
+        let (conn, ldap) = LdapConnAsync::with_settings(settings, &self.cfg.url).await.map_err(|e| {
+            if is_tls_failure(&e) {
+                DirError::Tls(format!("{}: {e}", self.cfg.url))
+            } else {
+                unavailable(&format!("cannot connect to {}", self.cfg.url), e)
+            }
+        })?;
         tokio::spawn(async move {
             if let Err(e) = conn.drive().await {
                 tracing::debug!(error = %e, "LDAP connection ended");
@@ -394,6 +398,15 @@ impl Directory for LdapDirectory {
 
     fn default_quota(&self) -> Option<Option<u64>> {
         self.cfg.default_quota
+    }
+}
+
+/// Whether connecting failed in the TLS handshake (tokio-rustls reports rustls' error, e.g. an
+/// unknown issuer, inside an I/O error).
+fn is_tls_failure(e: &ldap3::LdapError) -> bool {
+    match e {
+        ldap3::LdapError::Io { source } => source.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
+        _ => false,
     }
 }
 

@@ -52,6 +52,12 @@ pub enum DirError {
     /// The directory does not answer, or refuses the service account: nobody can be checked.
     #[error("the directory is unavailable: {0}")]
     Unavailable(String),
+    /// The TLS handshake (ldaps:// or StartTLS) failed: most often a certificate this gateway
+    /// does not trust (`--ldap-ca-file`). Never retried in clear.
+    #[error(
+        "the directory is unavailable: its TLS connection failed ({0}); check --ldap-ca-file and the server's certificate"
+    )]
+    Tls(String),
 }
 
 /// The answer to a sign-in attempt.
@@ -103,6 +109,16 @@ pub async fn sign_in(
     let found = match dir.authenticate(username, password).await {
         Ok(Verdict::Accepted(d)) if d.allowed && !d.disabled => d,
         Ok(_) => return Ok((user, false)),
+        Err(e @ DirError::Tls(_)) => {
+            tracing::warn!(error = %e, "LDAP sign-in impossible");
+            // Retrying will not help: say what an administrator has to fix.
+            return Err(ApiError::DirectoryUnavailable(
+                "the account directory (LDAP) cannot be reached securely: this gateway does not trust its TLS \
+                 certificate, so directory accounts cannot sign in; an administrator must fix the gateway's \
+                 directory settings (--ldap-ca-file)"
+                    .into(),
+            ));
+        }
         Err(e) => {
             tracing::warn!(error = %e, "LDAP sign-in impossible");
             return Err(ApiError::DirectoryUnavailable(
