@@ -284,13 +284,14 @@ pub struct LdapArgs {
     #[arg(long, env = "NIMBUS_LDAP_USERNAME_ATTR", default_value = "uid")]
     pub ldap_username_attr: String,
 
-    /// A group (its DN) whose `member`s are administrators; everyone else is a user. Without
-    /// it, roles are left as administrators set them in the console.
+    /// A group (its DN) whose `member`s, and the members of groups nested in it, are
+    /// administrators; everyone else is a user. Without it, roles are left as administrators
+    /// set them in the console.
     #[arg(long, env = "NIMBUS_LDAP_ADMIN_GROUP", requires = "ldap_url")]
     pub ldap_admin_group: Option<String>,
 
-    /// A group (its DN) whose `member`s may use Nimbus (and the admin group's). Default:
-    /// everyone the user filter finds.
+    /// A group (its DN) whose `member`s (nested groups' too) may use Nimbus (and the admin
+    /// group's). Default: everyone the user filter finds.
     #[arg(long, env = "NIMBUS_LDAP_USER_GROUP", requires = "ldap_url")]
     pub ldap_user_group: Option<String>,
 

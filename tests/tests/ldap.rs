@@ -197,6 +197,48 @@ async fn email_display_name_and_quota_from_the_directory() -> anyhow::Result<()>
     .await
 }
 
+/// Nested groups: the admin group's members include the members of groups inside it, to a
+/// bounded depth, and a cycle between groups ends (Active Directory's usual set-up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_groups_make_admins() -> anyhow::Result<()> {
+    let slapd = Slapd::start().await?;
+    slapd.add_person("dave").await?;
+    slapd.add_person("erin").await?;
+    let group = |cn: &str| format!("cn={cn},ou=groups,{}", ldap::SUFFIX);
+    // nimbus-admins ∋ ops ∋ oncall ∋ carol; ops ∋ bob; oncall ∋ nimbus-admins (a cycle);
+    // staff ∋ dave is not inside nimbus-admins.
+    slapd
+        .add(&format!(
+            "dn: {oncall}\nobjectClass: groupOfNames\ncn: oncall\nmember: {carol}\nmember: {admins}\n\n\
+             dn: {ops}\nobjectClass: groupOfNames\ncn: ops\nmember: {bob}\nmember: {oncall}\n\n\
+             dn: {staff}\nobjectClass: groupOfNames\ncn: staff\nmember: {dave}\n",
+            oncall = group("oncall"),
+            ops = group("ops"),
+            staff = group("staff"),
+            carol = ldap::user_dn("carol"),
+            bob = ldap::user_dn("bob"),
+            dave = ldap::user_dn("dave"),
+            admins = ldap::ADMIN_GROUP,
+        ))
+        .await?;
+    slapd
+        .modify(&format!("dn: {}\nchangetype: modify\nadd: member\nmember: {}\n", ldap::ADMIN_GROUP, group("ops")))
+        .await?;
+    run_on(Backend::SqliteLocal, options(&slapd, "0"), |gw| async move {
+        // At sign-in: through one level (bob) and two (carol); alice directly; dave and erin not.
+        for (user, role) in [("alice", "admin"), ("bob", "admin"), ("carol", "admin"), ("dave", "user")] {
+            let l = login(&gw, user, &ldap::password(user)).await?;
+            ensure!(l.user.role.as_str() == role, "{user}: {:?}", l.user);
+        }
+        // At sync: the same roles; erin is created as a user.
+        let out = ldap_sync(&gw).await?;
+        ensure!(line_about(&out, "created", "erin")?.contains("role user"), "{out}");
+        ensure!(out.contains("1 created, 0 updated"), "{out}");
+        Ok(())
+    })
+    .await
+}
+
 /// The new flags are in `describe --json` (the deployment validator reads it) with their
 /// variables and defaults.
 #[test]
