@@ -141,7 +141,7 @@ await run(browser, `web-totp-${mode}-failure.png`, violations, async (setPage) =
   await shot('recovery-codes', 'recovery-codes');
   await page.getByRole('button', { name: 'I have kept them' }).click();
   check((await codesBox.count()) === 0, 'the recovery codes are gone once kept');
-  await page.getByRole('button', { name: 'Turn off' }).waitFor();
+  if (mode === 'optional') await page.getByRole('button', { name: 'Turn off' }).waitFor();
 
   if (mode === 'required') {
     step('two-factor on: the whole app opens with the same sign-in');
@@ -151,11 +151,18 @@ await run(browser, `web-totp-${mode}-failure.png`, violations, async (setPage) =
     const token = await page.evaluate(() => Object.values(sessionStorage).find((v) => v.startsWith('nmb_')));
     r = await call('GET', '/api/v1/dirs/', { token });
     check(r.status === 200, `the page's token is a full one now: ${r.status} ${r.text}`);
+    step('the policy covers this account: no Turn off, a sentence saying why');
     await page.getByRole('link', { name: 'Security' }).click();
-    await page.getByLabel('Code', { exact: true }).fill(codes[0]);
-    await page.getByRole('button', { name: 'Turn off' }).click();
-    await page.getByRole('alert').getByText('Your administrator requires two-factor sign-in').waitFor();
     await state('On');
+    await page.getByTestId('totp-required').getByText('Your administrator requires two-factor sign-in').waitFor();
+    check((await page.getByRole('button', { name: 'Turn off' }).count()) === 0, 'no Turn off button under --require-totp');
+    check((await page.getByLabel('Code', { exact: true }).count()) === 0, 'no code field to turn it off');
+    r = await call('GET', '/api/v1/me', { token });
+    check(r.status === 200 && r.json().totp_required === true, `/me says totp_required: ${r.status} ${r.text}`);
+    // The server refuses anyway, whatever a page offers.
+    r = await call('DELETE', '/api/v1/auth/totp', { token, json: { code: codes[0] } });
+    check(r.status === 403, `turning it off under the policy: ${r.status} ${r.text}`);
+    await shot('required-on');
     return;
   }
 

@@ -290,13 +290,14 @@ pub struct LdapArgs {
     #[arg(long, env = "NIMBUS_LDAP_USERNAME_ATTR", default_value = "uid")]
     pub ldap_username_attr: String,
 
-    /// A group (its DN) whose `member`s are administrators; everyone else is a user. Without
-    /// it, roles are left as administrators set them in the console.
+    /// A group (its DN) whose `member`s, and the members of groups nested in it, are
+    /// administrators; everyone else is a user. Without it, roles are left as administrators
+    /// set them in the console.
     #[arg(long, env = "NIMBUS_LDAP_ADMIN_GROUP", requires = "ldap_url")]
     pub ldap_admin_group: Option<String>,
 
-    /// A group (its DN) whose `member`s may use Nimbus (and the admin group's). Default:
-    /// everyone the user filter finds.
+    /// A group (its DN) whose `member`s (nested groups' too) may use Nimbus (and the admin
+    /// group's). Default: everyone the user filter finds.
     #[arg(long, env = "NIMBUS_LDAP_USER_GROUP", requires = "ldap_url")]
     pub ldap_user_group: Option<String>,
 
@@ -305,6 +306,27 @@ pub struct LdapArgs {
     /// Empty: none.
     #[arg(long, env = "NIMBUS_LDAP_DISABLED_ATTR", default_value = "pwdAccountLockedTime")]
     pub ldap_disabled_attr: String,
+
+    /// The attribute holding a user's e-mail address (shown in the console and `/api/v1/me`).
+    /// Empty: none.
+    #[arg(long, env = "NIMBUS_LDAP_EMAIL_ATTR", default_value = "mail")]
+    pub ldap_email_attr: String,
+
+    /// The attribute holding a user's display name (shown in the console, the web app and
+    /// `/api/v1/me`). Empty: none.
+    #[arg(long, env = "NIMBUS_LDAP_DISPLAY_NAME_ATTR", default_value = "displayName")]
+    pub ldap_display_name_attr: String,
+
+    /// The quota of accounts the directory creates (e.g. `10GiB`; `0`: unlimited). Default:
+    /// `--default-quota-bytes`.
+    #[arg(long, env = "NIMBUS_LDAP_DEFAULT_QUOTA", requires = "ldap_url", value_parser = nimbus_proto::size::parse_size)]
+    pub ldap_default_quota: Option<u64>,
+
+    /// An attribute holding a user's quota (bytes or a size such as `20GiB`; `0`, `none` or
+    /// `unlimited`: no quota). Where an entry has it, the quota follows the directory at every
+    /// sync and sign-in; entries without it keep the quota they have.
+    #[arg(long, env = "NIMBUS_LDAP_QUOTA_ATTR", requires = "ldap_url")]
+    pub ldap_quota_attr: Option<String>,
 
     /// Upgrade an `ldap://` connection to TLS with StartTLS.
     #[arg(long, env = "NIMBUS_LDAP_STARTTLS")]

@@ -296,6 +296,18 @@ pub struct Me {
     /// The administrator requires two-factor sign-in for this account and it is not set up yet.
     #[serde(default)]
     pub totp_setup_required: bool,
+    /// The administrator's policy (`--require-totp`) covers this account: two-factor sign-in
+    /// must be on, so it cannot be turned off (`DELETE /api/v1/auth/totp` answers 403).
+    #[serde(default)]
+    pub totp_required: bool,
+    /// The e-mail address the account's directory gives (LDAP `--ldap-email-attr`), if any.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub email: Option<String>,
+    /// The display name the account's directory gives (LDAP `--ldap-display-name-attr`), if any.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub display_name: Option<String>,
 }
 
 /// A pending two-factor enrolment (`POST /api/v1/auth/totp`): the secret to put into an
@@ -608,6 +620,14 @@ pub struct UserInfo {
     #[serde(default)]
     pub last_login: Option<String>,
     pub created: String,
+    /// From the directory (LDAP `--ldap-email-attr`), `null` if none.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub email: Option<String>,
+    /// From the directory (LDAP `--ldap-display-name-attr`), `null` if none.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub display_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

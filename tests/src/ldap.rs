@@ -1,6 +1,6 @@
 //! A private OpenLDAP `slapd` per test, on a free loopback port, with a generated `slapd.conf`
-//! (mdb backend, the ppolicy overlay for `pwdAccountLockedTime`, StartTLS with a certificate
-//! from a throwaway CA made by `openssl`) and the directory of
+//! (mdb backend, the ppolicy overlay for `pwdAccountLockedTime`, StartTLS and a second port
+//! for `ldaps://`, with a certificate from a throwaway CA made by `openssl`) and the directory of
 //! docs/IDENTITY.md's worked example loaded with `slapadd`: suffix `dc=example,dc=org`, the
 //! service account `cn=nimbus,ou=services,...`, people `alice` (in the admin group), `bob` and
 //! `carol`, and the group `cn=nimbus-admins,ou=groups,...`. Passwords are stored as `{SSHA}`
@@ -119,6 +119,8 @@ fn make_certificates(dir: &Path) -> anyhow::Result<()> {
 pub struct Slapd {
     dir: tempfile::TempDir,
     port: u16,
+    /// `ldaps://` (TLS from the first byte) with the same certificate as StartTLS.
+    tls_port: u16,
     child: Mutex<Option<Child>>,
 }
 
@@ -186,7 +188,12 @@ impl Slapd {
             .context("cannot run slapadd")?;
         ensure!(out.status.success(), "slapadd failed: {}", String::from_utf8_lossy(&out.stderr));
         std::fs::write(d.join("bind.pw"), format!("{SERVICE_PASSWORD}\n"))?;
-        let s = Slapd { dir, port: crate::minio::free_port()?, child: Mutex::new(None) };
+        let s = Slapd {
+            dir,
+            port: crate::minio::free_port()?,
+            tls_port: crate::minio::free_port()?,
+            child: Mutex::new(None),
+        };
         s.spawn_and_wait().await?;
         Ok(s)
     }
@@ -196,9 +203,23 @@ impl Slapd {
         self.dir.path().join("ca.pem")
     }
 
+    /// Another throwaway CA (that did not issue slapd's certificate), for a gateway that must
+    /// refuse the directory.
+    pub fn other_ca_file(&self) -> anyhow::Result<PathBuf> {
+        let d = self.dir.path().join("other-ca");
+        std::fs::create_dir_all(&d)?;
+        make_certificates(&d)?;
+        Ok(d.join("ca.pem"))
+    }
+
     /// `ldap://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("ldap://127.0.0.1:{}", self.port)
+    }
+
+    /// `ldaps://127.0.0.1:PORT` (another port).
+    pub fn ldaps_url(&self) -> String {
+        format!("ldaps://127.0.0.1:{}", self.tls_port)
     }
 
     /// The gateway flags of the worked example (docs/IDENTITY.md), without the sync interval.
@@ -239,7 +260,7 @@ impl Slapd {
             .arg("-f")
             .arg(self.dir.path().join("slapd.conf"))
             .arg("-h")
-            .arg(format!("{}/", self.url()))
+            .arg(format!("{}/ {}/", self.url(), self.ldaps_url()))
             .args(["-d", "256"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

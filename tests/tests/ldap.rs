@@ -102,6 +102,168 @@ async fn directory_users_sign_in_and_the_admin_group_makes_admins() -> anyhow::R
     .await
 }
 
+/// E-mail, display name and quota come from the directory: stored at the first sign-in and at
+/// every sync, shown by `/api/v1/me` and the admin user list. `--ldap-default-quota` for new
+/// accounts, `--ldap-quota-attr` (here `description`: OpenLDAP's standard schemas have no
+/// quota attribute) where an entry has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_display_name_and_quota_from_the_directory() -> anyhow::Result<()> {
+    let slapd = Slapd::start().await?;
+    slapd
+        .modify(&format!(
+            "dn: {}\nchangetype: modify\nadd: displayName\ndisplayName: Alice Liddell\n-\nadd: description\ndescription: 20MiB\n",
+            ldap::user_dn("alice")
+        ))
+        .await?;
+    let opts = options(&slapd, "0")
+        .arg("--ldap-quota-attr")
+        .arg("description")
+        .arg("--ldap-default-quota")
+        .arg("5MiB")
+        .arg("--default-quota-bytes")
+        .arg("1000");
+    let s = &slapd;
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        // First sign-ins create the accounts with what the directory says.
+        let alice = login(&gw, "alice", &ldap::password("alice")).await?;
+        let me: Me = gw.api().with_token(&alice.token).get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.email.as_deref() == Some("alice@example.org"), "{me:?}");
+        ensure!(me.display_name.as_deref() == Some("Alice Liddell"), "{me:?}");
+        ensure!(me.quota_bytes == Some(20 << 20), "the entry's quota: {me:?}");
+        let bob = login(&gw, "bob", &ldap::password("bob")).await?;
+        let me: Me = gw.api().with_token(&bob.token).get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.email.as_deref() == Some("bob@example.org") && me.display_name.is_none(), "{me:?}");
+        ensure!(me.quota_bytes == Some(5 << 20), "--ldap-default-quota, not --default-quota-bytes: {me:?}");
+        // A local account has neither, and the gateway's default quota.
+        let (_, local) = gw.user("lou", None).await?;
+        let me: Me = local.get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.email.is_none() && me.display_name.is_none(), "{me:?}");
+
+        // The sync creates carol alike, then has nothing to change.
+        let out = ldap_sync(&gw).await?;
+        line_about(&out, "created", "carol")?;
+        ensure!(out.contains("1 created, 0 updated"), "{out}");
+        let admin = gw.admin().await?;
+        let users = admin.get("/api/v1/admin/users?q=carol").await?.value()?;
+        let carol = &users["users"][0];
+        ensure!(carol["email"] == "carol@example.org" && carol["quota_bytes"] == 5 << 20, "{carol}");
+
+        // Changes in the directory: the sync follows them...
+        s.modify(&format!(
+            "dn: {}\nchangetype: modify\nreplace: mail\nmail: a.liddell@example.org\n-\nreplace: displayName\n\
+             displayName: Alice P. Liddell\n-\nreplace: description\ndescription: unlimited\n",
+            ldap::user_dn("alice")
+        ))
+        .await?;
+        let out = ldap_sync(&gw).await?;
+        let line = line_about(&out, "updated", "alice")?;
+        ensure!(
+            line.contains("e-mail a.liddell@example.org")
+                && line.contains("display name Alice P. Liddell")
+                && line.contains("quota unlimited"),
+            "{line}"
+        );
+        let users = admin.get("/api/v1/admin/users?q=alice").await?.value()?;
+        let a = &users["users"][0];
+        ensure!(
+            a["email"] == "a.liddell@example.org" && a["display_name"] == "Alice P. Liddell" && a["quota_bytes"].is_null(),
+            "{a}"
+        );
+        // ... and so does a sign-in, before any sync.
+        s.modify(&format!(
+            "dn: {}\nchangetype: modify\nadd: displayName\ndisplayName: Robert\n-\nadd: description\ndescription: 7MiB\n",
+            ldap::user_dn("bob")
+        ))
+        .await?;
+        let bob = login(&gw, "bob", &ldap::password("bob")).await?;
+        let me: Me = gw.api().with_token(&bob.token).get("/api/v1/me").await?.ok(200)?;
+        ensure!(me.display_name.as_deref() == Some("Robert") && me.quota_bytes == Some(7 << 20), "{me:?}");
+        // An administrator's quota stays for an entry without the attribute (carol).
+        let id = carol["id"].as_i64().context("id")?;
+        admin
+            .patch_json(&format!("/api/v1/admin/users/{id}"), &serde_json::json!({"quota_bytes": 1 << 30}))
+            .await?
+            .check(200)?;
+        let out = ldap_sync(&gw).await?;
+        ensure!(out.contains("0 created, 0 updated"), "{out}");
+        let users = admin.get("/api/v1/admin/users?q=carol").await?.value()?;
+        ensure!(users["users"][0]["quota_bytes"] == 1 << 30, "{users}");
+
+        // Every change is audited by ldap-sync.
+        let audit = admin.get("/api/v1/admin/audit?user=ldap-sync&target=alice").await?.value()?;
+        ensure!(audit.to_string().contains("display name Alice P. Liddell"), "{audit}");
+        Ok(())
+    })
+    .await
+}
+
+/// Nested groups: the admin group's members include the members of groups inside it, to a
+/// bounded depth, and a cycle between groups ends (Active Directory's usual set-up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_groups_make_admins() -> anyhow::Result<()> {
+    let slapd = Slapd::start().await?;
+    slapd.add_person("dave").await?;
+    slapd.add_person("erin").await?;
+    let group = |cn: &str| format!("cn={cn},ou=groups,{}", ldap::SUFFIX);
+    // nimbus-admins ∋ ops ∋ oncall ∋ carol; ops ∋ bob; oncall ∋ nimbus-admins (a cycle);
+    // staff ∋ dave is not inside nimbus-admins.
+    slapd
+        .add(&format!(
+            "dn: {oncall}\nobjectClass: groupOfNames\ncn: oncall\nmember: {carol}\nmember: {admins}\n\n\
+             dn: {ops}\nobjectClass: groupOfNames\ncn: ops\nmember: {bob}\nmember: {oncall}\n\n\
+             dn: {staff}\nobjectClass: groupOfNames\ncn: staff\nmember: {dave}\n",
+            oncall = group("oncall"),
+            ops = group("ops"),
+            staff = group("staff"),
+            carol = ldap::user_dn("carol"),
+            bob = ldap::user_dn("bob"),
+            dave = ldap::user_dn("dave"),
+            admins = ldap::ADMIN_GROUP,
+        ))
+        .await?;
+    slapd
+        .modify(&format!("dn: {}\nchangetype: modify\nadd: member\nmember: {}\n", ldap::ADMIN_GROUP, group("ops")))
+        .await?;
+    run_on(Backend::SqliteLocal, options(&slapd, "0"), |gw| async move {
+        // At sign-in: through one level (bob) and two (carol); alice directly; dave and erin not.
+        for (user, role) in [("alice", "admin"), ("bob", "admin"), ("carol", "admin"), ("dave", "user")] {
+            let l = login(&gw, user, &ldap::password(user)).await?;
+            ensure!(l.user.role.as_str() == role, "{user}: {:?}", l.user);
+        }
+        // At sync: the same roles; erin is created as a user.
+        let out = ldap_sync(&gw).await?;
+        ensure!(line_about(&out, "created", "erin")?.contains("role user"), "{out}");
+        ensure!(out.contains("1 created, 0 updated"), "{out}");
+        Ok(())
+    })
+    .await
+}
+
+/// The new flags are in `describe --json` (the deployment validator reads it) with their
+/// variables and defaults.
+#[test]
+fn describe_knows_the_directory_profile_flags() -> anyhow::Result<()> {
+    let d = nimbus_e2e::bins::gateway_describe()?;
+    let commands = d["commands"].as_array().context("commands")?;
+    for command in ["serve", "ldap-sync"] {
+        let cmd = commands.iter().find(|c| c["name"] == command).with_context(|| format!("no {command}"))?;
+        let args = cmd["args"].as_array().context("args")?;
+        let flag = |long: &str| args.iter().find(|a| a["long"] == long).cloned().context(long.to_string());
+        for (long, env, default) in [
+            ("ldap-email-attr", "NIMBUS_LDAP_EMAIL_ATTR", Some("mail")),
+            ("ldap-display-name-attr", "NIMBUS_LDAP_DISPLAY_NAME_ATTR", Some("displayName")),
+            ("ldap-default-quota", "NIMBUS_LDAP_DEFAULT_QUOTA", None),
+            ("ldap-quota-attr", "NIMBUS_LDAP_QUOTA_ATTR", None),
+        ] {
+            let f = flag(long)?;
+            ensure!(f["env"] == env && f["takes_value"] == true, "{command} --{long}: {f}");
+            let defaults = f["defaults"].as_array().context("defaults")?;
+            ensure!(defaults.first().and_then(|v| v.as_str()) == default, "{command} --{long}: {f}");
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ldap_filter_characters_in_usernames_get_nowhere() -> anyhow::Result<()> {
     let slapd = Slapd::start().await?;
@@ -276,14 +438,40 @@ async fn removed_user_loses_access_postgres_s3() -> anyhow::Result<()> {
     removed_user_loses_access(Backend::PostgresS3).await
 }
 
-/// StartTLS with `--ldap-ca-file`: the password travels inside TLS; a directory certificate the
-/// gateway does not trust is an unavailable directory, never a plain fallback.
+/// The flags of the worked example with `--ldap-url` replaced.
+fn options_at(slapd: &Slapd, url: &str) -> GatewayOptions {
+    let mut opts = GatewayOptions::default().arg("--ldap-sync-interval").arg("0");
+    let mut args = slapd.gateway_args();
+    if let Some(i) = args.iter().position(|a| a == "--ldap-url") {
+        args[i + 1] = url.to_string();
+    }
+    for a in args {
+        opts = opts.arg(a);
+    }
+    opts
+}
+
+/// A directory whose certificate the gateway does not trust: a 503 that says so (and what to
+/// fix), never a fallback to a plain connection.
+async fn untrusted(gw: &Gateway) -> anyhow::Result<()> {
+    let e = gw.api().login("alice", &ldap::password("alice")).await?.check_error(503, "directory_unavailable")?;
+    ensure!(e.message.contains("TLS certificate") && e.message.contains("--ldap-ca-file"), "{e:?}");
+    // Local accounts are not affected.
+    login(gw, "admin", ADMIN_PASSWORD).await?;
+    Ok(())
+}
+
+/// StartTLS and ldaps:// with `--ldap-ca-file`: the password travels inside TLS; a directory
+/// certificate the gateway does not trust (another CA, or the system's roots) is a clear 503,
+/// never a plain fallback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn starttls_with_the_directorys_ca() -> anyhow::Result<()> {
+async fn starttls_and_ldaps_with_the_directorys_ca() -> anyhow::Result<()> {
     let slapd = Slapd::start().await?;
     let s = &slapd;
     let ca = slapd.ca_file().display().to_string();
-    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(ca);
+    let other_ca = slapd.other_ca_file()?.display().to_string();
+
+    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(&ca);
     run_on(Backend::SqliteLocal, opts, |gw| async move {
         login(&gw, "alice", &ldap::password("alice")).await?;
         let log = std::fs::read_to_string(s.log_path())?;
@@ -291,11 +479,33 @@ async fn starttls_with_the_directorys_ca() -> anyhow::Result<()> {
         Ok(())
     })
     .await?;
-    // The system's roots do not include the test CA.
-    let opts = options(&slapd, "0").arg("--ldap-starttls");
+
+    // ldaps://: TLS from the first byte, on slapd's second port.
+    let opts = options_at(&slapd, &slapd.ldaps_url()).arg("--ldap-ca-file").arg(&ca);
     run_on(Backend::SqliteLocal, opts, |gw| async move {
-        gw.api().login("alice", &ldap::password("alice")).await?.check_error(503, "directory_unavailable")?;
+        let bob = login(&gw, "bob", &ldap::password("bob")).await?;
+        ensure!(bob.user.username == "bob", "{:?}", bob.user);
+        gw.api().login("bob", "wrong-password").await?.check_error(401, "unauthorized")?;
+        // The sync goes over ldaps too.
+        let out = ldap_sync(&gw).await?;
+        line_about(&out, "created", "alice")?;
         Ok(())
     })
-    .await
+    .await?;
+
+    // Another CA: refused over ldaps and over StartTLS.
+    let opts = options_at(&slapd, &slapd.ldaps_url()).arg("--ldap-ca-file").arg(&other_ca);
+    run_on(Backend::SqliteLocal, opts, |gw| async move {
+        untrusted(&gw).await?;
+        let out = gw.tool("ldap-sync").output().await?;
+        ensure!(!out.status.success(), "ldap-sync trusted a certificate of another CA");
+        ensure!(String::from_utf8_lossy(&out.stderr).contains("TLS"), "{out:?}");
+        Ok(())
+    })
+    .await?;
+    let opts = options(&slapd, "0").arg("--ldap-starttls").arg("--ldap-ca-file").arg(&other_ca);
+    run_on(Backend::SqliteLocal, opts, |gw| async move { untrusted(&gw).await }).await?;
+    // The system's roots do not include the test CA.
+    let opts = options(&slapd, "0").arg("--ldap-starttls");
+    run_on(Backend::SqliteLocal, opts, |gw| async move { untrusted(&gw).await }).await
 }

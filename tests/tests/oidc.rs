@@ -4,7 +4,8 @@
 //! (`existing`, `auto`), role mapping re-evaluated at each sign-in, refusals (unknown user,
 //! password account of the same name, disabled, invalid username, state mismatch or reuse, and
 //! ID tokens with a broken signature, another audience, expired, another issuer), and the CLI's
-//! `nimbus login --sso` through its loopback redirect.
+//! `nimbus login --sso` and the desktop app's "Sign in with SSO" through the same loopback
+//! redirect (nimbus_client::sso).
 
 use std::future::Future;
 use std::process::Stdio;
@@ -482,6 +483,118 @@ async fn cli_login_sso() -> anyhow::Result<()> {
             .await?
             .ok(200)?;
         assert_eq!(login.user.username, "alice");
+        Ok(())
+    })
+    .await
+}
+
+/// The desktop app's "Sign in with SSO" (`Desktop::sign_in_sso`): the same loopback flow as the
+/// CLI (nimbus_client::sso, one copy), its browser here driven over HTTP; it ends with an
+/// ordinary device token kept in the app's token store, and the app is signed in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desktop_sign_in_sso() -> anyhow::Result<()> {
+    use nimbus_desktop_core::api::{SignInOutcome, SsoSignInRequest};
+    use nimbus_desktop_core::token::TokenStore;
+    use nimbus_desktop_core::{Desktop, DesktopConfig};
+
+    with_sso(Backend::SqliteLocal, &["--oidc-provision", "auto"], |gw, _p| async move {
+        let dir = tempfile::tempdir()?;
+        let cfg = DesktopConfig {
+            config_dir: dir.path().join("config"),
+            cache_dir: dir.path().join("cache"),
+            default_mountpoint: dir.path().join("mnt"),
+            token_store: Some(TokenStore::File { dir: dir.path().join("config").join("tokens") }),
+            device_name: "e2e desktop sso".into(),
+            cache_size: 64 << 20,
+            cache_mem: 16 << 20,
+        };
+        let desktop = Desktop::open(cfg.clone()).await?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<String>();
+        let req = SsoSignInRequest { server_url: format!("{}/", gw.url), trusted_fingerprint: None };
+        // What the app's browser would open goes to this test instead.
+        let signing_in = {
+            let desktop = desktop.clone();
+            tokio::spawn(async move {
+                desktop
+                    .sign_in_sso(req, move |url| {
+                        let _ = tx.send(url.to_string());
+                        true
+                    })
+                    .await
+            })
+        };
+        let url = tokio::time::timeout(Duration::from_secs(30), rx).await??;
+        ensure!(
+            url.starts_with(&format!("{}/api/v1/auth/oidc/start?cli_redirect=http%3A%2F%2F127.0.0.1%3A", gw.url)),
+            "{url}"
+        );
+        ensure!(url.contains("device=e2e%20desktop%20sso"), "{url}");
+        let mut browser = Browser::new()?;
+        let callback = browser.sign_in(&url, "carol", &format!("{}{CALLBACK}", gw.url)).await?;
+        let (status, location, _) = browser.visit(&callback).await?;
+        ensure!(status == 303, "callback answered {status}");
+        let location = location.context("no location")?;
+        ensure!(location.starts_with("http://127.0.0.1:"), "{location}");
+        let (status, _, page) = browser.visit(&location).await?;
+        ensure!(status == 200 && page.contains("Signed in"), "{status}: {page}");
+
+        let outcome = tokio::time::timeout(Duration::from_secs(30), signing_in).await???;
+        let SignInOutcome::SignedIn { account } = outcome else { anyhow::bail!("not signed in: {outcome:?}") };
+        ensure!(account.username == "carol" && account.server_url == gw.url, "{account:?}");
+        // The app's client uses the device token; the gateway knows it by the app's device name.
+        let client = desktop.client().await.context("no session")?;
+        let me = client.me().await?;
+        ensure!(me.username == "carol" && me.source == IdentitySource::Oidc, "{me:?}");
+        let token = TokenStore::File { dir: dir.path().join("config").join("tokens") }
+            .load(&nimbus_desktop_core::token::account_key(&gw.url, "carol"))?
+            .context("no token stored")?;
+        let tokens: serde_json::Value = gw.api().with_token(&token).get("/api/v1/auth/tokens").await?.ok(200)?;
+        ensure!(tokens.to_string().contains("e2e desktop sso"), "{tokens}");
+        // The sign-in survives a restart of the app (account file and token store).
+        drop(desktop);
+        let again = Desktop::open(cfg).await?;
+        ensure!(again.status().await.account.is_some_and(|a| a.username == "carol"), "signed out after a restart");
+        // A second SSO sign-in while signed in is refused before any browser opens.
+        let e = again
+            .sign_in_sso(SsoSignInRequest { server_url: gw.url.clone(), trusted_fingerprint: None }, |_| {
+                panic!("no browser may open while signed in")
+            })
+            .await;
+        ensure!(e.is_err(), "{e:?}");
+        Ok(())
+    })
+    .await
+}
+
+/// The desktop app asks a gateway without single sign-on nothing in a browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desktop_sso_refused_without_a_provider() -> anyhow::Result<()> {
+    use nimbus_desktop_core::api::SsoSignInRequest;
+    use nimbus_desktop_core::token::TokenStore;
+    use nimbus_desktop_core::{Desktop, DesktopConfig, DesktopError};
+
+    run_on(Backend::SqliteLocal, GatewayOptions::default(), |gw| async move {
+        let dir = tempfile::tempdir()?;
+        let desktop = Desktop::open(DesktopConfig {
+            config_dir: dir.path().join("config"),
+            cache_dir: dir.path().join("cache"),
+            default_mountpoint: dir.path().join("mnt"),
+            token_store: Some(TokenStore::File { dir: dir.path().join("config").join("tokens") }),
+            device_name: "e2e desktop".into(),
+            cache_size: 64 << 20,
+            cache_mem: 16 << 20,
+        })
+        .await?;
+        let r = desktop
+            .sign_in_sso(SsoSignInRequest { server_url: gw.url.clone(), trusted_fingerprint: None }, |_| {
+                panic!("no browser may open for a gateway without single sign-on")
+            })
+            .await;
+        match r {
+            Err(DesktopError::Invalid(m)) => ensure!(m.contains("does not offer single sign-on"), "{m}"),
+            other => anyhow::bail!("expected a refusal, got {other:?}"),
+        }
+        ensure!(desktop.status().await.account.is_none());
         Ok(())
     })
     .await

@@ -239,10 +239,11 @@ backend_test!(
         admin.get("/api/v1/dirs/").await?.check_error(403, "totp_setup_required")?;
         admin.post_json("/api/v1/keys", &serde_json::json!({})).await?.check_error(403, "totp_setup_required")?;
         let m = me(&admin).await?;
-        ensure!(m.totp_setup_required && !m.totp, "{m:?}");
-        // Setting it up makes the same token a full one.
+        ensure!(m.totp_setup_required && m.totp_required && !m.totp, "{m:?}");
+        // Setting it up makes the same token a full one; the policy still covers the account.
         let (auth, _codes) = enrol(&admin, "admin").await?;
-        ensure!(!me(&admin).await?.totp_setup_required);
+        let m = me(&admin).await?;
+        ensure!(!m.totp_setup_required && m.totp_required && m.totp, "{m:?}");
         admin.get("/api/v1/admin/users").await?.check(200)?;
         // Required: it cannot be turned off.
         admin
@@ -284,13 +285,58 @@ backend_test!(
     }
 );
 
+// `--require-totp admins`: `/me` says which accounts the policy covers (the web app hides
+// "Turn off" for them); a user may turn two-factor off, an administrator may not.
+backend_test!(
+    required_for_admins_only,
+    only = sqlite_local,
+    opts = GatewayOptions::default().arg("--require-totp").arg("admins"),
+    |gw| async move {
+        let anon = gw.api();
+        let l: LoginResponse = login(&anon, "admin", ADMIN_PASSWORD, None).await?.ok(200)?;
+        let admin = anon.with_token(&l.token);
+        let (aauth, _) = enrol(&admin, "admin").await?;
+        let m = me(&admin).await?;
+        ensure!(m.totp_required && m.totp && !m.totp_setup_required, "admin: {m:?}");
+        admin
+            .req(Method::DELETE, "/api/v1/auth/totp")
+            .json(&serde_json::json!({"code": aauth.code(1)}))
+            .send()
+            .await?
+            .check_error(403, "forbidden")?;
+
+        // (Made with this administrator's token: the harness's own admin sign-in has no code.)
+        admin
+            .post_json(
+                "/api/v1/admin/users",
+                &serde_json::json!({"username": "wes", "password": user_password("wes"), "role": "user"}),
+            )
+            .await?
+            .check(201)?;
+        let l: LoginResponse = login(&anon, "wes", &user_password("wes"), None).await?.ok(200)?;
+        ensure!(!l.totp_setup_required);
+        let wes = anon.with_token(&l.token);
+        let m = me(&wes).await?;
+        ensure!(!m.totp_required && !m.totp_setup_required && !m.totp, "user: {m:?}");
+        let (wauth, _) = enrol(&wes, "wes").await?;
+        ensure!(!me(&wes).await?.totp_required);
+        wes.req(Method::DELETE, "/api/v1/auth/totp")
+            .json(&serde_json::json!({"code": wauth.code(1)}))
+            .send()
+            .await?
+            .check(204)?;
+        ensure!(!me(&wes).await?.totp);
+        check_no_panic(&gw)
+    }
+);
+
 // Without `--require-totp` nothing changes for accounts without two-factor; the policy is
 // described by `describe --json` like every flag.
 backend_test!(no_policy_by_default, |gw| async move {
     let l: LoginResponse = login(&gw.api(), "admin", ADMIN_PASSWORD, None).await?.ok(200)?;
     ensure!(!l.totp_setup_required);
     let m = me(&gw.api().with_token(&l.token)).await?;
-    ensure!(!m.totp_setup_required && !m.totp, "{m:?}");
+    ensure!(!m.totp_setup_required && !m.totp_required && !m.totp, "{m:?}");
     let d = nimbus_e2e::bins::gateway_describe()?;
     let serve = d["commands"].as_array().context("commands")?.iter().find(|c| c["name"] == "serve").context("serve")?;
     let flag =

@@ -72,7 +72,20 @@ source: IdentitySource,
 /**
  * The administrator requires two-factor sign-in for this account and it is not set up yet.
  */
-totp_setup_required: boolean, };
+totp_setup_required: boolean, 
+/**
+ * The administrator's policy (`--require-totp`) covers this account: two-factor sign-in
+ * must be on, so it cannot be turned off (`DELETE /api/v1/auth/totp` answers 403).
+ */
+totp_required: boolean, 
+/**
+ * The e-mail address the account's directory gives (LDAP `--ldap-email-attr`), if any.
+ */
+email?: string | null, 
+/**
+ * The display name the account's directory gives (LDAP `--ldap-display-name-attr`), if any.
+ */
+display_name?: string | null, };
 
 export type TotpEnrollment = { secret: string, otpauth_url: string, };
 
@@ -247,7 +260,15 @@ totp: boolean,
 /**
  * The last successful sign-in (RFC 3339), `null` if never.
  */
-last_login: string | null, created: string, };
+last_login: string | null, created: string, 
+/**
+ * From the directory (LDAP `--ldap-email-attr`), `null` if none.
+ */
+email?: string | null, 
+/**
+ * From the directory (LDAP `--ldap-display-name-attr`), `null` if none.
+ */
+display_name?: string | null, };
 
 export type CreatedUser = { 
 /**
@@ -275,7 +296,15 @@ totp: boolean,
 /**
  * The last successful sign-in (RFC 3339), `null` if never.
  */
-last_login: string | null, created: string, };
+last_login: string | null, created: string, 
+/**
+ * From the directory (LDAP `--ldap-email-attr`), `null` if none.
+ */
+email?: string | null, 
+/**
+ * From the directory (LDAP `--ldap-display-name-attr`), `null` if none.
+ */
+display_name?: string | null, };
 
 export type UserList = { users: Array<UserInfo>, next_cursor: string | null, };
 

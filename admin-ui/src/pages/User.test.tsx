@@ -153,4 +153,27 @@ describe('UserPage', () => {
     await waitFor(() => expect(screen.getByTestId('identity')).toHaveTextContent('no two-factor sign-in'));
     expect(screen.queryByRole('button', { name: 'Reset two-factor…' })).toBeNull();
   });
+  it('shows the display name and e-mail a directory gives', async () => {
+    const ldap: UserInfo = { ...alice, source: 'ldap', display_name: 'Alice Liddell', email: 'alice@example.org' };
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string) => {
+        const u = new URL(url, 'http://x');
+        if (u.pathname === '/api/v1/admin/users/7') return new Response(JSON.stringify(ldap));
+        if (u.pathname === '/api/v1/admin/users/7/devices') return new Response(JSON.stringify({ tokens: [] }));
+        if (u.pathname === '/api/v1/admin/audit') return new Response(JSON.stringify({ entries: [], next_cursor: null }));
+        if (u.pathname === '/api/v1/admin/shares') return new Response(JSON.stringify({ shares: [], next_cursor: null }));
+        return new Response('{}', { status: 404 });
+      }),
+    );
+    render(
+      <MantineProvider env="test">
+        <QueryClientProvider client={new QueryClient()}>
+          <UserPage id={7} />
+        </QueryClientProvider>
+      </MantineProvider>,
+    );
+    expect(await screen.findByTestId('profile')).toHaveTextContent('Alice Liddell · alice@example.org');
+    expect(screen.getByRole('link', { name: 'alice@example.org' })).toHaveAttribute('href', 'mailto:alice@example.org');
+  });
 });

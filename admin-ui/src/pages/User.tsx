@@ -45,6 +45,13 @@ export function UserPage({ id }: { id: number }) {
         <Badge>{u.role}</Badge>
         {u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green">active</Badge>}
       </Group>
+      {(u.display_name || u.email) && (
+        <Text data-testid="profile">
+          {u.display_name}
+          {u.display_name && u.email && ' · '}
+          {u.email && <Anchor href={`mailto:${u.email}`}>{u.email}</Anchor>}
+        </Text>
+      )}
       <Text size="sm" c="dimmed" data-testid="identity">
         {SOURCE_TEXT[u.source]} · {u.totp ? 'two-factor sign-in on' : 'no two-factor sign-in'} ·{' '}
         {u.last_login ? `last signed in ${new Date(u.last_login).toLocaleString()}` : 'never signed in'}

@@ -29,23 +29,23 @@ function show() {
 describe('UsersPage', () => {
   it('shows where each account comes from, its two-factor state and last sign-in, from the one page request', async () => {
     const body = page(['anna', 'bob', 'cleo'], null);
-    body.users[1] = { ...body.users[1], source: 'ldap', totp: true, last_login: '2026-11-25T08:30:00Z' };
+    body.users[1] = { ...body.users[1], source: 'ldap', totp: true, last_login: '2026-11-25T08:30:00Z', display_name: 'Bob Builder', email: 'bob@example.org' };
     body.users[2] = { ...body.users[2], source: 'oidc' };
     const fetch = vi.fn(async () => new Response(JSON.stringify(body), { status: 200 }));
     vi.stubGlobal('fetch', fetch);
     show();
     await screen.findByText('anna');
     const headers = screen.getAllByRole('columnheader').map((h) => h.textContent);
-    expect(headers).toEqual(expect.arrayContaining(['Source', 'Two-factor', 'Last sign-in']));
+    expect(headers).toEqual(expect.arrayContaining(['Name', 'Source', 'Two-factor', 'Last sign-in']));
     const cells = (name: string) => {
       const row = document.querySelector(`tr[data-user="${name}"]`);
       const i = (h: string) => headers.indexOf(h);
       const td = row ? Array.from(row.querySelectorAll('td')).map((c) => c.textContent) : [];
-      return [td[i('Source')], td[i('Two-factor')], td[i('Last sign-in')]];
+      return [td[i('Name')], td[i('Source')], td[i('Two-factor')], td[i('Last sign-in')]];
     };
-    expect(cells('anna')).toEqual(['local', 'off', 'never']);
-    expect(cells('bob')).toEqual(['LDAP', 'on', new Date('2026-11-25T08:30:00Z').toLocaleDateString()]);
-    expect(cells('cleo')).toEqual(['SSO (OIDC)', 'off', 'never']);
+    expect(cells('anna')).toEqual(['', 'local', 'off', 'never']);
+    expect(cells('bob')).toEqual(['Bob Builderbob@example.org', 'LDAP', 'on', new Date('2026-11-25T08:30:00Z').toLocaleDateString()]);
+    expect(cells('cleo')).toEqual(['', 'SSO (OIDC)', 'off', 'never']);
     expect(fetch).toHaveBeenCalledTimes(1);
   });
 

@@ -86,6 +86,7 @@ export function UsersPage() {
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Username</Table.Th>
+                <Table.Th>Name</Table.Th>
                 <Table.Th>Role</Table.Th>
                 <Table.Th>Used</Table.Th>
                 <Table.Th>Quota</Table.Th>
@@ -109,6 +110,11 @@ export function UsersPage() {
                     >
                       {u.username}
                     </Anchor>
+                  </Table.Td>
+                  <Table.Td>
+                    {/* From the directory (LDAP); local accounts have neither. */}
+                    {u.display_name ?? ''}
+                    {u.email && <Text size="xs" c="dimmed">{u.email}</Text>}
                   </Table.Td>
                   <Table.Td>{u.role}</Table.Td>
                   <Table.Td>{formatSize(u.used_bytes)}</Table.Td>

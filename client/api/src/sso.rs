@@ -42,6 +42,27 @@ pub async fn sign_in(client: &Client, device: &str, open: impl FnOnce(&str) -> b
     client.oidc_token(&code, &verifier).await
 }
 
+/// Starts the system's browser on `url` (`open` on macOS, the URL handler on Windows,
+/// `xdg-open` elsewhere); false when there is none to start. The CLI and the desktop app pass
+/// it to [`sign_in`].
+pub fn open_browser(url: &str) -> bool {
+    let mut cmd = if cfg!(target_os = "macos") {
+        std::process::Command::new("open")
+    } else if cfg!(windows) {
+        let mut c = std::process::Command::new("rundll32");
+        c.arg("url.dll,FileProtocolHandler");
+        c
+    } else {
+        std::process::Command::new("xdg-open")
+    };
+    cmd.arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .is_ok()
+}
+
 /// The gateway's start URL for a client flow.
 pub fn start_url(base: &str, redirect: &str, challenge: &str, device: &str) -> String {
     let enc = |s: &str| percent_encode(s);

@@ -22,7 +22,18 @@ pub struct SignInRequest {
     pub trusted_fingerprint: Option<String>,
 }
 
-/// The answer to `sign_in` (a wrong password and the like are errors, see [`CommandError`]).
+/// `sign_in_sso`: single sign-on through the system browser (the server's identity provider),
+/// ending with a device token like `sign_in`. `trusted_fingerprint` as in [`SignInRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize, TS)]
+pub struct SsoSignInRequest {
+    pub server_url: String,
+    #[serde(default)]
+    #[ts(optional = nullable)]
+    pub trusted_fingerprint: Option<String>,
+}
+
+/// The answer to `sign_in` and `sign_in_sso` (a wrong password and the like are errors, see
+/// [`CommandError`]).
 #[derive(Debug, Clone, Serialize, Deserialize, TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SignInOutcome {
@@ -199,6 +210,9 @@ pub enum ErrorCode {
 #[serde(rename_all = "snake_case")]
 pub enum CommandName {
     SignIn,
+    /// Opens the system browser at the server's single sign-on and waits for it to come back
+    /// ([`SsoSignInRequest`]); answers a [`SignInOutcome`].
+    SignInSso,
     SignOut,
     GetStatus,
     Mount,

@@ -15,6 +15,7 @@ pub fn typescript() -> String {
     let cfg = Config::new().with_large_int("number");
     let decls = [
         SignInRequest::decl(&cfg),
+        SsoSignInRequest::decl(&cfg),
         SignInOutcome::decl(&cfg),
         Account::decl(&cfg),
         TokenStorage::decl(&cfg),

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nimbus_client::wire::LoginResponse;
 use nimbus_client::{Client, ClientOptions};
 use nimbus_mount::session::{MountConfig, Mounted};
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,21 @@ struct SavedAccount {
     fingerprint: Option<String>,
     #[serde(default)]
     last_mountpoint: Option<String>,
+}
+
+/// A server reached by a sign-in, before any credentials.
+struct Server {
+    url: String,
+    client: Client,
+    /// The certificate file to trust (a self-signed one trusted by its fingerprint).
+    ca_cert: Option<PathBuf>,
+    fingerprint: Option<String>,
+}
+
+enum Reached {
+    Server(Server),
+    /// Nothing signed in: the user must answer this first.
+    Ask(SignInOutcome),
 }
 
 struct Session {
@@ -234,6 +250,67 @@ impl Desktop {
         if username.is_empty() || req.password.is_empty() {
             return Err(DesktopError::Invalid("enter a username and a password".into()));
         }
+        let server = match self.reach(url, req.trusted_fingerprint.as_deref()).await? {
+            Reached::Server(s) => s,
+            Reached::Ask(outcome) => return Ok(outcome),
+        };
+        let resp = match server.client.login(&username, &req.password, Some(&self.inner.cfg.device_name)).await {
+            Ok(r) => r,
+            Err(e) if e.is_unauthorized() => return Err(DesktopError::BadCredentials),
+            Err(e) if e.is_transport() => {
+                return Err(DesktopError::Unreachable { url: server.url, why: e.to_string() });
+            }
+            Err(e) => return Err(DesktopError::Server(e.to_string())),
+        };
+        self.finish_sign_in(server, resp).await
+    }
+
+    /// Single sign-on through the system browser with a loopback redirect (RFC 8252), the
+    /// same flow as `nimbus login --sso` (`nimbus_client::sso`): `open` is given the address
+    /// to open (the app passes `nimbus_client::sso::open_browser`); it ends with an ordinary
+    /// device token, kept like a password sign-in's. Waits until the browser comes back (at
+    /// most `nimbus_client::sso::BROWSER_TIMEOUT`).
+    pub async fn sign_in_sso(
+        &self,
+        req: SsoSignInRequest,
+        open: impl FnOnce(&str) -> bool,
+    ) -> Result<SignInOutcome, DesktopError> {
+        if self.inner.state.lock().await.session.is_some() {
+            return Err(DesktopError::Invalid("already signed in: sign out first".into()));
+        }
+        let url = nimbus_client::normalize_base_url(req.server_url.trim())
+            .map_err(|e| DesktopError::Invalid(format!("not a server address: {e}")))?;
+        let server = match self.reach(url, req.trusted_fingerprint.as_deref()).await? {
+            Reached::Server(s) => s,
+            Reached::Ask(outcome) => return Ok(outcome),
+        };
+        match server.client.auth_methods().await {
+            Ok(m) if !m.oidc => {
+                return Err(DesktopError::Invalid(format!(
+                    "{} does not offer single sign-on; sign in with a username and password",
+                    server.url
+                )));
+            }
+            Err(e) if e.is_transport() => {
+                return Err(DesktopError::Unreachable { url: server.url, why: e.to_string() });
+            }
+            // An older gateway without the route: the start page says so in the browser.
+            _ => {}
+        }
+        let resp = match nimbus_client::sso::sign_in(&server.client, &self.inner.cfg.device_name, open).await {
+            Ok(r) => r,
+            Err(e) if e.is_transport() => {
+                return Err(DesktopError::Unreachable { url: server.url, why: e.to_string() });
+            }
+            Err(nimbus_client::Error::Invalid(m)) => return Err(DesktopError::Invalid(m)),
+            Err(e) => return Err(DesktopError::Server(e.to_string())),
+        };
+        self.finish_sign_in(server, resp).await
+    }
+
+    /// Reaches the server at `url` (normalized): a client that trusts it, or, for a
+    /// certificate no authority vouches for, the question to ask (trust its fingerprint?).
+    async fn reach(&self, url: String, trusted_fingerprint: Option<&str>) -> Result<Reached, DesktopError> {
         let cert_path = self.cert_path(&url);
         let known_cert = cert_path.exists().then(|| cert_path.clone());
         let mut client = make_client(&url, known_cert.clone(), None)?;
@@ -246,18 +323,24 @@ impl Desktop {
             let cert = nimbus_client::fetch_certificate(&url)
                 .await
                 .map_err(|e| DesktopError::Unreachable { url: url.clone(), why: e.to_string() })?;
-            match &req.trusted_fingerprint {
+            match trusted_fingerprint {
                 Some(fp) if cert.matches(fp) => {}
                 Some(_) if known_cert.is_none() => {
                     // The user accepted another fingerprint than the server now shows: ask again.
-                    return Ok(SignInOutcome::UntrustedCertificate { server_url: url, fingerprint: cert.fingerprint });
+                    return Ok(Reached::Ask(SignInOutcome::UntrustedCertificate {
+                        server_url: url,
+                        fingerprint: cert.fingerprint,
+                    }));
                 }
                 Some(_) => return Err(DesktopError::CertificateChanged { fingerprint: cert.fingerprint }),
                 None if known_cert.is_some() => {
                     return Err(DesktopError::CertificateChanged { fingerprint: cert.fingerprint });
                 }
                 None => {
-                    return Ok(SignInOutcome::UntrustedCertificate { server_url: url, fingerprint: cert.fingerprint });
+                    return Ok(Reached::Ask(SignInOutcome::UntrustedCertificate {
+                        server_url: url,
+                        fingerprint: cert.fingerprint,
+                    }));
                 }
             }
             let dir = self.inner.cfg.config_dir.join("certs");
@@ -273,16 +356,18 @@ impl Desktop {
         } else if known_cert.is_some() {
             fingerprint = std::fs::read_to_string(&cert_path).ok().and_then(|pem| pem_fingerprint(&pem));
         }
-        let resp = match client.login(&username, &req.password, Some(&self.inner.cfg.device_name)).await {
-            Ok(r) => r,
-            Err(e) if e.is_unauthorized() => return Err(DesktopError::BadCredentials),
-            Err(e) if e.is_transport() => return Err(DesktopError::Unreachable { url, why: e.to_string() }),
-            Err(e) => return Err(DesktopError::Server(e.to_string())),
-        };
+        let ca_cert = known_cert.or(fingerprint.as_ref().map(|_| cert_path));
+        Ok(Reached::Server(Server { url, client, ca_cert, fingerprint }))
+    }
+
+    /// Keeps the device token of a sign-in (keychain or file) and the account, and makes the
+    /// session current.
+    async fn finish_sign_in(&self, server: Server, resp: LoginResponse) -> Result<SignInOutcome, DesktopError> {
+        let Server { url, client, ca_cert, fingerprint } = server;
         let saved = SavedAccount {
-            server_url: url.clone(),
+            server_url: url,
             username: resp.user.username.clone(),
-            ca_cert: known_cert.or(fingerprint.as_ref().map(|_| cert_path)),
+            ca_cert,
             fingerprint,
             last_mountpoint: self.inner.state.lock().await.last_location.clone(),
         };

@@ -12,7 +12,7 @@
 use anyhow::Context;
 use nimbus_desktop_core::api::{
     CommandError, DesktopEvent, EVENT_NAME, MountRequest, MountState, ResolveReply, ResolveRequest, SignInOutcome,
-    SignInRequest, SignOutOutcome, SignOutRequest, Status,
+    SignInRequest, SignOutOutcome, SignOutRequest, SsoSignInRequest, Status,
 };
 use nimbus_desktop_core::{Desktop, DesktopConfig};
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
@@ -30,6 +30,13 @@ async fn get_status(d: State<'_, Desktop>) -> Answer<Status> {
 #[tauri::command]
 async fn sign_in(d: State<'_, Desktop>, req: SignInRequest) -> Answer<SignInOutcome> {
     d.sign_in(req).await.map_err(Into::into)
+}
+
+/// The system browser signs in at the server's identity provider and comes back to a loopback
+/// address this command listens on (nimbus_client::sso, shared with `nimbus login --sso`).
+#[tauri::command]
+async fn sign_in_sso(d: State<'_, Desktop>, req: SsoSignInRequest) -> Answer<SignInOutcome> {
+    d.sign_in_sso(req, nimbus_desktop_core::open_browser).await.map_err(Into::into)
 }
 
 #[tauri::command]
@@ -199,6 +206,7 @@ fn main() -> anyhow::Result<()> {
         .invoke_handler(tauri::generate_handler![
             get_status,
             sign_in,
+            sign_in_sso,
             sign_out,
             mount,
             unmount,

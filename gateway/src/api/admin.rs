@@ -32,6 +32,8 @@ fn user_info(u: &UserRow) -> UserInfo {
         totp: u.totp_enabled,
         last_login: u.last_login_at.map(rfc3339),
         created: rfc3339(u.created_at),
+        email: u.email.clone(),
+        display_name: u.display_name.clone(),
     }
 }
 
@@ -254,6 +256,8 @@ pub async fn update_user(
         role: req.role.map(|r| r.as_str().to_string()),
         sharing: req.sharing,
         links: req.links,
+        // The directory's: not changed here.
+        ..Default::default()
     };
     let user = st.meta.update_user(id, &upd).await?;
     // What changed, in words: the console sends quota and role together, so a field sent with

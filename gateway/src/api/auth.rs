@@ -205,6 +205,8 @@ pub async fn me(State(st): State<AppState>, caller: SignedIn) -> ApiResult<Json<
     let user = caller.user;
     let u = st.meta.user(user.id).await?.ok_or(ApiError::Unauthorized)?;
     let usage = super::usage_breakdown(&u);
+    // The same rule `DELETE /api/v1/auth/totp` applies, so a page can say so before trying.
+    let required = st.settings.require_totp.applies_to(user.role);
     Ok(Json(Me {
         id: u.id,
         username: u.username,
@@ -214,6 +216,9 @@ pub async fn me(State(st): State<AppState>, caller: SignedIn) -> ApiResult<Json<
         usage,
         totp: u.totp_enabled,
         source: IdentitySource::parse(&u.source).unwrap_or_default(),
-        totp_setup_required: !u.totp_enabled && st.settings.require_totp.applies_to(user.role),
+        totp_setup_required: !u.totp_enabled && required,
+        totp_required: required,
+        email: u.email,
+        display_name: u.display_name,
     }))
 }

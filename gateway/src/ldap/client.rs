@@ -22,6 +22,13 @@ const INVALID_CREDENTIALS: u32 = 49;
 const AD_ACCOUNT_DISABLE: u64 = 0x2;
 /// Entries per page of the sync's search (Active Directory answers at most 1000 without paging).
 const PAGE_SIZE: i32 = 500;
+const NO_SUCH_OBJECT: u32 = 32;
+const SIZE_LIMIT_EXCEEDED: u32 = 4;
+/// Nested groups: how deep they are followed, how many are read in all, and how many member
+/// DNs one search asks about.
+const MAX_NESTING: usize = 8;
+const MAX_GROUPS: usize = 1000;
+const GROUP_BATCH: usize = 200;
 
 /// What `--ldap-*` configure, checked.
 #[derive(Clone)]
@@ -35,6 +42,11 @@ pub struct LdapConfig {
     pub admin_group: Option<String>,
     pub user_group: Option<String>,
     pub disabled_attr: Option<String>,
+    pub email_attr: Option<String>,
+    pub display_name_attr: Option<String>,
+    pub quota_attr: Option<String>,
+    /// `--ldap-default-quota` (Some(None): unlimited).
+    pub default_quota: Option<Option<u64>>,
     pub starttls: bool,
     pub tls: Arc<ClientConfig>,
     pub timeout: Duration,
@@ -96,6 +108,11 @@ impl LdapConfig {
             admin_group: args.ldap_admin_group.clone(),
             user_group: args.ldap_user_group.clone(),
             disabled_attr: Some(args.ldap_disabled_attr.clone()).filter(|a| !a.is_empty()),
+            email_attr: Some(args.ldap_email_attr.trim().to_string()).filter(|a| !a.is_empty()),
+            display_name_attr: Some(args.ldap_display_name_attr.trim().to_string()).filter(|a| !a.is_empty()),
+            quota_attr: args.ldap_quota_attr.as_ref().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()),
+            // 0 is unlimited, as for --default-quota-bytes.
+            default_quota: args.ldap_default_quota.map(|q| (q > 0).then_some(q)),
             starttls: args.ldap_starttls,
             tls: Arc::new(tls_config(args.ldap_ca_file.as_deref())?),
             timeout: args.ldap_timeout,
@@ -152,6 +169,37 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> DirError {
     DirError::Unavailable(format!("{what}: {e}"))
 }
 
+/// The `member` and `uniqueMember` values of an entry.
+fn member_values(e: SearchEntry) -> Vec<String> {
+    e.attrs
+        .into_iter()
+        .filter(|(attr, _)| attr.eq_ignore_ascii_case("member") || attr.eq_ignore_ascii_case("uniqueMember"))
+        .flat_map(|(_, values)| values)
+        .collect()
+}
+
+/// The RDNs two DNs end with alike (compared as [`dn_key`] does), as the first DN spells them:
+/// where to look for groups nested in a group. Empty when they share nothing.
+fn common_suffix(a: &str, b: &str) -> String {
+    let ra: Vec<&str> = a.split(',').collect();
+    let rb: Vec<&str> = b.split(',').collect();
+    let same = ra.iter().rev().zip(rb.iter().rev()).take_while(|(x, y)| dn_key(x) == dn_key(y)).count();
+    ra[ra.len() - same..].iter().map(|r| r.trim()).collect::<Vec<_>>().join(",")
+}
+
+/// `(attr=value)` for a DN's first RDN, the value escaped (RFC 4515); None when the RDN is
+/// multi-valued, escaped, or not `attr=value` with a plain attribute name.
+fn rdn_filter(dn: &str) -> Option<String> {
+    let rdn = dn.split(',').next()?.trim();
+    if rdn.contains(['+', '\\', '"']) {
+        return None;
+    }
+    let (attr, value) = rdn.split_once('=')?;
+    let (attr, value) = (attr.trim(), value.trim());
+    let plain = !attr.is_empty() && attr.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    (plain && !value.is_empty()).then(|| format!("({attr}={})", ldap_escape(value)))
+}
+
 /// Compares DNs as directories do for our purposes: case and spaces around separators aside.
 fn dn_key(dn: &str) -> String {
     dn.split(',')
@@ -171,9 +219,13 @@ impl LdapDirectory {
             .set_conn_timeout(self.cfg.timeout)
             .set_starttls(self.cfg.starttls)
             .set_config(self.cfg.tls.clone());
-        let (conn, ldap) = LdapConnAsync::with_settings(settings, &self.cfg.url)
-            .await
-            .map_err(|e| unavailable(&format!("cannot connect to {}", self.cfg.url), e))?;
+        let (conn, ldap) = LdapConnAsync::with_settings(settings, &self.cfg.url).await.map_err(|e| {
+            if is_tls_failure(&e) {
+                DirError::Tls(format!("{}: {e}", self.cfg.url))
+            } else {
+                unavailable(&format!("cannot connect to {}", self.cfg.url), e)
+            }
+        })?;
         tokio::spawn(async move {
             if let Err(e) = conn.drive().await {
                 tracing::debug!(error = %e, "LDAP connection ended");
@@ -198,29 +250,108 @@ impl LdapDirectory {
     fn attrs(&self) -> Vec<String> {
         let mut a = vec![self.cfg.username_attr.clone()];
         a.extend(self.cfg.disabled_attr.clone());
+        a.extend(self.cfg.email_attr.clone());
+        a.extend(self.cfg.display_name_attr.clone());
+        a.extend(self.cfg.quota_attr.clone());
         a
     }
 
-    /// The member DNs of a group (empty if it has none or does not exist).
-    async fn members(&self, ldap: &mut Ldap, group: &str) -> Result<HashSet<String>, DirError> {
+    /// The first value of `attr` (if configured), trimmed, when not empty and at most `max`
+    /// characters (longer values are not names anyone reads; they are left out).
+    fn text(e: &SearchEntry, attr: Option<&str>, max: usize) -> Option<String> {
+        let v = Self::value(e, attr?)?.first()?.trim();
+        (!v.is_empty() && v.chars().count() <= max && !v.chars().any(char::is_control)).then(|| v.to_string())
+    }
+
+    /// The entry's quota attribute: None when it has none or it is not a size.
+    fn quota(&self, e: &SearchEntry) -> Option<Option<u64>> {
+        let attr = self.cfg.quota_attr.as_ref()?;
+        let raw = Self::value(e, attr)?.first()?.trim().to_string();
+        parse_quota(&raw).or_else(|| {
+            tracing::warn!(dn = %e.dn, attr = %attr, value = %raw, "the LDAP quota attribute is not a size; the quota is left as it is");
+            None
+        })
+    }
+
+    /// The direct member DNs of a group as written (empty if it has none or does not exist).
+    async fn direct_members(&self, ldap: &mut Ldap, group: &str) -> Result<Vec<String>, DirError> {
         let res = ldap.search(group, Scope::Base, "(objectClass=*)", vec!["member", "uniqueMember"]).await;
         let (entries, result) = match res {
             Ok(r) => (r.0, r.1),
             Err(e) => return Err(unavailable(&format!("reading the group {group}"), e)),
         };
         // noSuchObject: a group that does not exist has no members.
-        if result.rc != 0 && result.rc != 32 {
+        if result.rc != 0 && result.rc != NO_SUCH_OBJECT {
             return Err(unavailable(&format!("reading the group {group}"), result));
         }
-        if result.rc == 32 {
+        if result.rc == NO_SUCH_OBJECT {
             tracing::warn!(group, "the LDAP group does not exist; it has no members");
         }
+        Ok(entries.into_iter().flat_map(|e| member_values(SearchEntry::construct(e))).collect())
+    }
+
+    /// The members of a group through nested groups (Active Directory and OpenLDAP alike): the
+    /// DN keys of every entry that is a member of `group` or of a group inside it, at most
+    /// [`MAX_NESTING`] levels deep and [`MAX_GROUPS`] groups in all (cycles end there too).
+    /// Each level costs one search per [`GROUP_BATCH`] members, under the part of the DN that
+    /// the group and `--ldap-user-base` share (e.g. `dc=example,dc=org`).
+    async fn members(&self, ldap: &mut Ldap, group: &str) -> Result<HashSet<String>, DirError> {
+        let base = common_suffix(group, &self.cfg.user_base);
         let mut out = HashSet::new();
-        for e in entries {
-            let e = SearchEntry::construct(e);
-            for (attr, values) in e.attrs {
-                if attr.eq_ignore_ascii_case("member") || attr.eq_ignore_ascii_case("uniqueMember") {
-                    out.extend(values.iter().map(|v| dn_key(v)));
+        let mut groups_seen: HashSet<String> = HashSet::from([dn_key(group)]);
+        let mut frontier = self.direct_members(ldap, group).await?;
+        for _ in 0..MAX_NESTING {
+            let fresh: Vec<String> = frontier.into_iter().filter(|m| out.insert(dn_key(m))).collect();
+            if fresh.is_empty() || base.is_empty() {
+                break;
+            }
+            frontier = Vec::new();
+            for (dn, members) in self.groups_among(ldap, &base, &fresh).await? {
+                if groups_seen.len() >= MAX_GROUPS {
+                    tracing::warn!(group, "more than {MAX_GROUPS} nested LDAP groups; the rest are not followed");
+                    return Ok(out);
+                }
+                if groups_seen.insert(dn_key(&dn)) {
+                    frontier.extend(members);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Which of the DNs `candidates` are groups, with their members: one search per
+    /// [`GROUP_BATCH`] of them for group entries named by their first RDN, then only the exact
+    /// DNs kept. A DN whose first RDN this cannot express as a filter (multi-valued, escaped
+    /// characters) is not followed as a group.
+    async fn groups_among(
+        &self,
+        ldap: &mut Ldap,
+        base: &str,
+        candidates: &[String],
+    ) -> Result<Vec<(String, Vec<String>)>, DirError> {
+        let mut out = Vec::new();
+        let usable: Vec<(&String, String)> =
+            candidates.iter().filter_map(|dn| rdn_filter(dn).map(|f| (dn, f))).collect();
+        for chunk in usable.chunks(GROUP_BATCH) {
+            let wanted: HashSet<String> = chunk.iter().map(|(dn, _)| dn_key(dn)).collect();
+            let filter = format!(
+                "(&(|(objectClass=groupOfNames)(objectClass=groupOfUniqueNames)(objectClass=group))(|{}))",
+                chunk.iter().map(|(_, f)| f.as_str()).collect::<String>()
+            );
+            let found = ldap
+                .search(base, Scope::Subtree, &filter, vec!["member", "uniqueMember"])
+                .await
+                .map_err(|e| unavailable("looking for nested groups", e))?;
+            let (entries, result) = (found.0, found.1);
+            // sizeLimitExceeded still brings entries; noSuchObject: no such base, no groups.
+            if result.rc != 0 && result.rc != SIZE_LIMIT_EXCEEDED && result.rc != NO_SUCH_OBJECT {
+                return Err(unavailable("looking for nested groups", result));
+            }
+            for e in entries {
+                let e = SearchEntry::construct(e);
+                if wanted.contains(&dn_key(&e.dn)) {
+                    let dn = e.dn.clone();
+                    out.push((dn, member_values(e)));
                 }
             }
         }
@@ -264,6 +395,9 @@ impl LdapDirectory {
                 admin,
                 allowed: admin || allowed.as_ref().is_none_or(|a| a.contains(&key)),
                 disabled: self.is_disabled(&e),
+                email: Self::text(&e, self.cfg.email_attr.as_deref(), 320),
+                display_name: Self::text(&e, self.cfg.display_name_attr.as_deref(), 256),
+                quota: self.quota(&e),
                 dn: e.dn,
             });
         }
@@ -358,6 +492,30 @@ impl Directory for LdapDirectory {
     fn manages_roles(&self) -> bool {
         self.cfg.admin_group.is_some()
     }
+
+    fn default_quota(&self) -> Option<Option<u64>> {
+        self.cfg.default_quota
+    }
+}
+
+/// Whether connecting failed in the TLS handshake (tokio-rustls reports rustls' error, e.g. an
+/// unknown issuer, inside an I/O error).
+fn is_tls_failure(e: &ldap3::LdapError) -> bool {
+    match e {
+        ldap3::LdapError::Io { source } => source.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
+        _ => false,
+    }
+}
+
+/// A quota as a directory attribute gives it: bytes or a size (`20GiB`, `500 MB`); `0`,
+/// `none` or `unlimited` for no quota. None: not a quota.
+fn parse_quota(raw: &str) -> Option<Option<u64>> {
+    let v = raw.trim();
+    if v.eq_ignore_ascii_case("none") || v.eq_ignore_ascii_case("unlimited") {
+        return Some(None);
+    }
+    let bytes = nimbus_proto::size::parse_size(v).ok()?;
+    Some((bytes > 0).then_some(bytes))
 }
 
 #[cfg(test)]
@@ -368,6 +526,33 @@ mod tests {
     fn dns_compare_without_case_and_spaces() {
         assert_eq!(dn_key("uid=Alice, ou=People,dc=Example, dc=org"), dn_key("UID=alice,ou=people,dc=example,dc=org"));
         assert_ne!(dn_key("uid=alice,ou=people,dc=example,dc=org"), dn_key("uid=alice2,ou=people,dc=example,dc=org"));
+    }
+
+    #[test]
+    fn nested_groups_are_looked_for_by_their_first_rdn_under_the_shared_suffix() {
+        assert_eq!(
+            common_suffix("cn=Admins, ou=Groups,DC=Example,dc=org", "ou=people,dc=example,dc=org"),
+            "DC=Example,dc=org"
+        );
+        assert_eq!(common_suffix("cn=a,o=one", "ou=people,o=two"), "");
+        assert_eq!(rdn_filter("CN=Nimbus Ops,OU=Groups,DC=corp").as_deref(), Some("(CN=Nimbus Ops)"));
+        assert_eq!(rdn_filter("cn=a*b(c),ou=g").as_deref(), Some("(cn=a\\2ab\\28c\\29)"));
+        for odd in ["cn=Smith\\, John,ou=x", "cn=a+sn=b,ou=x", "nonsense", "=x,ou=y", "c n=x"] {
+            assert_eq!(rdn_filter(odd), None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn quotas_from_the_directory() {
+        assert_eq!(parse_quota("1073741824"), Some(Some(1 << 30)));
+        assert_eq!(parse_quota(" 20GiB "), Some(Some(20 << 30)));
+        assert_eq!(parse_quota("500 MB"), Some(Some(500_000_000)));
+        for none in ["0", "none", "Unlimited"] {
+            assert_eq!(parse_quota(none), Some(None), "{none}");
+        }
+        for bad in ["", "lots", "-5", "10 parsecs"] {
+            assert_eq!(parse_quota(bad), None, "{bad}");
+        }
     }
 
     #[test]

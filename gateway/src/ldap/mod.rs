@@ -38,6 +38,13 @@ pub struct DirUser {
     pub allowed: bool,
     /// Disabled in the directory (`--ldap-disabled-attr`).
     pub disabled: bool,
+    /// `--ldap-email-attr`'s value, if the entry has one.
+    pub email: Option<String>,
+    /// `--ldap-display-name-attr`'s value, if the entry has one.
+    pub display_name: Option<String>,
+    /// `--ldap-quota-attr`'s value: None when the entry has none (or it is not a size), so the
+    /// quota is left as it is; Some(None): no quota.
+    pub quota: Option<Option<u64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +52,12 @@ pub enum DirError {
     /// The directory does not answer, or refuses the service account: nobody can be checked.
     #[error("the directory is unavailable: {0}")]
     Unavailable(String),
+    /// The TLS handshake (ldaps:// or StartTLS) failed: most often a certificate this gateway
+    /// does not trust (`--ldap-ca-file`). Never retried in clear.
+    #[error(
+        "the directory is unavailable: its TLS connection failed ({0}); check --ldap-ca-file and the server's certificate"
+    )]
+    Tls(String),
 }
 
 /// The answer to a sign-in attempt.
@@ -66,6 +79,11 @@ pub trait Directory: Send + Sync {
     /// Whether roles follow the directory (an admin group is configured); otherwise the sync
     /// leaves roles as administrators set them.
     fn manages_roles(&self) -> bool;
+    /// `--ldap-default-quota`: the quota of the accounts it creates (Some(None): none), or None
+    /// to use the gateway's `--default-quota-bytes`.
+    fn default_quota(&self) -> Option<Option<u64>> {
+        None
+    }
 }
 
 pub type DynDirectory = Arc<dyn Directory>;
@@ -91,6 +109,16 @@ pub async fn sign_in(
     let found = match dir.authenticate(username, password).await {
         Ok(Verdict::Accepted(d)) if d.allowed && !d.disabled => d,
         Ok(_) => return Ok((user, false)),
+        Err(e @ DirError::Tls(_)) => {
+            tracing::warn!(error = %e, "LDAP sign-in impossible");
+            // Retrying will not help: say what an administrator has to fix.
+            return Err(ApiError::DirectoryUnavailable(
+                "the account directory (LDAP) cannot be reached securely: this gateway does not trust its TLS \
+                 certificate, so directory accounts cannot sign in; an administrator must fix the gateway's \
+                 directory settings (--ldap-ca-file)"
+                    .into(),
+            ));
+        }
         Err(e) => {
             tracing::warn!(error = %e, "LDAP sign-in impossible");
             return Err(ApiError::DirectoryUnavailable(
@@ -101,9 +129,9 @@ pub async fn sign_in(
         }
     };
     let row = match user {
-        Some(u) => sync::apply_role(meta, dir.as_ref(), u, &found).await?,
+        Some(u) => sync::apply(meta, dir.as_ref(), u, &found).await?,
         // First sign-in before the sync has seen this user: created now, as the sync would.
-        None => sync::create(meta, &found, default_quota).await?,
+        None => sync::create(meta, dir.as_ref(), &found, default_quota).await?,
     };
     Ok((Some(row), true))
 }

@@ -118,13 +118,37 @@ async fn audit(meta: &Meta, action: &str, target: &str, detail: String) -> MetaR
     .await
 }
 
-/// Creates the account of a directory user (no password of theirs is stored).
-pub async fn create(meta: &Meta, d: &DirUser, default_quota: Option<u64>) -> MetaResult<UserRow> {
-    let quota = default_quota.map(|q| i64::try_from(q).unwrap_or(i64::MAX));
+fn db_quota(q: Option<u64>) -> Option<i64> {
+    q.map(|q| i64::try_from(q).unwrap_or(i64::MAX))
+}
+
+fn quota_text(q: Option<i64>) -> String {
+    q.map_or("unlimited".to_string(), |b| nimbus_proto::size::format_size(b.max(0).unsigned_abs()))
+}
+
+/// Creates the account of a directory user (no password of theirs is stored), with its
+/// e-mail, display name and quota from the directory (else `--ldap-default-quota`, else
+/// `default_quota`).
+pub async fn create(meta: &Meta, dir: &dyn Directory, d: &DirUser, default_quota: Option<u64>) -> MetaResult<UserRow> {
+    let quota = db_quota(d.quota.or(dir.default_quota()).unwrap_or(default_quota));
     let role = role_of(d);
     match meta.create_user_from(&d.username, UNUSABLE_PASSWORD_HASH, role, quota, SOURCE).await {
-        Ok(row) => {
-            audit(meta, "user_create", &row.username, format!("from the directory ({}), role {role}", d.dn)).await?;
+        Ok(mut row) => {
+            if d.email.is_some() || d.display_name.is_some() {
+                let upd = UserUpdate {
+                    email: Some(d.email.clone()),
+                    display_name: Some(d.display_name.clone()),
+                    ..Default::default()
+                };
+                row = meta.update_user(row.id, &upd).await?;
+            }
+            audit(
+                meta,
+                "user_create",
+                &row.username,
+                format!("from the directory ({}), role {role}, quota {}", d.dn, quota_text(quota)),
+            )
+            .await?;
             Ok(row)
         }
         // Another gateway's sync (or sign-in) made it meanwhile.
@@ -136,15 +160,43 @@ pub async fn create(meta: &Meta, d: &DirUser, default_quota: Option<u64>) -> Met
     }
 }
 
-/// Sets a directory account's role from the admin group, when the directory manages roles.
-pub async fn apply_role(meta: &Meta, dir: &dyn Directory, row: UserRow, d: &DirUser) -> MetaResult<UserRow> {
+/// What the directory says of an account that differs from its row: the update and its words
+/// (`role admin`, `e-mail a@example.org`, ...). The role only when the directory manages roles,
+/// the quota only when the entry has a quota attribute.
+fn changes(dir: &dyn Directory, row: &UserRow, d: &DirUser) -> (UserUpdate, Vec<String>) {
+    let mut upd = UserUpdate::default();
+    let mut words = Vec::new();
     let role = role_of(d);
-    if !dir.manages_roles() || row.role == role {
+    if dir.manages_roles() && row.role != role {
+        upd.role = Some(role.into());
+        words.push(format!("role {role}"));
+    }
+    if row.email != d.email {
+        words.push(format!("e-mail {}", d.email.as_deref().unwrap_or("(none)")));
+        upd.email = Some(d.email.clone());
+    }
+    if row.display_name != d.display_name {
+        words.push(format!("display name {}", d.display_name.as_deref().unwrap_or("(none)")));
+        upd.display_name = Some(d.display_name.clone());
+    }
+    if let Some(q) = d.quota.map(db_quota)
+        && row.quota_bytes != q
+    {
+        words.push(format!("quota {}", quota_text(q)));
+        upd.quota_bytes = Some(q);
+    }
+    (upd, words)
+}
+
+/// Brings a directory account in step with its entry: the role from the admin group (when the
+/// directory manages roles), e-mail, display name, and the quota from `--ldap-quota-attr`.
+pub async fn apply(meta: &Meta, dir: &dyn Directory, row: UserRow, d: &DirUser) -> MetaResult<UserRow> {
+    let (upd, words) = changes(dir, &row, d);
+    if words.is_empty() {
         return Ok(row);
     }
-    let upd = UserUpdate { role: Some(role.into()), ..Default::default() };
     let row = meta.update_user(row.id, &upd).await?;
-    audit(meta, "user_update", &row.username, format!("role {role} (admin group in the directory)")).await?;
+    audit(meta, "user_update", &row.username, format!("from the directory: {}", words.join(", "))).await?;
     Ok(row)
 }
 
@@ -203,11 +255,12 @@ pub async fn run(meta: &Meta, dir: &dyn Directory, opts: &SyncOptions) -> Result
                         report.push(Action::Enabled, &row.username, "back in the directory");
                     }
                 }
-                if dir.manages_roles() && row.role != role_of(d) {
+                let (_, words) = changes(dir, row, d);
+                if !words.is_empty() {
                     if write {
-                        apply_role(meta, dir, (*row).clone(), d).await?;
+                        apply(meta, dir, (*row).clone(), d).await?;
                     }
-                    report.push(Action::Updated, &row.username, format!("role {}", role_of(d)));
+                    report.push(Action::Updated, &row.username, words.join(", "));
                 }
             }
             None if d.disabled => {}
@@ -223,7 +276,7 @@ pub async fn run(meta: &Meta, dir: &dyn Directory, opts: &SyncOptions) -> Result
                 ),
                 None => {
                     if write {
-                        create(meta, d, opts.default_quota).await?;
+                        create(meta, dir, d, opts.default_quota).await?;
                     }
                     report.push(Action::Created, &d.username, format!("role {} ({})", role_of(d), d.dn));
                 }
@@ -279,6 +332,7 @@ mod tests {
         users: Mutex<Vec<(DirUser, String)>>,
         down: Mutex<bool>,
         roles: bool,
+        default_quota: Option<Option<u64>>,
     }
 
     impl Fake {
@@ -292,6 +346,9 @@ mod tests {
                     admin,
                     allowed: true,
                     disabled: false,
+                    email: None,
+                    display_name: None,
+                    quota: None,
                 },
                 format!("{name}-password"),
             ));
@@ -331,6 +388,10 @@ mod tests {
 
         fn manages_roles(&self) -> bool {
             self.roles
+        }
+
+        fn default_quota(&self) -> Option<Option<u64>> {
+            self.default_quota
         }
     }
 
@@ -403,6 +464,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn email_display_name_and_quota_follow_the_directory() {
+        let (_d, meta) = meta().await;
+        let dir = Fake { default_quota: Some(Some(5000)), ..Default::default() };
+        dir.put("hal", false);
+        dir.edit("hal", |u| {
+            u.email = Some("hal@example.org".into());
+            u.display_name = Some("Hal Nine".into());
+        });
+        dir.put("ida", false);
+        dir.edit("ida", |u| u.quota = Some(Some(7000)));
+        let opts = SyncOptions { default_quota: Some(1000), dry_run: false };
+        let r = run(&meta, &dir, &opts).await.expect("sync");
+        assert_eq!(actions(&r), [(Action::Created, "hal".into()), (Action::Created, "ida".into())]);
+        let hal = get(&meta, "hal").await;
+        assert_eq!(hal.email.as_deref(), Some("hal@example.org"));
+        assert_eq!(hal.display_name.as_deref(), Some("Hal Nine"));
+        // --ldap-default-quota before the gateway's default; the entry's own before both.
+        assert_eq!(hal.quota_bytes, Some(5000));
+        let ida = get(&meta, "ida").await;
+        assert_eq!((ida.email.as_deref(), ida.display_name.as_deref(), ida.quota_bytes), (None, None, Some(7000)));
+        assert!(run(&meta, &dir, &opts).await.expect("sync").changes.is_empty());
+
+        // An administrator's quota stays where the entry has none; the entry's wins where it has one.
+        for u in [&hal, &ida] {
+            meta.update_user(u.id, &UserUpdate { quota_bytes: Some(Some(9)), ..Default::default() })
+                .await
+                .expect("upd");
+        }
+        dir.edit("hal", |u| {
+            u.email = None;
+            u.display_name = Some("Hal 9000".into());
+        });
+        let r = run(&meta, &dir, &opts).await.expect("sync");
+        assert_eq!(actions(&r), [(Action::Updated, "hal".into()), (Action::Updated, "ida".into())]);
+        assert_eq!(r.changes[0].detail, "e-mail (none), display name Hal 9000");
+        assert!(r.changes[1].detail.starts_with("quota "), "{:?}", r.changes[1]);
+        let hal = get(&meta, "hal").await;
+        assert_eq!(
+            (hal.email.as_deref(), hal.display_name.as_deref(), hal.quota_bytes),
+            (None, Some("Hal 9000"), Some(9))
+        );
+        assert_eq!(get(&meta, "ida").await.quota_bytes, Some(7000));
+
+        // `none` in the directory: no quota.
+        dir.edit("ida", |u| u.quota = Some(None));
+        let r = run(&meta, &dir, &opts).await.expect("sync");
+        assert_eq!(r.changes[0].detail, "quota unlimited");
+        assert_eq!(get(&meta, "ida").await.quota_bytes, None);
+    }
+
+    #[tokio::test]
     async fn an_administrators_disabling_stays_and_local_names_are_refused() {
         let (_d, meta) = meta().await;
         let dir = Fake::default();
@@ -454,6 +566,9 @@ mod tests {
                 admin: true,
                 allowed: true,
                 disabled: false,
+                email: None,
+                display_name: None,
+                quota: None,
             },
             "x".into(),
         ));

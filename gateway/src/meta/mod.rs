@@ -172,6 +172,10 @@ pub struct UserRow {
     pub totp_enabled: bool,
     pub last_login_at: Option<i64>,
     pub created_at: i64,
+    /// From the directory (`--ldap-email-attr`); None when it gives none.
+    pub email: Option<String>,
+    /// From the directory (`--ldap-display-name-attr`); None when it gives none.
+    pub display_name: Option<String>,
 }
 
 impl UserRow {

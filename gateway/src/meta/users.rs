@@ -6,7 +6,8 @@ use super::engine::{scalar, sql};
 use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, now_ms};
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
-     trash_bytes, pending_bytes, disabled, sharing, links, source, totp_enabled, last_login_at, created_at";
+     trash_bytes, pending_bytes, disabled, sharing, links, source, totp_enabled, last_login_at, created_at, \
+     email, display_name";
 
 /// What the admin user list is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +40,10 @@ pub struct UserUpdate {
     pub sharing: Option<bool>,
     /// May the user make public links?
     pub links: Option<bool>,
+    /// Some(None) clears it.
+    pub email: Option<Option<String>>,
+    /// Some(None) clears it.
+    pub display_name: Option<Option<String>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -214,6 +219,8 @@ impl Meta {
                    role = COALESCE($6, role), \
                    sharing = COALESCE($8, sharing), \
                    links = COALESCE($9, links), \
+                   email = CASE WHEN $10 THEN $11 ELSE email END, \
+                   display_name = CASE WHEN $12 THEN $13 ELSE display_name END, \
                    updated_at = $7 \
                  WHERE id = $1")
             .bind(id)
@@ -225,6 +232,10 @@ impl Meta {
             .bind(now)
             .bind(upd.sharing)
             .bind(upd.links)
+            .bind(upd.email.is_some())
+            .bind(upd.email.clone().flatten())
+            .bind(upd.display_name.is_some())
+            .bind(upd.display_name.clone().flatten())
             .execute(&mut tx)
             .await?;
             if n == 0 {

@@ -648,6 +648,9 @@ impl Remote for FakeGateway {
                 totp: false,
                 source: Default::default(),
                 totp_setup_required: false,
+                totp_required: false,
+                email: None,
+                display_name: None,
             })
         }))
     }

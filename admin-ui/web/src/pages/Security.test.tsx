@@ -10,19 +10,19 @@ const err = (status: number, code: string) => ({ status, body: { error: { code, 
 
 /** A gateway whose account has two-factor `on` (and `setup` required) until a confirm or
  * delete answered with success changes it; other answers come from `script` in order. */
-function gateway(state: { totp: boolean; setup?: boolean }, script: Answer[]) {
+function gateway(state: { totp: boolean; setup?: boolean; required?: boolean }, script: Answer[]) {
   const sent: string[] = [];
   vi.stubGlobal(
     'fetch',
     vi.fn(async (url: string, init: RequestInit) => {
       if (url === '/api/v1/me') {
-        const me = { id: 2, username: 'ann', role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, source: 'local', totp: state.totp, totp_setup_required: !!state.setup };
+        const me = { id: 2, username: 'ann', role: 'user', quota_bytes: null, used_bytes: 0, usage: { current: 0, versions: 0, trash: 0, pending: 0 }, source: 'local', totp: state.totp, totp_setup_required: !!state.setup, totp_required: !!(state.required || state.setup) };
         return new Response(JSON.stringify(me));
       }
       sent.push(`${init.method} ${url} ${init.body ?? ''}`.trim());
       const a = script.shift();
       if (!a) throw new Error(`unexpected ${init.method} ${url}`);
-      if (a.status < 300 && url.endsWith('/confirm')) state = { totp: true };
+      if (a.status < 300 && url.endsWith('/confirm')) state = { totp: true, required: state.required || state.setup };
       if (a.status < 300 && init.method === 'DELETE') state = { totp: false };
       return new Response(a.body === undefined ? null : JSON.stringify(a.body), { status: a.status });
     }),
@@ -101,11 +101,28 @@ describe('SecurityPage', () => {
     expect(sent[2]).toBe('DELETE /api/v1/auth/totp {"code":"aaaa-bbbb-cccc-dddd"}');
   });
 
-  it('tells a sign-in that may only set it up what to do', async () => {
-    gateway({ totp: false, setup: true }, []);
+  it('tells a sign-in that may only set it up what to do, and then offers no Turn off', async () => {
+    const sent = gateway({ totp: false, setup: true }, [enrolment, { status: 200, body: { recovery_codes: codes } }]);
     setup();
+    const u = userEvent.setup();
     expect(await screen.findByText('Set up two-factor sign-in to continue')).toBeInTheDocument();
-    expect(screen.getByRole('button', { name: 'Turn on two-factor sign-in' })).toBeInTheDocument();
+    await u.click(screen.getByRole('button', { name: 'Turn on two-factor sign-in' }));
+    await u.type(await screen.findByLabelText(/Code from the app/), '123456');
+    await u.click(screen.getByRole('button', { name: 'Turn on' }));
+    await u.click(await screen.findByRole('button', { name: 'I have kept them' }));
+    expect(await screen.findByTestId('totp-required')).toHaveTextContent('Your administrator requires two-factor sign-in for your account, so it cannot be turned off.');
+    expect(screen.getByTestId('totp-state')).toHaveTextContent('On');
+    expect(screen.queryByRole('button', { name: 'Turn off' })).toBeNull();
+    expect(screen.queryByLabelText(/^Code/)).toBeNull();
+    expect(sent).toEqual(['POST /api/v1/auth/totp', 'POST /api/v1/auth/totp/confirm {"code":"123456"}']);
+  });
+
+  it('offers no Turn off when the policy covers an account that has it on', async () => {
+    gateway({ totp: true, required: true }, []);
+    setup();
+    expect(await screen.findByTestId('totp-required')).toHaveTextContent('cannot be turned off');
+    expect(screen.getByTestId('totp-state')).toHaveTextContent('On');
+    expect(screen.queryByRole('button', { name: 'Turn off' })).toBeNull();
   });
 
   it('groups the key in fours', () => {

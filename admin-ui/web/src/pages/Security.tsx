@@ -1,7 +1,8 @@
 // Two-factor sign-in (TOTP) for the signed-in user: turn it on (a QR code and the key for an
 // authenticator app, a first code to confirm, the recovery codes shown once) and off again
-// (with a code). The API: docs/IDENTITY.md, Two-factor sign-in. A sign-in that may only set it
-// up (the administrator requires it: `totp_setup_required`) is brought here by App.tsx.
+// (with a code), unless the administrator's policy covers the account (`totp_required`). The
+// API: docs/IDENTITY.md, Two-factor sign-in. A sign-in that may only set it up (the
+// administrator requires it: `totp_setup_required`) is brought here by App.tsx.
 import { Alert, Anchor, Badge, Button, Code, CopyButton, Group, Stack, Text, TextInput, Title } from '@mantine/core';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
@@ -61,6 +62,11 @@ export function SecurityPage() {
           )}
           {codes ? (
             <RecoveryCodes username={me.data.username} codes={codes} onDone={() => setCodes(null)} />
+          ) : me.data.totp && me.data.totp_required ? (
+            // The gateway would refuse (403): say why instead of offering it.
+            <Text size="sm" data-testid="totp-required">
+              Your administrator requires two-factor sign-in for your account, so it cannot be turned off.
+            </Text>
           ) : me.data.totp ? (
             <TurnOff onOff={() => setTurnedOff(true)} />
           ) : (

@@ -53,7 +53,7 @@ async fn sso_login(client: &Client, device: &str, no_browser: bool) -> Result<ni
     }
     let no_browser = no_browser || std::env::var_os("NIMBUS_NO_BROWSER").is_some_and(|v| !v.is_empty());
     let resp = nimbus_client::sso::sign_in(client, device, |url| {
-        let opened = !no_browser && open_browser(url);
+        let opened = !no_browser && nimbus_client::sso::open_browser(url);
         if opened {
             eprintln!("Opened your browser to sign in. If it did not open, go to:\n  {url}");
         } else {
@@ -64,25 +64,6 @@ async fn sso_login(client: &Client, device: &str, no_browser: bool) -> Result<ni
     .await
     .context("single sign-on failed")?;
     Ok(resp)
-}
-
-/// Starts the system's browser on `url`; false when there is none to start.
-fn open_browser(url: &str) -> bool {
-    let mut cmd = if cfg!(target_os = "macos") {
-        std::process::Command::new("open")
-    } else if cfg!(windows) {
-        let mut c = std::process::Command::new("rundll32");
-        c.arg("url.dll,FileProtocolHandler");
-        c
-    } else {
-        std::process::Command::new("xdg-open")
-    };
-    cmd.arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .is_ok()
 }
 
 async fn password_login(

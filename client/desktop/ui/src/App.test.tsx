@@ -4,7 +4,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { App } from './App';
 import { setBackend } from './backend';
 import type { DriveProblem } from './generated/bindings';
-import { MOCK_FINGERPRINT, MOCK_PASSWORD, MOCK_USER, MockBackend } from './mock';
+import { MOCK_FINGERPRINT, MOCK_NO_SSO, MOCK_PASSWORD, MOCK_USER, MockBackend } from './mock';
 
 let mock: MockBackend;
 
@@ -40,6 +40,44 @@ describe('sign-in window', () => {
     expect(await screen.findByRole('heading', { name: 'Nimbus Drive' })).toBeInTheDocument();
     expect(await screen.findByText(`${MOCK_USER} on https://self-signed.example:8443`)).toBeInTheDocument();
     expect((await mock.getStatus()).account?.certificate_fingerprint).toBe(MOCK_FINGERPRINT);
+  });
+});
+
+describe('single sign-on', () => {
+  async function sso(server: string) {
+    const user = userEvent.setup();
+    render(<App />);
+    await user.type(await screen.findByLabelText(/Server address/), server);
+    await user.click(screen.getByRole('button', { name: 'Sign in with SSO' }));
+    return user;
+  }
+
+  it('needs only the server address, says to continue in the browser, and signs in', async () => {
+    mock.delay = 50;
+    await sso('https://nimbus.example.com');
+    expect(await screen.findByRole('status')).toHaveTextContent('Continue in your browser');
+    expect(await screen.findByText(`${MOCK_USER} on https://nimbus.example.com`)).toBeInTheDocument();
+  });
+
+  it('asks for the server address first', async () => {
+    const user = userEvent.setup();
+    render(<App />);
+    await user.click(await screen.findByRole('button', { name: 'Sign in with SSO' }));
+    expect(await screen.findByRole('alert')).toHaveTextContent('Enter the server address first.');
+    expect((await mock.getStatus()).account).toBeNull();
+  });
+
+  it('goes on with single sign-on after trusting a self-signed certificate', async () => {
+    const user = await sso('https://self-signed.example:8443');
+    const prompt = await screen.findByRole('dialog', { name: 'Unknown certificate' });
+    await user.click(within(prompt).getByRole('button', { name: 'Trust and sign in' }));
+    expect(await screen.findByText(`${MOCK_USER} on https://self-signed.example:8443`)).toBeInTheDocument();
+  });
+
+  it('says so when the server offers no single sign-on', async () => {
+    await sso(`https://${MOCK_NO_SSO}.example.com`);
+    expect(await screen.findByRole('alert')).toHaveTextContent('does not offer single sign-on');
+    expect(screen.getByRole('button', { name: 'Sign in with SSO' })).toBeInTheDocument();
   });
 });
 

@@ -56,15 +56,22 @@ export function SignIn() {
   const [password, setPassword] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  const [untrusted, setUntrusted] = useState<{ server_url: string; fingerprint: string } | null>(null);
+  // `sso`: the question about the certificate came from "Sign in with SSO" (trusting it
+  // goes on with that, not with the password).
+  const [untrusted, setUntrusted] = useState<{ server_url: string; fingerprint: string; sso: boolean } | null>(null);
+  // The system browser is open at the identity provider; the back end waits for it.
+  const [inBrowser, setInBrowser] = useState(false);
 
-  async function submit(trusted: string | null) {
+  async function submit(trusted: string | null, sso = false) {
     setBusy(true);
     setError(null);
+    setInBrowser(sso);
     try {
-      const out = await backend().signIn({ server_url: server, username, password, trusted_fingerprint: trusted });
+      const out = sso
+        ? await backend().signInSso({ server_url: server, trusted_fingerprint: trusted })
+        : await backend().signIn({ server_url: server, username, password, trusted_fingerprint: trusted });
       if (out.kind === 'untrusted_certificate') {
-        setUntrusted({ server_url: out.server_url, fingerprint: out.fingerprint });
+        setUntrusted({ server_url: out.server_url, fingerprint: out.fingerprint, sso });
       } else {
         setUntrusted(null);
       }
@@ -73,6 +80,7 @@ export function SignIn() {
       setUntrusted(null);
     } finally {
       setBusy(false);
+      setInBrowser(false);
     }
   }
 
@@ -124,7 +132,7 @@ export function SignIn() {
                   {untrusted.fingerprint}
                 </Code>
                 <Group>
-                  <Button loading={busy} onClick={() => void submit(untrusted.fingerprint)}>
+                  <Button loading={busy} onClick={() => void submit(untrusted.fingerprint, untrusted.sso)}>
                     Trust and sign in
                   </Button>
                   <Button variant="default" onClick={() => setUntrusted(null)} disabled={busy}>
@@ -134,9 +142,29 @@ export function SignIn() {
               </Stack>
             </Alert>
           ) : (
-            <Button type="submit" loading={busy}>
-              Sign in
-            </Button>
+            <>
+              <Button type="submit" loading={busy && !inBrowser} disabled={inBrowser}>
+                Sign in
+              </Button>
+              {/* Needs only the server address: the organisation's sign-in page asks the rest. */}
+              <Button
+                type="button"
+                variant="default"
+                loading={inBrowser}
+                disabled={busy && !inBrowser}
+                onClick={() => {
+                  if (!server.trim()) return setError('Enter the server address first.');
+                  void submit(null, true);
+                }}
+              >
+                Sign in with SSO
+              </Button>
+              {inBrowser && (
+                <Text size="sm" role="status">
+                  Continue in your browser: sign in with your organisation's account there, then come back here.
+                </Text>
+              )}
+            </>
           )}
         </Stack>
       </form>

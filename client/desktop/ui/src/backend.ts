@@ -14,6 +14,7 @@ import type {
   SignInRequest,
   SignOutOutcome,
   SignOutRequest,
+  SsoSignInRequest,
   Status,
 } from './generated/bindings';
 import { EVENT_NAME } from './generated/bindings';
@@ -23,6 +24,8 @@ export interface Backend {
   readonly kind: 'tauri' | 'mock';
   getStatus(): Promise<Status>;
   signIn(req: SignInRequest): Promise<SignInOutcome>;
+  /** Single sign-on in the system browser; resolves when the browser came back. */
+  signInSso(req: SsoSignInRequest): Promise<SignInOutcome>;
   signOut(req: SignOutRequest): Promise<SignOutOutcome>;
   mount(req: MountRequest): Promise<MountState>;
   unmount(): Promise<MountState>;
@@ -65,6 +68,9 @@ class TauriBackend implements Backend {
   }
   signIn(req: SignInRequest) {
     return this.call<SignInOutcome>('sign_in', { req });
+  }
+  signInSso(req: SsoSignInRequest) {
+    return this.call<SignInOutcome>('sign_in_sso', { req });
   }
   signOut(req: SignOutRequest) {
     return this.call<SignOutOutcome>('sign_out', { req });

@@ -15,11 +15,14 @@ import type {
   SignInRequest,
   SignOutOutcome,
   SignOutRequest,
+  SsoSignInRequest,
   Status,
 } from './generated/bindings';
 
 export const MOCK_USER = 'alice';
 export const MOCK_PASSWORD = 'correct horse';
+/** A server URL containing this offers no single sign-on. */
+export const MOCK_NO_SSO = 'no-sso';
 /** A server URL containing this is "self-signed" and shows MOCK_FINGERPRINT. */
 export const MOCK_SELF_SIGNED = 'self-signed';
 export const MOCK_FINGERPRINT =
@@ -81,35 +84,56 @@ export class MockBackend implements Backend {
     return structuredClone(this.status);
   }
 
+  /** Like the app: the server first (address, certificate), then the browser signs in as
+   * MOCK_USER (the provider's part is the browser's, so there is nothing to type here). */
+  async signInSso(req: SsoSignInRequest): Promise<SignInOutcome> {
+    const url = await this.reach(req.server_url, req.trusted_fingerprint ?? null);
+    if (typeof url !== 'string') return url;
+    if (url.includes(MOCK_NO_SSO)) {
+      throw new BackendError({ code: 'invalid', message: `${url} does not offer single sign-on; sign in with a username and password` });
+    }
+    return this.signedIn(url, MOCK_USER);
+  }
+
   async signIn(req: SignInRequest): Promise<SignInOutcome> {
+    const url = await this.reach(req.server_url, req.trusted_fingerprint ?? null);
+    if (typeof url !== 'string') return url;
+    if (req.username !== MOCK_USER || req.password !== MOCK_PASSWORD) {
+      throw new BackendError({ code: 'bad_credentials', message: 'wrong username or password (or the account is disabled)' });
+    }
+    return this.signedIn(url, req.username);
+  }
+
+  private signedIn(url: string, username: string): SignInOutcome {
+    const account = {
+      server_url: url,
+      username,
+      token_storage: { kind: 'file' as const, path: '/home/alice/.config/nimbus-desktop/tokens/token-5f1c' },
+      certificate_fingerprint: this.trusted.has(url) ? MOCK_FINGERPRINT : null,
+    };
+    this.set({ account, connectivity: 'online', quota: { used_bytes: 3.2 * GIB, total_bytes: 10 * GIB } });
+    return { kind: 'signed_in', account };
+  }
+
+  /** The server's address checked and its certificate trusted: the URL, or the question. */
+  private async reach(raw: string, fingerprint: string | null): Promise<string | SignInOutcome> {
     await this.wait();
     if (this.status.account) throw new BackendError({ code: 'invalid', message: 'already signed in: sign out first' });
-    const url = req.server_url.trim().replace(/\/+$/, '');
+    const url = raw.trim().replace(/\/+$/, '');
     if (!/^https?:\/\/[^/]+/.test(url)) {
-      throw new BackendError({ code: 'invalid', message: `not a server address: ${req.server_url}` });
+      throw new BackendError({ code: 'invalid', message: `not a server address: ${raw}` });
     }
     if (url.includes('unreachable')) {
       throw new BackendError({ code: 'unreachable', message: `cannot reach a Nimbus server at ${url}: connection refused` });
     }
-    const selfSigned = url.includes(MOCK_SELF_SIGNED);
     const norm = (s: string) => s.replace(/[^0-9a-f]/gi, '').toUpperCase();
-    if (selfSigned && !this.trusted.has(url)) {
-      if (norm(req.trusted_fingerprint ?? '') !== norm(MOCK_FINGERPRINT)) {
+    if (url.includes(MOCK_SELF_SIGNED) && !this.trusted.has(url)) {
+      if (norm(fingerprint ?? '') !== norm(MOCK_FINGERPRINT)) {
         return { kind: 'untrusted_certificate', server_url: url, fingerprint: MOCK_FINGERPRINT };
       }
       this.trusted.add(url);
     }
-    if (req.username !== MOCK_USER || req.password !== MOCK_PASSWORD) {
-      throw new BackendError({ code: 'bad_credentials', message: 'wrong username or password (or the account is disabled)' });
-    }
-    const account = {
-      server_url: url,
-      username: req.username,
-      token_storage: { kind: 'file' as const, path: '/home/alice/.config/nimbus-desktop/tokens/token-5f1c' },
-      certificate_fingerprint: selfSigned ? MOCK_FINGERPRINT : null,
-    };
-    this.set({ account, connectivity: 'online', quota: { used_bytes: 3.2 * GIB, total_bytes: 10 * GIB } });
-    return { kind: 'signed_in', account };
+    return url;
   }
 
   async signOut(req: SignOutRequest): Promise<SignOutOutcome> {

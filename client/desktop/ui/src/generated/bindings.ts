@@ -3,6 +3,8 @@
 
 export type SignInRequest = { server_url: string, username: string, password: string, trusted_fingerprint?: string | null, };
 
+export type SsoSignInRequest = { server_url: string, trusted_fingerprint?: string | null, };
+
 export type SignInOutcome = { "kind": "signed_in", account: Account, } | { "kind": "untrusted_certificate", server_url: string, fingerprint: string, };
 
 export type Account = { server_url: string, username: string, token_storage: TokenStorage, 
@@ -106,6 +108,6 @@ export type CommandError = { code: ErrorCode, message: string, };
 
 export type ErrorCode = "bad_credentials" | "unreachable" | "certificate_changed" | "not_signed_in" | "already_mounted" | "not_mounted" | "invalid" | "storage" | "mount" | "server";
 
-export type CommandName = "sign_in" | "sign_out" | "get_status" | "mount" | "unmount" | "retry_uploads" | "resolve_problem" | "free_cache" | "open_in_file_manager";
+export type CommandName = "sign_in" | "sign_in_sso" | "sign_out" | "get_status" | "mount" | "unmount" | "retry_uploads" | "resolve_problem" | "free_cache" | "open_in_file_manager";
 
 export const EVENT_NAME = "nimbus://event";
