@@ -1,4 +1,4 @@
-// End-to-end: single sign-on into the console in Debian's chromium (playwright-core) against a
+// End-to-end: single sign-on into the console and the web app in Debian's chromium (playwright-core) against a
 // real gateway configured with the tests' OpenID provider (tests/oidc-provider; run by
 // tests/tests/oidc.rs with `--oidc-provision auto` and `groups`/`nimbus-admins` for admins).
 // Usage: node e2e/sso.e2e.mjs BASE_URL. Screenshots go to e2e-artifacts/sso-*.png.
@@ -83,6 +83,29 @@ try {
   check(/Single sign-on failed: .*not a valid Nimbus username/.test(text), `the alert: ${text}`);
   check(!page.url().includes('#'), `the error was cleared from the address: ${page.url()}`);
   await shot('03-refused');
+
+  step('alice signs in to the web app (not the console) and lands in her files');
+  const ctx3 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  page = await ctx3.newPage();
+  page.setDefaultTimeout(30000);
+  await page.goto(`${base}/`);
+  await page.getByRole('link', { name: 'Sign in with single sign-on' }).click();
+  await page.locator('input[name="login"]').waitFor();
+  check(!page.url().startsWith(base), `the browser went to the provider: ${page.url()}`);
+  await atProvider('alice');
+  await page.getByRole('button', { name: 'Upload files' }).waitFor();
+  check(new URL(page.url()).pathname === '/', `back in the web app: ${page.url()}`);
+  check(!page.url().includes('#'), `the token was cleared from the address: ${page.url()}`);
+  const webToken = await page.evaluate(() => sessionStorage.getItem('nimbus-token'));
+  check(webToken && webToken.startsWith('nmb_'), 'the web app keeps the token as its session');
+  r = await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${webToken}` } });
+  const alice = await r.json();
+  check(alice.username === 'alice' && alice.role === 'user' && alice.source === 'oidc', `me: ${JSON.stringify(alice)}`);
+  await shot('04-web-app');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('link', { name: 'Sign in with single sign-on' }).waitFor();
+  r = await fetch(`${base}/api/v1/me`, { headers: { Authorization: `Bearer ${webToken}` } });
+  check(r.status === 401, `the web app's token after sign-out: ${r.status}`);
 
   check(violations.length === 0, `the console broke its CSP:\n${violations.join('\n')}`);
   console.log('[e2e] all steps passed');

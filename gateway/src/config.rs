@@ -539,8 +539,9 @@ impl OidcArgs {
 impl ServeArgs {
     /// The request threads to start: `--worker-threads`, or by default one fewer than the
     /// cores, at least one. Measured on a 2-core host serving with its store beside it, a
-    /// second request thread made requests dearer (workers parking and waking each other: 96
-    /// against 81 µs of CPU per uncached 4 KiB read) without serving more; docs/BENCHMARKS.md.
+    /// second request thread made every request dearer (workers parking and waking each other:
+    /// 107 against 63–77 µs of CPU per uncached 4 KiB read, 23 against 20 per hot one) for about
+    /// 6 % more hot reads per second; docs/BENCHMARKS.md.
     pub fn worker_threads(&self) -> usize {
         if self.worker_threads > 0 {
             return self.worker_threads;

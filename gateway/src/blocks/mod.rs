@@ -172,8 +172,38 @@ pub async fn get_verified(store: &dyn BlockStore, space: i64, hash: &str) -> Sto
 pub async fn get_verified_block(store: &dyn BlockStore, space: i64, hash: &[u8; 32]) -> StoreResult<Verified> {
     let hex = blake3::Hash::from_bytes(*hash).to_hex();
     let data = store.get(space, hex.as_str()).await?;
-    Verified::check(hash, data).ok_or_else(|| {
+    check_block(*hash, data).await.ok_or_else(|| {
         metrics::counter!("nimbus_store_corrupt_blocks_total").increment(1);
         StoreError::Corrupt(hex.to_string())
     })
+}
+
+/// Blocks from this size on are hashed on a blocking thread: a 4 MiB block is about a
+/// millisecond of BLAKE3, which would hold up every other request on a request thread (there
+/// may be only one, `--worker-threads`), while a small one costs less than the hand-over.
+const HASH_ELSEWHERE: usize = 256 << 10;
+
+/// [`Verified::check`], off the request threads for large blocks.
+pub async fn check_block(hash: [u8; 32], data: Bytes) -> Option<Verified> {
+    if data.len() < HASH_ELSEWHERE {
+        return Verified::check(&hash, data);
+    }
+    let again = data.clone();
+    match tokio::task::spawn_blocking(move || Verified::check(&hash, data)).await {
+        Ok(v) => v,
+        // The blocking pool is shutting down: hash here rather than fail the read.
+        Err(_) => Verified::check(&hash, again),
+    }
+}
+
+/// [`Verified::hash_new`], off the request threads for large blocks.
+pub async fn hash_block(data: Bytes) -> ([u8; 32], Verified) {
+    if data.len() < HASH_ELSEWHERE {
+        return Verified::hash_new(data);
+    }
+    let again = data.clone();
+    match tokio::task::spawn_blocking(move || Verified::hash_new(data)).await {
+        Ok(v) => v,
+        Err(_) => Verified::hash_new(again),
+    }
 }
