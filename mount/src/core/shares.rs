@@ -4,7 +4,6 @@
 //! [`VfsError::ReadOnly`] (EACCES): at open for writing, create, mkdir, rename, unlink, rmdir and
 //! truncate, not later when the upload is refused.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use nimbus_proto::RemotePath;
@@ -18,13 +17,6 @@ use super::vfs::{Vfs, lock};
 /// How long the list of shares is trusted before it is asked for again: a permission changed
 /// by the owner holds here within this (the gateway decides every write anyway).
 const FRESH: Duration = Duration::from_secs(5);
-
-/// The permissions of the shares given to the user, by the name key of their entry.
-#[derive(Default)]
-pub struct ShareRights {
-    writable: HashMap<String, bool>,
-    read_at: Option<Instant>,
-}
 
 impl Vfs {
     /// Ok if a change at `path` (a new name, or an existing node) may be tried; ReadOnly for

@@ -109,7 +109,7 @@ pub struct Vfs {
     pub(super) queue: Mutex<std::collections::VecDeque<(Ino, Instant)>>,
     pub(super) queued: tokio::sync::Notify,
     /// The permissions of the shares given to the user (see shares.rs).
-    pub(super) shares: Mutex<super::shares::ShareRights>,
+    pub(super) shares: Mutex<ShareRights>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -241,4 +241,12 @@ impl Vfs {
             Err(_) => (1 << 50, 1 << 49),
         }
     }
+}
+
+/// The permissions of the shares given to the user, by the name key of their entry (kept and
+/// refreshed by shares.rs).
+#[derive(Default)]
+pub(super) struct ShareRights {
+    pub(super) writable: HashMap<String, bool>,
+    pub(super) read_at: Option<Instant>,
 }
