@@ -59,7 +59,7 @@ try {
   await page.getByLabel('Server address').fill('https://self-signed.example:8443');
   await page.getByLabel('Username').fill(USER);
   await page.getByRole('textbox', { name: 'Password' }).fill('wrong');
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   step('the self-signed certificate is shown by fingerprint');
   const prompt = page.getByRole('dialog', { name: 'Unknown certificate' });
   await prompt.waitFor();
@@ -73,7 +73,7 @@ try {
   step('sign in');
   await page.getByRole('textbox', { name: 'Password' }).fill(PASSWORD);
   // The certificate stays trusted: no second prompt.
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await page.getByText(`${USER} on https://self-signed.example:8443`).waitFor();
   await page.getByText('No keychain available').waitFor();
 
@@ -133,7 +133,7 @@ try {
   await page.getByText('Not mounted').waitFor();
   await shot('05-main-unmounted');
   await page.getByRole('button', { name: 'Sign out' }).click();
-  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).waitFor();
   await shot('06-signed-out');
   check(errors.length === 0, `page errors: ${errors.join('; ')}`);
   step('all steps passed');
