@@ -149,6 +149,25 @@ impl Place {
     }
 }
 
+/// `share_access` for a move or copy (`op`) on each end that is a share, in every door: at the
+/// destination what was put there, and at a source in another share what was taken from it.
+/// `from` and `to` are each where a path leads and the path as the caller named it.
+pub async fn audit_transfer(
+    meta: &Meta,
+    actor: &Actor<'_>,
+    op: &str,
+    (from_place, from): (&Place, &RemotePath),
+    (to_place, to): (&Place, &RemotePath),
+) -> ApiResult<()> {
+    let same_share = matches!((from_place, to_place),
+        (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) if a.share_id == b.share_id);
+    to_place.audit_access(meta, actor, &format!("{op} {from} to"), to).await?;
+    if !same_share {
+        from_place.audit_detail(meta, actor, &format!("{op} {from} to {to}")).await?;
+    }
+    Ok(())
+}
+
 /// `/Shared with me`.
 pub fn shared_root() -> RemotePath {
     RemotePath::root().join(SHARED_WITH_ME).unwrap_or_else(|_| RemotePath::root())

@@ -683,6 +683,8 @@ backend_test!(moves_and_copies_across_the_edge, |gw| async move {
     bob.stat("/got.txt").await?.check_error(404, "not_found")?;
     dave.stat("/Private/evil.txt").await?.check_error(404, "not_found")?;
     ensure!(bob.get_file("/back.txt").await?.status == 200);
+    dav(&bob, "MKCOL", &d("Shared with me/Box/Made"), &[], "").await?.check(201)?;
+    dav(&bob, "DELETE", &d("Shared with me/Box/Made"), &[], "").await?.check(204)?;
 
     // The owners' audit logs say what crossed, as bob saw it.
     let log: AuditList = gw.admin().await?.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
@@ -692,6 +694,12 @@ backend_test!(moves_and_copies_across_the_edge, |gw| async move {
         "copy /Shared with me/Plan to /PlanCopy (shared by alice)",
         "move /Shared with me/Box/notes.txt to /from-dave.txt (shared by dave)",
         "move /own.txt to /Shared with me/Box/own.txt (shared by dave)",
+        // WebDAV's moves, copies, new folders and deletes are audited as REST's are.
+        "copy /Shared with me/Plan/notes.txt to /DavCopy/notes.txt (shared by alice)",
+        "move /Shared with me/Box/own.txt to /back.txt (shared by dave)",
+        "move /DavCopy to /Shared with me/Box/DavCopy (shared by dave)",
+        "create folder /Shared with me/Box/Made (shared by dave)",
+        "delete /Shared with me/Box/Made (shared by dave)",
     ] {
         ensure!(details.iter().any(|d| d == want), "no `{want}` in {details:?}");
     }
@@ -871,10 +879,24 @@ backend_test!(
         let out = io(vec!["copy", "bob", "Shared with me/Plan/copy.txt", "Shared with me/Plan/notes.txt"]).await?;
         ensure!(out == "OK", "{out}");
         ensure!(alice.get_file("/Projects/Plan/copy.txt").await?.body.as_ref() == b"the plan");
-        let out = io(vec!["copy", "bob", "stolen.txt", "Shared with me/Plan/notes.txt"]).await?;
-        ensure!(out == "InvalidRequest 400", "{out}");
+        // Across the share's edge a copy copies the content into the other space, charged to
+        // its owner, as over REST and WebDAV: out to bob's own files, and in from them.
+        let out = io(vec!["copy", "bob", "taken.txt", "Shared with me/Plan/notes.txt"]).await?;
+        ensure!(out == "OK", "{out}");
+        ensure!(io(vec!["read", "bob", "taken.txt"]).await? == "the plan");
         let out = io(vec!["copy", "bob", "Shared with me/Plan/mine.txt", "mine.txt"]).await?;
-        ensure!(out == "InvalidRequest 400", "{out}");
+        ensure!(out == "OK", "{out}");
+        ensure!(alice.get_file("/Projects/Plan/mine.txt").await?.body.as_ref() == b"bob's");
+        // The same path in two spaces is a copy, not a metadata-only copy onto itself.
+        bob.put_file("/Projects/Plan/notes.txt", "bob's notes").await?.check(201)?;
+        let out = io(vec!["copy", "bob", "Projects/Plan/notes.txt", "Shared with me/Plan/notes.txt"]).await?;
+        ensure!(out == "OK", "{out}");
+        ensure!(bob.get_file("/Projects/Plan/notes.txt").await?.body.as_ref() == b"the plan");
+        ensure!(alice.get_file("/Projects/Plan/notes.txt").await?.body.as_ref() == b"the plan");
+        // Never from another user's bucket, whatever the key says.
+        let out = io(vec!["copy", "bob", "stolen.txt", "../alice/Projects/secret.txt"]).await?;
+        ensure!(out != "OK", "{out}");
+        ensure!(io(vec!["read", "bob", "stolen.txt"]).await? == "NoSuchKey 404");
         ensure!(io(vec!["delete", "bob", "Shared with me/Plan/new.txt"]).await? == "OK");
         alice.stat("/Projects/Plan/new.txt").await?.check_error(404, "not_found")?;
         let trash: serde_json::Value = alice.get("/api/v1/trash").await?.ok(200)?;
@@ -885,7 +907,7 @@ backend_test!(
         let path = big.path().to_str().unwrap_or_default().to_string();
         let out = io(vec!["mpu", "bob", "Shared with me/Plan/big.bin", &path, "32768"]).await?;
         ensure!(out == "NotImplemented 501", "{out}");
-        ensure!(alice.list_all("/Projects/Plan", None).await?.len() == 3, "notes, copy, sub");
+        ensure!(alice.list_all("/Projects/Plan", None).await?.len() == 4, "notes, copy, mine, sub");
 
         let admin = gw.admin().await?;
         let log: AuditList = admin.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
@@ -893,7 +915,9 @@ backend_test!(
         for want in [
             "read /Shared with me/Plan/notes.txt (shared by alice)",
             "write /Shared with me/Plan/new.txt (shared by alice)",
-            "copy Shared with me/Plan/notes.txt to /Shared with me/Plan/copy.txt (shared by alice)",
+            "copy /Shared with me/Plan/notes.txt to /Shared with me/Plan/copy.txt (shared by alice)",
+            "copy /Shared with me/Plan/notes.txt to /taken.txt (shared by alice)",
+            "copy /mine.txt to /Shared with me/Plan/mine.txt (shared by alice)",
             "delete /Shared with me/Plan/new.txt (shared by alice)",
         ] {
             ensure!(details.iter().any(|d| d == want), "{want} missing in {details:?}");
@@ -902,7 +926,8 @@ backend_test!(
         // Revoked: gone from bob's bucket at once.
         alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204)?;
         ensure!(io(vec!["read", "bob", "Shared with me/Plan/notes.txt"]).await? == "NoSuchKey 404");
-        ensure!(s3_list(&endpoint, &key, "", "1000", "/").await? == ["P Zeta/", "K mine.txt"]);
+        let left = s3_list(&endpoint, &key, "", "1000", "/").await?;
+        ensure!(left == ["P Projects/", "P Zeta/", "K mine.txt", "K taken.txt"], "{left:?}");
         Ok(())
     }
 );

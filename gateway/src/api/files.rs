@@ -415,29 +415,7 @@ pub async fn move_entry(
     headers: HeaderMap,
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Json<Entry>> {
-    let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let held = lock_tokens(&headers);
-    let ends = ends(&st, &user, &from, &to, Op::Move).await?;
-    let (node, to_canon) = if ends.from.0 == ends.to.0 {
-        st.meta
-            .move_node(ends.to.0, &ends.from.1, &ends.to.1, req.overwrite, LockTokens::new(&held))
-            .await
-            .map_err(|e| ends.scrub(e))?
-    } else {
-        across::move_to(
-            &st,
-            &ends.source_end(),
-            &ends.target_end(),
-            req.overwrite,
-            Some(&user.device),
-            LockTokens::new(&held),
-        )
-        .await
-        .map_err(|e| ends.scrub(e))?
-    };
-    let shown = ends.to_place.show(&to_canon)?;
-    ends.audit(&st, &user, "move", (&req.from, &from), &shown).await?;
-    Ok(Json(entry(&node, &shown)))
+    Ok(Json(transfer(&st, &user, &headers, &req, Op::Move).await?))
 }
 
 #[utoipa::path(
@@ -454,29 +432,33 @@ pub async fn copy_entry(
     headers: HeaderMap,
     Json(req): Json<MoveRequest>,
 ) -> ApiResult<Response> {
+    Ok((StatusCode::CREATED, Json(transfer(&st, &user, &headers, &req, Op::Copy).await?)).into_response())
+}
+
+/// A move or copy: within one owner's space one metadata transaction, across a share's edge
+/// content copied into the other space (space/across.rs).
+async fn transfer(st: &AppState, user: &AuthUser, headers: &HeaderMap, req: &MoveRequest, op: Op) -> ApiResult<Entry> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
-    let held = lock_tokens(&headers);
-    let ends = ends(&st, &user, &from, &to, Op::Copy).await?;
-    let (node, to_canon) = if ends.from.0 == ends.to.0 {
-        st.meta
-            .copy_node(ends.to.0, &ends.from.1, &ends.to.1, req.overwrite, Some(&user.device), LockTokens::new(&held))
-            .await
-            .map_err(|e| ends.scrub(e))?
-    } else {
-        across::copy(
-            &st,
-            &ends.source_end(),
-            &ends.target_end(),
-            req.overwrite,
-            Some(&user.device),
-            LockTokens::new(&held),
-        )
-        .await
-        .map_err(|e| ends.scrub(e))?
+    let held = lock_tokens(headers);
+    let held = LockTokens::new(&held);
+    let ends = ends(st, user, &from, &to, op).await?;
+    let (src, dst) = (ends.source_end(), ends.target_end());
+    let device = Some(user.device.as_str());
+    let done = match (op, src.space == dst.space) {
+        (Op::Move, true) => {
+            st.meta.move_node(dst.space, &src.path, &dst.path, req.overwrite, held).await.map_err(Into::into)
+        }
+        (Op::Copy, true) => {
+            st.meta.copy_node(dst.space, &src.path, &dst.path, req.overwrite, device, held).await.map_err(Into::into)
+        }
+        (Op::Move, false) => across::move_to(st, &src, &dst, req.overwrite, device, held).await,
+        (Op::Copy, false) => across::copy(st, &src, &dst, req.overwrite, device, held).await,
     };
-    let shown = ends.to_place.show(&to_canon)?;
-    ends.audit(&st, &user, "copy", (&req.from, &from), &shown).await?;
-    Ok((StatusCode::CREATED, Json(entry(&node, &shown))).into_response())
+    let (node, canon) = done.map_err(|e: ApiError| ends.scrub(e))?;
+    let shown = ends.to_place.show(&canon)?;
+    let verb = if op == Op::Move { "move" } else { "copy" };
+    ends.audit(st, user, verb, &from, &shown).await?;
+    Ok(entry(&node, &shown))
 }
 
 #[utoipa::path(
@@ -652,23 +634,15 @@ impl Ends {
     }
 
     /// `share_access` on each side that is a share: what was taken from it, what was put there.
-    /// `from`: the source as asked and as parsed.
     async fn audit(
         &self,
         st: &AppState,
         user: &AuthUser,
         op: &str,
-        (asked, from): (&str, &RemotePath),
+        from: &RemotePath,
         shown: &RemotePath,
     ) -> ApiResult<()> {
-        let who = actor(user);
-        let same_share = matches!((&self.from_place, &self.to_place),
-            (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) if a.share_id == b.share_id);
-        self.to_place.audit_access(&st.meta, &who, &format!("{op} {asked} to"), shown).await?;
-        if !same_share {
-            self.from_place.audit_detail(&st.meta, &who, &format!("{op} {from} to {shown}")).await?;
-        }
-        Ok(())
+        access::audit_transfer(&st.meta, &actor(user), op, (&self.from_place, from), (&self.to_place, shown)).await
     }
 }
 

@@ -310,14 +310,24 @@ impl SpaceFs {
         access::locate_new(&self.st.meta, self.space, p).await.and_then(|pl| pl.target(Want::Write)).map_err(fs_error)
     }
 
-    /// [`SpaceFs::write_at`] for removing, moving or replacing: a share's own entry is the
-    /// owner's (the recipient leaves the share instead).
-    async fn change_at(&self, p: &RemotePath) -> Result<(SpaceId, RemotePath), FsError> {
+    /// Where a path to remove, move or replace leads (then `target(Want::Write)`): a share's own
+    /// entry is the owner's (the recipient leaves the share instead).
+    async fn change_place(&self, p: &RemotePath) -> Result<Place, FsError> {
         let place = access::locate_new(&self.st.meta, self.space, p).await.map_err(fs_error)?;
         if place.is_share_entry() {
             return Err(FsError::Forbidden);
         }
-        place.target(Want::Write).map_err(fs_error)
+        Ok(place)
+    }
+
+    /// Who this caller is, for the audit log.
+    fn actor(&self) -> access::Actor<'_> {
+        access::Actor { id: self.space.get(), name: &self.username }
+    }
+
+    /// `share_access` for what the caller did at `shown` (their path) through a share.
+    async fn audit(&self, place: &Place, what: &str, shown: &RemotePath) -> Result<(), FsError> {
+        place.audit_access(&self.st.meta, &self.actor(), what, shown).await.map_err(fs_error)
     }
 
     /// The dead properties of `path` (by node id when a listing knows it: no path walk).
@@ -357,8 +367,10 @@ impl SpaceFs {
             // before it is moved or copied.
             return Err(FsError::Forbidden);
         }
-        let (space, p) = self.change_at(&p).await?;
-        self.st.meta.trash(space, &p, LockTokens::new(&self.held())).await.map(|_| ()).map_err(meta_error)
+        let place = self.change_place(&p).await?;
+        let (space, target) = place.target(Want::Write).map_err(fs_error)?;
+        self.st.meta.trash(space, &target, LockTokens::new(&self.held())).await.map_err(meta_error)?;
+        self.audit(&place, "delete", &p).await
     }
 }
 
@@ -370,9 +382,7 @@ impl DavFileSystem for SpaceFs {
             let place = self.place(&p).await;
             let file = if write { self.open_write(p.clone(), options).await } else { self.open_read(p.clone()).await }?;
             if let Ok(place) = place {
-                let actor = access::Actor { id: self.space.get(), name: &self.username };
-                let what = if write { "write" } else { "read" };
-                place.audit_access(&self.st.meta, &actor, what, &p).await.map_err(fs_error)?;
+                self.audit(&place, if write { "write" } else { "read" }, &p).await?;
             }
             Ok(file)
         }
@@ -433,7 +443,9 @@ impl DavFileSystem for SpaceFs {
 
     fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
-            let (space, p) = self.write_at(&remote(path)?).await?;
+            let shown = remote(path)?;
+            let place = access::locate_new(&self.st.meta, self.space, &shown).await.map_err(fs_error)?;
+            let (space, p) = place.target(Want::Write).map_err(fs_error)?;
             let parent = p.parent().ok_or(FsError::Exists)?;
             // MKCOL creates one level: a missing parent is 409, unlike the REST API's mkdir -p.
             match self.st.meta.stat(space, &parent).await {
@@ -442,7 +454,7 @@ impl DavFileSystem for SpaceFs {
                 Err(e) => return Err(meta_error(e)),
             }
             match self.st.meta.mkdir(space, &p, LockTokens::new(&self.held())).await {
-                Ok((_, true, _)) => Ok(()),
+                Ok((_, true, _)) => self.audit(&place, "create folder", &shown).await,
                 Ok((_, false, _)) | Err(MetaError::NotADirectory(_)) => Err(FsError::Exists),
                 Err(e) => Err(meta_error(e)),
             }
@@ -460,8 +472,10 @@ impl DavFileSystem for SpaceFs {
 
     fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
-            let (space, f) = self.change_at(&remote(from)?).await?;
-            let (to_space, t) = self.change_at(&remote(to)?).await?;
+            let (asked, shown) = (remote(from)?, remote(to)?);
+            let (from_place, to_place) = (self.change_place(&asked).await?, self.change_place(&shown).await?);
+            let (space, f) = from_place.target(Want::Write).map_err(fs_error)?;
+            let (to_space, t) = to_place.target(Want::Write).map_err(fs_error)?;
             let held = self.held();
             if space != to_space {
                 // Another owner's space: a copy, then the source to its owner's trash, as over
@@ -470,19 +484,22 @@ impl DavFileSystem for SpaceFs {
                 across::move_to(&self.st, &from, &to, false, Some(&self.device), LockTokens::new(&held))
                     .await
                     .map_err(fs_error)?;
-                return Ok(());
+            } else {
+                // dav-server has removed an existing destination already (Overwrite: T).
+                self.st.meta.move_node(space, &f, &t, false, LockTokens::new(&held)).await.map_err(meta_error)?;
             }
-            // dav-server has removed an existing destination already (Overwrite: T).
-            self.st.meta.move_node(space, &f, &t, false, LockTokens::new(&held)).await.map_err(meta_error)?;
-            Ok(())
+            let (from, to) = ((&from_place, &asked), (&to_place, &shown));
+            access::audit_transfer(&self.st.meta, &self.actor(), "move", from, to).await.map_err(fs_error)
         }
         .boxed()
     }
 
     fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
-            let (space, f) = self.read_at(&remote(from)?).await?;
-            let (to_space, t) = self.change_at(&remote(to)?).await?;
+            let (asked, shown) = (remote(from)?, remote(to)?);
+            let (from_place, to_place) = (self.place(&asked).await?, self.change_place(&shown).await?);
+            let (space, f) = from_place.target(Want::Read).map_err(fs_error)?;
+            let (to_space, t) = to_place.target(Want::Write).map_err(fs_error)?;
             let held = self.held();
             if space != to_space {
                 // Blocks belong to a space: the content is copied into the other one, as over
@@ -491,14 +508,16 @@ impl DavFileSystem for SpaceFs {
                 across::copy(&self.st, &from, &to, true, Some(&self.device), LockTokens::new(&held))
                     .await
                     .map_err(fs_error)?;
-                return Ok(());
+            } else {
+                self.st
+                    .meta
+                    .copy_node(space, &f, &t, true, Some(&self.device), LockTokens::new(&held))
+                    .await
+                    .map_err(meta_error)?;
+                self.st.meta.copy_dav_props(space, &f, &t).await.map_err(meta_error)?;
             }
-            self.st
-                .meta
-                .copy_node(space, &f, &t, true, Some(&self.device), LockTokens::new(&held))
-                .await
-                .map_err(meta_error)?;
-            self.st.meta.copy_dav_props(space, &f, &t).await.map_err(meta_error)
+            let (from, to) = ((&from_place, &asked), (&to_place, &shown));
+            access::audit_transfer(&self.st.meta, &self.actor(), "copy", from, to).await.map_err(fs_error)
         }
         .boxed()
     }

@@ -19,6 +19,7 @@ use super::{Door, multipart};
 use crate::access::{self, Place, Want};
 use crate::cache::CacheMode;
 use crate::meta::{Base, LockTokens, NodeRow, S3ObjectMeta, SpaceId};
+use crate::space::across::{self, End};
 use crate::space::{self, PutOptions};
 
 /// Listings return at most this many lines per page (S3's own limit).
@@ -705,7 +706,11 @@ impl S3 for Door {
                 return Err(s3_error!(InvalidArgument, "a key ending in `/` is a folder and cannot hold data"));
             }
             let to = self.reach(&user, &path, Want::Write, true).await?;
-            self.state.meta.mkdir(to.space, &to.path, LockTokens::NONE).await.map_err(|e| s3(to.place.scrub(e)))?;
+            let (_, created, _) =
+                self.state.meta.mkdir(to.space, &to.path, LockTokens::NONE).await.map_err(|e| s3(to.place.scrub(e)))?;
+            if created {
+                self.audit_access(&user, &to, "create folder").await?;
+            }
             return Ok(S3Response::new(PutObjectOutput {
                 e_tag: parse_etag("\"d41d8cd98f00b204e9800998ecf8427e\""),
                 ..Default::default()
@@ -755,20 +760,8 @@ impl S3 for Door {
         }
         let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         let to = self.reach(&user, &dst, Want::Write, true).await?;
-        // A copy stays in one space: the caller's own, or one share (as over REST and WebDAV).
-        let one_share = match (&src.place, &to.place) {
-            (Place::Own { .. }, Place::Own { .. }) => true,
-            (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) => a.share_id == b.share_id,
-            _ => false,
-        };
-        if !one_share {
-            return Err(s3_error!(
-                InvalidRequest,
-                "copies stay within your own files or within one share; download and upload to copy across"
-            ));
-        }
         let (src_path, dst) = (src.path.clone(), to.path.clone());
-        let node = if src_path == dst {
+        let node = if src.space == to.space && src_path == dst {
             // Copying an object onto itself only changes its metadata (how clients such as
             // rclone update a modification time); S3 refuses it without REPLACE.
             if !replace {
@@ -784,13 +777,22 @@ impl S3 for Door {
                 .await
                 .map_err(|e| s3(to.place.scrub(e)))?;
             src_m.node.clone()
-        } else {
+        } else if src.space == to.space {
             let (node, _) = self
                 .state
                 .meta
                 .copy_node(to.space, &src_path, &dst, true, Some("S3"), LockTokens::NONE)
                 .await
                 .map_err(|e| super::error::write(to.place.scrub(e)))?;
+            node
+        } else {
+            // Across a share's edge the content is copied into the other owner's space, charged
+            // to them, as over REST and WebDAV (space/across.rs).
+            let from = End { space: src.space, path: src_path.clone() };
+            let into = End { space: to.space, path: dst.clone() };
+            let (node, _) = across::copy(&self.state, &from, &into, true, Some("S3"), LockTokens::NONE)
+                .await
+                .map_err(|e| super::error::write(to.place.scrub(src.place.scrub(e))))?;
             node
         };
         let (content_type, user_meta) = if replace {
@@ -803,7 +805,11 @@ impl S3 for Door {
         };
         // A copy is a new version with the same content, so the same ETag.
         self.save_meta(&node, src_etag.clone(), content_type, user_meta).await?;
-        self.audit_access(&user, &to, &format!("copy {key} to")).await?;
+        let actor = access::Actor { id: user.id, name: &user.username };
+        let (from_shown, to_shown) = (src.place.show(&src_path).map_err(s3)?, to.place.show(&dst).map_err(s3)?);
+        access::audit_transfer(&self.state.meta, &actor, "copy", (&src.place, &from_shown), (&to.place, &to_shown))
+            .await
+            .map_err(s3)?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: parse_etag(&src_etag),
