@@ -331,6 +331,16 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   r = await call('GET', '/api/v1/stat/Project/from%20bob', { token: aliceApi });
   check(r.status === 200, `bob's folder is in alice's space: ${r.status} ${r.text}`);
 
+  step('bob renames his own entry of the share; alice\'s folder keeps its name');
+  await nav('Shared with me').click();
+  await action('Project', 'Rename');
+  await page.getByRole('dialog').getByRole('textbox', { name: 'Name', exact: true }).fill('Alice project');
+  await page.getByRole('button', { name: 'Rename' }).click();
+  await row('Alice project').waitFor();
+  await page.getByText(`from ${ALICE}, can edit`).waitFor();
+  r = await call('GET', '/api/v1/stat/Project', { token: aliceApi });
+  check(r.status === 200, `alice's folder keeps its name: ${r.status} ${r.text}`);
+
   step('settings: bob makes an S3 key and sees his devices');
   await nav('Devices and keys').click();
   await page.getByTestId('device-row').filter({ hasText: 'this browser' }).waitFor();

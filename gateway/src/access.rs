@@ -168,6 +168,19 @@ pub async fn audit_transfer(
     Ok(())
 }
 
+/// The old and new names when a move of `from` to `to` renames an entry of `/Shared with me`
+/// (both directly in it): the recipient's own mount point of a share, renamed in every door
+/// that moves (the owner's node keeps its name).
+pub fn share_entry_rename(from: &RemotePath, to: &RemotePath) -> Option<(String, String)> {
+    let index = |p: &RemotePath| -> Option<String> {
+        match p.components() {
+            [top, name] if name_key(top) == name_key(SHARED_WITH_ME) => Some(name.clone()),
+            _ => None,
+        }
+    };
+    Some((index(from)?, index(to)?))
+}
+
 /// `/Shared with me`.
 pub fn shared_root() -> RemotePath {
     RemotePath::root().join(SHARED_WITH_ME).unwrap_or_else(|_| RemotePath::root())

@@ -187,6 +187,40 @@ backend_test!(share_a_file_rename_trash_and_leave, |gw| async move {
     let r = bob.get_file(&format!("{SHARED}/Report.pdf")).await?;
     ensure!(r.body.as_ref() == b"v1", "{r}");
 
+    // The recipient renames their own entry of a share (a move within `Shared with me`, over
+    // REST and WebDAV); the owner's file keeps its name. Another share's name is taken (409).
+    let r = bob
+        .post_json("/api/v1/move", &mv(&format!("{SHARED}/Report (2).pdf"), &format!("{SHARED}/From alice.pdf")))
+        .await?;
+    ensure!(r.ok::<Entry>(200)?.path == "/Shared with me/From alice.pdf", "{r}");
+    let r = bob.get_file(&format!("{SHARED}/From alice.pdf")).await?;
+    ensure!(r.body.as_ref() == b"other", "{r}");
+    bob.get_file(&format!("{SHARED}/Report (2).pdf")).await?.check_error(404, "not_found")?;
+    let r = alice.get_file("/Other/Report.pdf").await?;
+    ensure!(r.body.as_ref() == b"other", "{r}");
+    let r = bob
+        .post_json("/api/v1/move", &mv(&format!("{SHARED}/From alice.pdf"), &format!("{SHARED}/report.PDF")))
+        .await?;
+    r.check_error(409, "already_exists")?;
+    let to = "/dav/Shared%20with%20me/Alice.pdf";
+    let r = bob
+        .req(reqwest::Method::from_bytes(b"MOVE")?, "/dav/Shared%20with%20me/From%20alice.pdf")
+        .header("destination", to)
+        .send()
+        .await?;
+    ensure!(r.status == 201, "{r}");
+    let incoming: IncomingShareList = bob.get("/api/v1/shares/incoming").await?.ok(200)?;
+    let mut got: Vec<String> = incoming.shares.iter().map(|s| s.name.clone()).collect();
+    got.sort();
+    ensure!(got == ["Alice.pdf", "Report.pdf"], "{incoming:?}");
+    let r = bob.get_file(&format!("{SHARED}/Alice.pdf")).await?;
+    ensure!(r.body.as_ref() == b"other", "{r}");
+    // Only an entry of `Shared with me` is renamed this way: not alice's, not the folder itself.
+    let r = alice.post_json("/api/v1/move", &mv(&format!("{SHARED}/Alice.pdf"), &format!("{SHARED}/Mine.pdf"))).await?;
+    ensure!(r.status == 404 || r.status == 403, "{r}");
+    let r = bob.post_json("/api/v1/move", &mv(SHARED, "/Elsewhere")).await?;
+    r.check_error(403, "forbidden")?;
+
     // The share follows the file when the owner renames it.
     alice.post_json("/api/v1/move", &json!({"from": "/Report.pdf", "to": "/Archive/Final.pdf"})).await?.check(200)?;
     let list: ShareList = alice.get("/api/v1/shares").await?.ok(200)?;
@@ -224,7 +258,7 @@ backend_test!(share_a_file_rename_trash_and_leave, |gw| async move {
     // A recipient cannot pass on what was shared with them.
     bob.post_json(
         "/api/v1/shares",
-        &json!({"path": "/Shared with me/Report (2).pdf", "username": "alice", "permission": "read"}),
+        &json!({"path": "/Shared with me/Alice.pdf", "username": "alice", "permission": "read"}),
     )
     .await?
     .check_error(400, "bad_request")?;

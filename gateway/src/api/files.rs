@@ -435,10 +435,25 @@ pub async fn copy_entry(
     Ok((StatusCode::CREATED, Json(transfer(&st, &user, &headers, &req, Op::Copy).await?)).into_response())
 }
 
+/// A move of a share's entry within `/Shared with me`: the caller renames their own mount point
+/// of the share (the owner's node keeps its name).
+async fn rename_share_entry(st: &AppState, user: &AuthUser, from: &RemotePath, name: &str) -> ApiResult<Entry> {
+    let Place::Shared { grant, .. } = locate(st, user, from).await? else {
+        return Err(ApiError::Forbidden(format!("`/{SHARED_WITH_ME}` cannot be changed")));
+    };
+    let row = st.meta.rename_incoming_share(user.space, grant.share_id, name).await?;
+    Ok(entry(&grant.node, &access::shared_root().join(&row.name)?))
+}
+
 /// A move or copy: within one owner's space one metadata transaction, across a share's edge
 /// content copied into the other space (space/across.rs).
 async fn transfer(st: &AppState, user: &AuthUser, headers: &HeaderMap, req: &MoveRequest, op: Op) -> ApiResult<Entry> {
     let (from, to) = (parse_path(&req.from)?, parse_path(&req.to)?);
+    if op == Op::Move
+        && let Some((_, name)) = access::share_entry_rename(&from, &to)
+    {
+        return rename_share_entry(st, user, &from, &name).await;
+    }
     let held = lock_tokens(headers);
     let held = LockTokens::new(&held);
     let ends = ends(st, user, &from, &to, op).await?;

@@ -310,6 +310,48 @@ impl Meta {
         self.end_share(row).await
     }
 
+    /// Renames `recipient`'s entry of share `id` under `Shared with me` to `name`: their own
+    /// mount point of it (the owner's node keeps its name, other recipients theirs). Journaled
+    /// in the recipient's space as a move, so their drives follow. Another share of theirs by
+    /// that name is 409; a share that is not theirs is NotFound.
+    pub async fn rename_incoming_share(&self, recipient: SpaceId, id: i64, name: &str) -> MetaResult<ShareRow> {
+        let mut tx = self.begin_space(recipient.get()).await?;
+        let text = format!("SELECT {SHARE_COLS} FROM shares s WHERE s.id = $1 AND s.recipient_id = $2");
+        let row: ShareRow = sql(sqlx::AssertSqlSafe(text))
+            .bind(id)
+            .bind(recipient.get())
+            .fetch_optional(&mut tx)
+            .await?
+            .ok_or(MetaError::NotFound)?;
+        if row.name == name {
+            return Ok(row);
+        }
+        let key = name_key(name);
+        let taken: Option<i64> = scalar("SELECT id FROM shares WHERE recipient_id = $1 AND name_key = $2 AND id <> $3")
+            .bind(recipient.get())
+            .bind(&key)
+            .bind(id)
+            .fetch_optional(&mut tx)
+            .await?;
+        if taken.is_some() {
+            return Err(MetaError::AlreadyExists(format!("`/{SHARED_WITH_ME}/{name}` already exists")));
+        }
+        sql("UPDATE shares SET name = $2, name_key = $3 WHERE id = $1")
+            .bind(id)
+            .bind(name)
+            .bind(&key)
+            .execute(&mut tx)
+            .await?;
+        let kind = node_kind(&mut tx, row.node_id).await?;
+        let from = format!("/{SHARED_WITH_ME}/{}", row.name);
+        let path = format!("/{SHARED_WITH_ME}/{name}");
+        let change = Change { node: row.node_id, op: "move", kind: &kind, path: &path, from: Some(&from) };
+        journal(&mut tx, recipient.get(), now_ms(), change).await?;
+        tx.commit().await?;
+        self.invalidate(super::notify::Invalidate::Space(recipient.get())).await;
+        Ok(ShareRow { name: name.to_string(), ..row })
+    }
+
     /// What `recipient` reaches as `Shared with me/<name>`: None if there is no such share, its
     /// owner is disabled, or its node is in the trash. Read from the database on every call.
     pub async fn shared_grant(&self, recipient: SpaceId, name: &str) -> MetaResult<Option<Grant>> {

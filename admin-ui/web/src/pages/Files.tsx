@@ -356,7 +356,7 @@ export function FilesPage({ path }: { path: string }) {
                               {e.kind === 'file' && previewOf(e.name) && <Menu.Item onClick={() => setDialog({ kind: 'preview', entry: e })}>Preview</Menu.Item>}
                               {e.kind === 'file' && <Menu.Item onClick={() => void downloadFile(e.path, e.name, e.size).catch(fail)}>Download</Menu.Item>}
                               {e.kind === 'dir' && !inShared(e.path) && <Menu.Item onClick={() => void downloadFolderZip(e.path).catch(fail)}>Download as zip</Menu.Item>}
-                              {!top && <Menu.Item onClick={() => setDialog({ kind: 'rename', entry: e })}>Rename</Menu.Item>}
+                              {(!top || share) && <Menu.Item onClick={() => setDialog({ kind: 'rename', entry: e })}>Rename</Menu.Item>}
                               {!top && <Menu.Item onClick={() => setDialog({ kind: 'move', entry: e })}>Move</Menu.Item>}
                               {!top && <Menu.Item onClick={() => setDialog({ kind: 'copy', entry: e })}>Copy</Menu.Item>}
                               {!inShared(e.path) && <Menu.Item onClick={() => setDialog({ kind: 'share', entry: e })}>Share</Menu.Item>}
@@ -410,6 +410,8 @@ export function FilesPage({ path }: { path: string }) {
           action="Rename"
           onSubmit={async (name) => {
             await api('POST', '/api/v1/move', { from: dialog.entry.path, to: join(parent(dialog.entry.path), name), overwrite: false });
+            // A share's entry in `Shared with me` renamed: the caller's own name for it.
+            if (parent(dialog.entry.path) === `/${SHARED}`) void qc.invalidateQueries({ queryKey: ['incoming'] });
             refresh();
           }}
           onClose={() => setDialog(null)}

@@ -473,6 +473,12 @@ impl DavFileSystem for SpaceFs {
     fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
         async move {
             let (asked, shown) = (remote(from)?, remote(to)?);
+            if let Some((_, name)) = access::share_entry_rename(&asked, &shown) {
+                // The caller renames their own mount point of a share (as over REST).
+                let Place::Shared { grant, .. } = self.place(&asked).await? else { return Err(FsError::Forbidden) };
+                self.st.meta.rename_incoming_share(self.space, grant.share_id, &name).await.map_err(meta_error)?;
+                return Ok(());
+            }
             let (from_place, to_place) = (self.change_place(&asked).await?, self.change_place(&shown).await?);
             let (space, f) = from_place.target(Want::Write).map_err(fs_error)?;
             let (to_space, t) = to_place.target(Want::Write).map_err(fs_error)?;
