@@ -39,24 +39,45 @@ impl InProcess {
     /// A new user and a client holding a bearer token for it (made directly in the database:
     /// sign-in is not what these tests are about).
     pub async fn user(&self, name: &str) -> anyhow::Result<Client> {
-        let user = self.state.meta.create_user(name, "!not-a-password-hash", "user", None).await?;
+        self.account(name, "user").await
+    }
+
+    /// [`InProcess::user`] with the administrator role.
+    pub async fn admin(&self, name: &str) -> anyhow::Result<Client> {
+        self.account(name, "admin").await
+    }
+
+    async fn account(&self, name: &str, role: &str) -> anyhow::Result<Client> {
+        let user = self.state.meta.create_user(name, "!not-a-password-hash", role, None).await?;
         let (token, hash) = nimbus_gateway::auth::new_token();
         let expires = nimbus_gateway::meta::now_ms() + 3_600_000;
         self.state.meta.insert_token(user.id, &hash, "in-process test", expires, None).await?;
-        Ok(Client { app: self.app.clone(), token })
+        Ok(Client { app: self.app.clone(), token: Some(token), id: user.id })
+    }
+
+    /// A client without a token (what anyone on the network can send).
+    pub fn anonymous(&self) -> Client {
+        Client { app: self.app.clone(), token: None, id: 0 }
+    }
+
+    /// The gateway's state: for checking what a refused request left in the database.
+    pub fn state(&self) -> &AppState {
+        &self.state
     }
 }
 
-/// Requests to the in-process router as one user.
+/// Requests to the in-process router as one user (or as nobody: [`InProcess::anonymous`]).
 #[derive(Clone)]
 pub struct Client {
     app: axum::Router,
-    token: String,
+    token: Option<String>,
+    /// The user's id (0 for the anonymous client).
+    pub id: i64,
 }
 
 impl Client {
-    pub fn token(&self) -> &str {
-        &self.token
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     /// `method target` (sent as written: no URL parser resolves dot segments first) with the
@@ -69,7 +90,9 @@ impl Client {
         body: impl Into<Bytes>,
     ) -> anyhow::Result<Resp> {
         let mut req = axum::http::Request::builder().method(method).uri(target);
-        req = req.header(AUTHORIZATION, format!("Bearer {}", self.token));
+        if let Some(token) = &self.token {
+            req = req.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
         for (k, v) in headers {
             req = req.header(HeaderName::from_bytes(k.as_bytes())?, HeaderValue::from_str(v)?);
         }
@@ -109,8 +132,20 @@ impl Client {
     }
 
     pub async fn post_json<T: Serialize + ?Sized>(&self, target: &str, body: &T) -> anyhow::Result<Resp> {
-        let body = serde_json::to_vec(body)?;
-        self.send("POST", target, &[(CONTENT_TYPE.as_str(), "application/json")], body).await
+        self.json_text("POST", target, serde_json::to_string(body)?).await
+    }
+
+    pub async fn patch_json<T: Serialize + ?Sized>(&self, target: &str, body: &T) -> anyhow::Result<Resp> {
+        self.json_text("PATCH", target, serde_json::to_string(body)?).await
+    }
+
+    /// `method target` with `text` as its body, sent as JSON whatever it holds (bad input).
+    pub async fn json_text(&self, method: &str, target: &str, text: impl Into<String>) -> anyhow::Result<Resp> {
+        self.send(method, target, &[(CONTENT_TYPE.as_str(), "application/json")], Bytes::from(text.into())).await
+    }
+
+    pub async fn delete(&self, target: &str) -> anyhow::Result<Resp> {
+        self.send("DELETE", target, &[], Bytes::new()).await
     }
 
     /// Every entry of the folder at `path`, following the cursor.

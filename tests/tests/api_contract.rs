@@ -1,11 +1,13 @@
 //! The REST API's HTTP contract where neither the store nor the database is the subject:
-//! conditional requests (ETag, If-Match, If-None-Match) and the name rules with their error
-//! bodies (docs/API.md). Driven in this process through `server::app(state)` on SQLite and a
+//! conditional requests (ETag, If-Match, If-None-Match), the name rules with their error
+//! bodies, and the admin API's refusals of users, of the anonymous and of bad input (docs/API.md). Driven in this process through `server::app(state)` on SQLite and a
 //! local store (src/inproc.rs): the same assertions as over a socket, no gateway process.
 
 use anyhow::{Context, ensure};
 use nimbus_e2e::http::files_url;
 use nimbus_e2e::inproc::InProcess;
+use nimbus_proto::wire::{CreatedUser, LoginResponse, Me, Role, UserInfo, UserList};
+use serde_json::json;
 
 #[tokio::test]
 async fn conditional_requests() -> anyhow::Result<()> {
@@ -92,5 +94,86 @@ async fn invalid_names() -> anyhow::Result<()> {
     let long = "a".repeat(256);
     api.put_file(&format!("/{long}"), "x").await?.check_error_any(400, &["invalid_name", "invalid_path"])?;
     api.put_file(&format!("/{}", "b".repeat(255)), "x").await?.entry(201)?;
+    Ok(())
+}
+
+/// Every admin endpoint refuses a user (403 `forbidden`) and the anonymous (401
+/// `unauthorized`) with the error body, and nothing changes: no account made, no role, password
+/// or device of the administrator touched.
+#[tokio::test]
+async fn admin_api_refuses_non_admins() -> anyhow::Result<()> {
+    let gw = InProcess::start().await?;
+    let admin = gw.admin("root").await?;
+    let user = gw.user("ivan").await?;
+    let (uid, admin_id) = (user.id, admin.id);
+    let before = gw.state().meta.user_by_name("root").await?.context("root")?;
+    let body = json!({"username": "mallory", "password": "mallory-pass-1", "role": "admin"});
+    let patch = json!({"role": "admin"});
+    let anon = gw.anonymous();
+    for (api, status, code) in [(&user, 403, "forbidden"), (&anon, 401, "unauthorized")] {
+        let checks = [
+            api.get("/api/v1/admin/users", &[]).await?,
+            api.post_json("/api/v1/admin/users", &body).await?,
+            api.get(&format!("/api/v1/admin/users/{uid}"), &[]).await?,
+            api.get(&format!("/api/v1/admin/users/{admin_id}"), &[]).await?,
+            api.patch_json(&format!("/api/v1/admin/users/{uid}"), &patch).await?,
+            api.patch_json(&format!("/api/v1/admin/users/{admin_id}"), &json!({"password": "pwned-pw-1"})).await?,
+            api.delete(&format!("/api/v1/admin/users/{admin_id}")).await?,
+            api.delete("/api/v1/admin/users/987654321").await?,
+            api.get("/api/v1/admin/audit", &[]).await?,
+            api.get(&format!("/api/v1/admin/users/{admin_id}/devices"), &[]).await?,
+            api.delete(&format!("/api/v1/admin/users/{admin_id}/devices")).await?,
+            api.delete(&format!("/api/v1/admin/users/{admin_id}/devices/1")).await?,
+            api.get("/api/v1/admin/stats/history", &[]).await?,
+            api.get("/api/v1/admin/usage", &[]).await?,
+        ];
+        for r in checks {
+            r.check_error(status, code)?;
+        }
+    }
+    // Nothing happened.
+    let me: Me = user.get("/api/v1/me", &[]).await?.ok(200)?;
+    ensure!(me.role == Role::User, "{me:?}");
+    let after = gw.state().meta.user_by_name("root").await?.context("root")?;
+    ensure!(after.password_hash == before.password_hash && after.role == "admin" && !after.disabled, "{after:?}");
+    ensure!(gw.state().meta.user_by_name("mallory").await?.is_none(), "mallory was created");
+    admin.get("/api/v1/admin/users", &[]).await?.check(200)?;
+    Ok(())
+}
+
+/// Malformed and out-of-range admin requests are 400 `bad_request` with the error body and
+/// change nothing.
+#[tokio::test]
+async fn admin_api_bad_input() -> anyhow::Result<()> {
+    let gw = InProcess::start().await?;
+    let admin = gw.admin("root").await?;
+    let judy = json!({"username": "judy", "password": "judy-password-1", "role": "user"});
+    let created: CreatedUser = admin.post_json("/api/v1/admin/users", &judy).await?.ok(201)?;
+    let user_path = format!("/api/v1/admin/users/{}", created.user.id);
+    for text in [
+        "{not json",
+        "",
+        "[]",
+        r#"{"username": 5, "role": "user"}"#,
+        r#"{"username": "x1", "role": "superuser"}"#,
+        r#"{"username": "x2", "quota_bytes": -1, "role": "user"}"#,
+        r#"{"username": "x3", "quota_bytes": "lots", "role": "user"}"#,
+    ] {
+        let r = admin.json_text("POST", "/api/v1/admin/users", text).await?;
+        r.check_error(400, "bad_request").with_context(|| format!("POST body {text:?}"))?;
+    }
+    for text in ["{", r#"{"quota_bytes": "x"}"#, r#"{"disabled": "yes"}"#, r#"{"role": "root"}"#] {
+        let r = admin.json_text("PATCH", &user_path, text).await?;
+        r.check_error(400, "bad_request").with_context(|| format!("PATCH body {text:?}"))?;
+    }
+    // A non-numeric id.
+    admin.get("/api/v1/admin/users/not-a-number", &[]).await?.check_any(&[400, 404])?.error_detail()?;
+    // Nothing changed.
+    let u: UserInfo = admin.get(&user_path, &[]).await?.ok(200)?;
+    ensure!(u.role == Role::User && !u.disabled && u.quota_bytes.is_none(), "{u:?}");
+    let l: UserList = admin.get("/api/v1/admin/users", &[]).await?.ok(200)?;
+    ensure!(l.users.len() == 2, "bad requests created users: {:?}", l.users);
+    let login = json!({"username": "judy", "password": "judy-password-1"});
+    let _: LoginResponse = gw.anonymous().post_json("/api/v1/auth/login", &login).await?.ok(200)?;
     Ok(())
 }
