@@ -6,6 +6,7 @@
 //! gateway on PostgreSQL).
 
 use anyhow::ensure;
+use nimbus_e2e::s3::{new_key, s3_io};
 use nimbus_e2e::{Api, backend_test};
 use nimbus_proto::wire::{
     AdminShareList, AuditList, DirListing, GroupInfo, GroupList, IncomingShareList, ShareInfo, ShareList,
@@ -348,6 +349,57 @@ backend_test!(
         // The group deleted on A: gone on B.
         admin.delete(&format!("/api/v1/admin/groups/{}", team.id)).await?.check(204)?;
         bob_b.list_dir(&format!("{SHARED}/Team"), None, None).await?.check_error(404, "not_found")?;
+        Ok(())
+    }
+);
+
+/// Carol's feed from `cursor` on: (op, path) of each change, and the next cursor.
+async fn feed(api: &Api, cursor: &str) -> anyhow::Result<(Vec<(String, String)>, String)> {
+    let list: nimbus_proto::wire::ChangeList = api
+        .get(&format!("/api/v1/changes{}", nimbus_e2e::http::query_string(&[("cursor", cursor), ("wait", "0")])))
+        .await?
+        .ok(200)?;
+    ensure!(!list.reset, "{list:?}");
+    Ok((list.changes.iter().map(|c| (c.op.as_str().to_string(), c.path.clone())).collect(), list.cursor))
+}
+
+backend_test!(
+    a_group_share_in_the_s3_door_and_the_change_feed,
+    opts = nimbus_e2e::GatewayOptions::default().arg("--s3-listen").arg("127.0.0.1:0"),
+    |gw| async move {
+        let admin = gw.admin().await?;
+        let (_, alice) = gw.user("alice", None).await?;
+        let (_, carol) = gw.user("carol", None).await?;
+        alice.put_file("/Team/plan.txt", "the plan").await?.check(201)?;
+        let team = group(&admin, "team", &[]).await?;
+        let s = share_group(&alice, "/Team", "team", "read").await?;
+        let start: nimbus_proto::wire::ChangeList = carol.get("/api/v1/changes").await?.ok(200)?;
+
+        // Added to the group: the entry appears in carol's feed, with `Shared with me` around it.
+        let members = format!("/api/v1/admin/groups/{}/members", team.id);
+        admin.post_json(&members, &json!({"username": "carol"})).await?.check(201)?;
+        let (seen, cursor) = feed(&carol, &start.cursor).await?;
+        let want = [("mkdir".to_string(), SHARED.to_string()), ("mkdir".to_string(), format!("{SHARED}/Team"))];
+        ensure!(seen == want, "{seen:?}");
+
+        // The S3 door: read, and a read-only share refuses a write.
+        let endpoint = gw.s3_endpoint()?;
+        let key = new_key(&carol).await?;
+        let read = s3_io(&endpoint, &key, &["read", "carol", "Shared with me/Team/plan.txt"]).await?;
+        ensure!(read == "the plan", "{read}");
+        let put = s3_io(&endpoint, &key, &["code", "carol", "Shared with me/Team/new.txt"]).await?;
+        ensure!(put == "AccessDenied 403", "{put}");
+        alice.patch_json(&format!("/api/v1/shares/{}", s.id), &json!({"permission": "write"})).await?.check(200)?;
+        ensure!(s3_io(&endpoint, &key, &["code", "carol", "Shared with me/Team/new.txt"]).await? == "OK");
+        ensure!(alice.get_file("/Team/new.txt").await?.body.as_ref() == b"probe");
+
+        // Taken out: gone from the bucket at once, and the feed says so.
+        admin.delete(&format!("{members}/carol")).await?.check(204)?;
+        let read = s3_io(&endpoint, &key, &["read", "carol", "Shared with me/Team/plan.txt"]).await?;
+        ensure!(read == "NoSuchKey 404", "{read}");
+        let (seen, _) = feed(&carol, &cursor).await?;
+        ensure!(seen.iter().any(|(op, p)| op == "delete" && p == &format!("{SHARED}/Team")), "{seen:?}");
+        ensure!(seen.last().is_some_and(|(op, p)| op == "delete" && p == SHARED), "{seen:?}");
         Ok(())
     }
 );

@@ -83,6 +83,7 @@ function GroupCard({ group, onChanged, onMessage }: { group: GroupInfo; onChange
           <Badge
             key={m}
             variant="outline"
+            tt="none"
             rightSection={
               <CloseButton
                 size="xs"
