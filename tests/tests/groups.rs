@@ -260,9 +260,18 @@ backend_test!(share_with_a_group, |gw| async move {
     let log: AuditList = admin.get("/api/v1/admin/audit?action=share_created").await?.ok(200)?;
     ensure!(log.entries.iter().any(|e| e.detail.as_deref() == Some("/Team with group team (read)")), "{log:?}");
 
+    // An administrator revokes the group share: gone for every member at once, audited.
+    alice.put_file("/Other/o.txt", "other").await?.check(201)?;
+    share_group(&alice, "/Other", "team", "read").await?;
+    admin.delete(&format!("/api/v1/admin/shares/{}", s.id)).await?.check(204)?;
+    dave.get_file(&format!("{SHARED}/Team/plan.txt")).await?.check_error(404, "not_found")?;
+    ensure!(dave.get_file(&format!("{SHARED}/Other/o.txt")).await?.body.as_ref() == b"other");
+    let log: AuditList = admin.get("/api/v1/admin/audit?action=share_revoked").await?.ok(200)?;
+    ensure!(log.entries.iter().any(|e| e.target.as_deref() == Some(&format!("share {}", s.id))), "{log:?}");
+
     // Deleting the group ends its shares for every member.
     admin.delete(&url).await?.check(204)?;
-    dave.get_file(&format!("{SHARED}/Team/plan.txt")).await?.check_error(404, "not_found")?;
+    dave.get_file(&format!("{SHARED}/Other/o.txt")).await?.check_error(404, "not_found")?;
     ensure!(incoming(&dave).await?.shares.is_empty());
     ensure!(alice.get("/api/v1/shares").await?.ok::<ShareList>(200)?.shares.is_empty());
     alice.get_file("/Team/carol.txt").await?.check(200)?;
