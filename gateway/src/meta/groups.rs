@@ -174,3 +174,68 @@ impl Meta {
         Ok(scalar("SELECT node_id FROM shares WHERE group_id = $1").bind(id).fetch_all(&mut self.db()).await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx::Row;
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+    /// A share as the test reads it back: id, recipient, group, parent, permission.
+    type Share = (i64, Option<i64>, Option<i64>, Option<i64>, String);
+
+    /// The migration before groups.
+    const BEFORE_GROUPS: i64 = 20261129700001;
+
+    /// SQLite cannot drop a NOT NULL, so the groups migration rebuilds `shares`: the shares,
+    /// the upload proofs that hang on them (and their cascade) and the id sequence must all
+    /// come through, with foreign keys on as the gateway runs.
+    #[tokio::test]
+    async fn the_sqlite_rebuild_of_shares_keeps_rows_proofs_and_ids() -> anyhow::Result<()> {
+        let opts = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
+        let pool = SqlitePoolOptions::new().max_connections(1).connect_with(opts).await?;
+        super::super::SQLITE_MIGRATIONS.run_to(BEFORE_GROUPS, &pool).await?;
+        for q in [
+            "INSERT INTO users (id, username, username_key, password_hash, role, used_bytes, disabled, created_at, \
+             updated_at) VALUES (1, 'a', 'a', 'x', 'user', 0, FALSE, 0, 0), (2, 'b', 'b', 'x', 'user', 0, FALSE, 0, 0)",
+            "INSERT INTO nodes (id, space_id, parent_id, name, name_key, kind, size, created_at, modified_at) VALUES \
+             (10, 1, NULL, '', '', 'dir', 0, 0, 0), (11, 1, 10, 'P', 'p', 'dir', 0, 0, 0), (12, 1, 10, 'Q', 'q', 'dir', 0, 0, 0)",
+            "INSERT INTO shares (owner_id, node_id, recipient_id, permission, name, name_key, created_at) VALUES \
+             (1, 11, 2, 'read', 'P', 'p', 0), (1, 12, 2, 'write', 'Q', 'q', 0), (2, 12, 1, 'read', 'Z', 'z', 0)",
+            "INSERT INTO share_uploads (share_id, hash) VALUES (2, 'h1'), (2, 'h2')",
+            // The newest share revoked: its id must not be given again.
+            "DELETE FROM shares WHERE id = 3",
+        ] {
+            sqlx::query(q).execute(&pool).await?;
+        }
+        super::super::SQLITE_MIGRATIONS.run(&pool).await?;
+
+        let rows = sqlx::query("SELECT id, recipient_id, group_id, parent_id, permission FROM shares ORDER BY id")
+            .fetch_all(&pool)
+            .await?;
+        let got: Vec<Share> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect();
+        assert_eq!(got, [(1, Some(2), None, None, "read".into()), (2, Some(2), None, None, "write".into())]);
+        let proofs: Vec<String> = sqlx::query_scalar("SELECT hash FROM share_uploads WHERE share_id = 2 ORDER BY hash")
+            .fetch_all(&pool)
+            .await?;
+        assert_eq!(proofs, ["h1", "h2"]);
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO shares (owner_id, node_id, recipient_id, permission, name, name_key, created_at) \
+             VALUES (2, 11, 1, 'read', 'W', 'w', 0) RETURNING id",
+        )
+        .fetch_one(&pool)
+        .await?;
+        assert_eq!(id, 4, "an id of a revoked share was given again");
+        // A share with neither a user nor a group is refused.
+        let neither = "INSERT INTO shares (owner_id, node_id, recipient_id, group_id, permission, name, name_key, \
+                    created_at) VALUES (1, 11, NULL, NULL, 'read', 'X', 'x', 0)";
+        assert!(sqlx::query(neither).execute(&pool).await.is_err());
+        // The proofs still go with their share.
+        sqlx::query("DELETE FROM shares WHERE id = 2").execute(&pool).await?;
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM share_uploads").fetch_one(&pool).await?;
+        assert_eq!(left, 0);
+        assert!(sqlx::query("PRAGMA foreign_key_check").fetch_all(&pool).await?.is_empty());
+        Ok(())
+    }
+}
