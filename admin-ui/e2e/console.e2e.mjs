@@ -182,6 +182,23 @@ await run(browser, 'failure.png', violations, async (setPage) => {
   await page.getByRole('cell', { name: USER }).first().waitFor();
   await shot('09-audit');
 
+  step('the admin makes a group and adds the user to it by name');
+  await page.getByRole('link', { name: 'Groups' }).click();
+  await page.getByRole('heading', { name: 'Groups' }).waitFor();
+  await page.getByLabel('New group').fill('e2e-team');
+  await page.getByRole('button', { name: 'Create group' }).click();
+  await page.getByText('Group e2e-team created.').waitFor();
+  const card = page.getByRole('region', { name: 'Group e2e-team' });
+  await card.getByLabel('Add a member to e2e-team').fill('e2e-al');
+  await page.getByRole('option', { name: USER }).click();
+  await card.getByRole('button', { name: 'Add', exact: true }).click();
+  await page.getByText(`${USER} added to e2e-team.`).waitFor();
+  await card.getByText('1 member').waitFor();
+  await shot('09b-groups');
+  await card.getByRole('button', { name: `Remove ${USER} from e2e-team` }).click();
+  await page.getByText(`${USER} removed from e2e-team.`).waitFor();
+  await card.getByText('No members.').waitFor();
+
   step('the admin deletes the user with typed confirmation');
   await page.getByRole('link', { name: 'Users' }).click();
   await searchUsers('alice');

@@ -302,6 +302,19 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await shot('05-share', 'share');
   await page.keyboard.press('Escape');
 
+  step('alice shares the folder with a group of bob\'s too (read): bob keeps one entry, can edit');
+  r = await call('POST', '/api/v1/admin/groups', { token: admin, json: { name: 'web-team' } });
+  check(r.status === 201, `create the group: ${r.status} ${r.text}`);
+  r = await call('POST', `/api/v1/admin/groups/${r.json().id}/members`, { token: admin, json: { username: BOB } });
+  check(r.status === 201, `add bob: ${r.status} ${r.text}`);
+  await action('Project', 'Share');
+  await page.getByRole('dialog').getByText('A group', { exact: true }).click();
+  await page.getByRole('dialog').getByLabel('Group name').fill('web-team');
+  await page.getByRole('dialog').getByRole('button', { name: 'Share', exact: true }).click();
+  await page.getByTestId('share-row').filter({ hasText: 'Group web-team' }).waitFor();
+  await page.getByTestId('share-row').filter({ hasText: BOB }).waitFor();
+  await page.keyboard.press('Escape');
+
   step('the link opens signed out, with its password (the page asks for it)');
   const visitor = await browser.newContext();
   const vp = await visitor.newPage();

@@ -10,6 +10,7 @@ import { SignIn, NotAdmin } from './pages/SignIn';
 import { takeSsoResult } from './sso';
 import { UsersPage } from './pages/Users';
 import { UserPage } from './pages/User';
+import { GroupsPage } from './pages/Groups';
 import { CachePage } from './pages/Cache';
 import { AuditPage } from './pages/Audit';
 
@@ -34,6 +35,7 @@ export function App() {
 const NAV = [
   ['/', 'Dashboard'],
   ['/users', 'Users'],
+  ['/groups', 'Groups'],
   ['/cache', 'Cache'],
   ['/audit', 'Audit log'],
 ] as const;
@@ -51,6 +53,7 @@ function Console({ signOut }: { signOut: () => Promise<void> }) {
   const userMatch = /^\/users\/(\d+)$/.exec(route);
   if (userMatch) page = <UserPage id={Number(userMatch[1])} />;
   else if (route === '/users') page = <UsersPage />;
+  else if (route === '/groups') page = <GroupsPage />;
   else if (route === '/cache') page = <CachePage />;
   else if (route === '/audit') page = <AuditPage />;
   else page = <Dashboard />;

@@ -261,6 +261,14 @@ pub fn validate_username(name: &str) -> Result<(), String> {
     }
 }
 
+/// Group names: the rules of usernames (1–64 characters of `A-Z a-z 0-9 . _ -`, starting with
+/// a letter or digit). Unique case-insensitively.
+pub fn validate_group_name(name: &str) -> Result<(), String> {
+    validate_username(name).map_err(|_| {
+        "group names are 1-64 characters of letters, digits, `.`, `_` and `-`, starting with a letter or digit".into()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +380,14 @@ mod tests {
         assert!(validate_username("alice.b-2_x").is_ok());
         for u in ["", "-x", "a b", "a/b", "ü", &"a".repeat(65)] {
             assert!(validate_username(u).is_err(), "{u:?}");
+        }
+    }
+
+    #[test]
+    fn group_names() {
+        assert!(validate_group_name("team-a.2_x").is_ok());
+        for g in ["", "_x", "a b", "a/b", "ü", &"g".repeat(65)] {
+            assert!(validate_group_name(g).is_err(), "{g:?}");
         }
     }
 }

@@ -968,8 +968,15 @@ pub enum SharePermission {
 pub struct CreateShareRequest {
     /// A file or folder of your space (not the whole space).
     pub path: String,
-    /// The user to share it with.
-    pub username: String,
+    /// The user to share it with; give either this or `group`.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub username: Option<String>,
+    /// The group to share it with (each member but you gets it); give either this or
+    /// `username`.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional = nullable))]
+    pub group: Option<String>,
     pub permission: SharePermission,
 }
 
@@ -991,8 +998,11 @@ pub struct ShareInfo {
     /// Where the shared file or folder is in your space now; `null` while it is in the trash
     /// (the share then leads nowhere until it is restored).
     pub path: Option<String>,
-    /// Who it is shared with.
-    pub username: String,
+    /// The user it is shared with; `null` for a share with a group.
+    pub username: Option<String>,
+    /// The group it is shared with; `null` for a share with a user.
+    #[serde(default)]
+    pub group: Option<String>,
     pub permission: SharePermission,
     pub created: String,
 }
@@ -1015,7 +1025,12 @@ pub struct IncomingShareInfo {
     /// Its entry under `/Shared with me`.
     pub name: String,
     pub kind: EntryKind,
+    /// What you may do: the higher permission when a share with you and a share with a group
+    /// of yours give the same file or folder (one entry).
     pub permission: SharePermission,
+    /// The group it was shared with you through; `null` if shared with you yourself.
+    #[serde(default)]
+    pub group: Option<String>,
     pub created: String,
 }
 
@@ -1029,8 +1044,11 @@ pub struct AdminShareInfo {
     pub owner: String,
     /// Where it is in the owner's space now; `null` while it is in the trash.
     pub path: Option<String>,
-    /// Who it is shared with.
-    pub username: String,
+    /// The user it is shared with; `null` for a share with a group.
+    pub username: Option<String>,
+    /// The group it is shared with; `null` for a share with a user.
+    #[serde(default)]
+    pub group: Option<String>,
     pub permission: SharePermission,
     pub created: String,
 }
@@ -1047,6 +1065,45 @@ pub struct AdminShareList {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct IncomingShareList {
     pub shares: Vec<IncomingShareInfo>,
+}
+
+/// A group of users (`/api/v1/admin/groups`): what a share can be given to besides one user.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct GroupInfo {
+    pub id: i64,
+    pub name: String,
+    /// The members' usernames, by name.
+    pub members: Vec<String>,
+    pub created: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct GroupList {
+    pub groups: Vec<GroupInfo>,
+}
+
+/// Body of `POST /api/v1/admin/groups` and `PATCH /api/v1/admin/groups/{id}` (a new name).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct GroupRequest {
+    /// 1-64 characters of letters, digits, `.`, `_` and `-`, starting with a letter or digit;
+    /// unique case-insensitively.
+    pub name: String,
+}
+
+/// Body of `POST /api/v1/admin/groups/{id}/members`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct GroupMemberRequest {
+    pub username: String,
 }
 
 /// What a public link lets its visitors do.

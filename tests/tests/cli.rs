@@ -933,6 +933,55 @@ backend_test!(bad_input_messages, |gw| async move {
     Ok(())
 });
 
+// `nimbus admin group-*` and `nimbus share add --group`: a group made with a member, a folder
+// shared with it that the member gets, a member taken out losing it, the group deleted; the
+// refusals in words.
+backend_test!(group_commands, |gw| async move {
+    let admin = Cli::new()?;
+    admin.login(&gw.url, "admin", ADMIN_PASSWORD).await?;
+    let alice = Cli::for_new_user(&gw, "alice").await?;
+    let bob = Cli::for_new_user(&gw, "bob").await?;
+    let carol = Cli::for_new_user(&gw, "carol").await?;
+    let local = alice.write("plan.txt", b"the plan")?;
+    alice.run(&["put", s(&local), "/Plan/notes.txt"]).await?.ok()?;
+
+    let out = admin.run(&["admin", "group-add", "team", "--member", "bob"]).await?;
+    ensure!(out.ok()?.stdout().contains("team") && out.stdout().contains("bob"), "{out}");
+    admin.run(&["admin", "group-add", "TEAM"]).await?.failed(&["already exists"])?;
+    admin.run(&["admin", "group-add", "a b"]).await?.failed(&["cannot be a group name"])?;
+    alice.run(&["admin", "groups"]).await?.failed(&["not an administrator"])?;
+
+    let out = alice.run(&["share", "add", "/Plan", "--group", "team"]).await?;
+    ensure!(out.ok()?.stdout().contains("Shared /Plan with group team (read)"), "{out}");
+    let mine = alice.json(&["share", "ls"]).await?;
+    ensure!(mine["shares"][0]["group"] == "team" && mine["shares"][0]["username"].is_null(), "{mine}");
+    let out = bob.run(&["share", "incoming"]).await?;
+    ensure!(out.ok()?.stdout().contains("alice (group team)"), "{out}");
+    let got = bob.run(&["get", "/Shared with me/Plan/notes.txt", "-"]).await?;
+    ensure!(got.ok()?.stdout == b"the plan", "{got}");
+    let o = alice.run(&["share", "add", "/Plan", "bob", "--group", "team"]).await?;
+    ensure!(o.status.code() == Some(2) && o.stderr.contains("--group"), "{o}");
+
+    let out =
+        admin.run(&["admin", "group-set", "team", "--add", "carol", "--remove", "bob", "--rename", "crew"]).await?;
+    ensure!(
+        out.ok()?.stdout().contains("crew") && out.stdout().contains("carol") && !out.stdout().contains("bob"),
+        "{out}"
+    );
+    bob.run(&["get", "/Shared with me/Plan/notes.txt", "-"]).await?.failed(&[])?;
+    ensure!(carol.run(&["get", "/Shared with me/Plan/notes.txt", "-"]).await?.ok()?.stdout == b"the plan");
+    let groups = admin.json(&["admin", "groups"]).await?;
+    ensure!(
+        groups["groups"][0]["name"] == "crew" && groups["groups"][0]["members"] == serde_json::json!(["carol"]),
+        "{groups}"
+    );
+    let out = admin.run(&["admin", "group-del", "crew"]).await?;
+    ensure!(out.ok()?.stdout().contains("deleted group crew"), "{out}");
+    carol.run(&["get", "/Shared with me/Plan/notes.txt", "-"]).await?.failed(&[])?;
+    admin.run(&["admin", "group-del", "crew"]).await?.failed(&["no group `crew`"])?;
+    Ok(())
+});
+
 // `nimbus share` and `nimbus link`: add, list (both ways), change, leave and revoke a share;
 // create (view with password, expiry and limit; a file drop), list, change and revoke links;
 // the refusals in words.

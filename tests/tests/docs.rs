@@ -55,6 +55,7 @@ const OTHER_FLAGS: &[(&str, &str, &str)] = &[
     ("README.md", "--fast", "infra/test.sh"),
     ("README.md", "--clippy", "infra/test.sh"),
     ("README.md", "--check", "cargo fmt"),
+    ("docs/API.md", "--group", "nimbus share add"),
     ("docs/ARCHITECTURE.md", "--upload-delay", "nimbus mount"),
     ("docs/DOORS.md", "--name", "nimbus keys create"),
     ("docs/OPERATIONS.md", "--no-owner", "pg_restore"),

@@ -396,9 +396,14 @@ export type CreateShareRequest = {
  */
 path: string, 
 /**
- * The user to share it with.
+ * The user to share it with; give either this or `group`.
  */
-username: string, permission: SharePermission, };
+username?: string | null, 
+/**
+ * The group to share it with (each member but you gets it); give either this or
+ * `username`.
+ */
+group?: string | null, permission: SharePermission, };
 
 export type UpdateShareRequest = { permission: SharePermission, };
 
@@ -409,9 +414,13 @@ export type ShareInfo = { id: number,
  */
 path: string | null, 
 /**
- * Who it is shared with.
+ * The user it is shared with; `null` for a share with a group.
  */
-username: string, permission: SharePermission, created: string, };
+username: string | null, 
+/**
+ * The group it is shared with; `null` for a share with a user.
+ */
+group: string | null, permission: SharePermission, created: string, };
 
 export type ShareList = { shares: Array<ShareInfo>, };
 
@@ -423,7 +432,16 @@ owner: string,
 /**
  * Its entry under `/Shared with me`.
  */
-name: string, kind: EntryKind, permission: SharePermission, created: string, };
+name: string, kind: EntryKind, 
+/**
+ * What you may do: the higher permission when a share with you and a share with a group
+ * of yours give the same file or folder (one entry).
+ */
+permission: SharePermission, 
+/**
+ * The group it was shared with you through; `null` if shared with you yourself.
+ */
+group: string | null, created: string, };
 
 export type IncomingShareList = { shares: Array<IncomingShareInfo>, };
 
@@ -437,11 +455,32 @@ owner: string,
  */
 path: string | null, 
 /**
- * Who it is shared with.
+ * The user it is shared with; `null` for a share with a group.
  */
-username: string, permission: SharePermission, created: string, };
+username: string | null, 
+/**
+ * The group it is shared with; `null` for a share with a user.
+ */
+group: string | null, permission: SharePermission, created: string, };
 
 export type AdminShareList = { shares: Array<AdminShareInfo>, };
+
+export type GroupInfo = { id: number, name: string, 
+/**
+ * The members' usernames, by name.
+ */
+members: Array<string>, created: string, };
+
+export type GroupList = { groups: Array<GroupInfo>, };
+
+export type GroupRequest = { 
+/**
+ * 1-64 characters of letters, digits, `.`, `_` and `-`, starting with a letter or digit;
+ * unique case-insensitively.
+ */
+name: string, };
+
+export type GroupMemberRequest = { username: string, };
 
 export type LinkMode = "view" | "upload";
 

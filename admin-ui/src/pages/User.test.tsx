@@ -70,7 +70,8 @@ describe('UserPage', () => {
     const calls: string[] = [];
     let shares = [
       { id: 3, owner: 'alice', path: '/Projects/Plan', username: 'bob', permission: 'write', created: '2026-11-26T10:00:00Z' },
-      { id: 2, owner: 'carol', path: null, username: 'alice', permission: 'read', created: '2026-11-25T10:00:00Z' },
+      { id: 2, owner: 'carol', path: null, username: 'alice', group: null, permission: 'read', created: '2026-11-25T10:00:00Z' },
+      { id: 1, owner: 'alice', path: '/Team', username: null, group: 'sales', permission: 'read', created: '2026-11-24T10:00:00Z' },
     ];
     vi.stubGlobal(
       'fetch',
@@ -111,6 +112,9 @@ describe('UserPage', () => {
 
     expect(await screen.findByText('/Projects/Plan')).toBeInTheDocument();
     expect(screen.getByText('in the trash')).toBeInTheDocument();
+    // A share with a group says so.
+    expect(screen.getByText('group sales')).toBeInTheDocument();
+    expect(screen.getByRole('button', { name: 'Revoke /Team of alice with group sales' })).toBeInTheDocument();
     await u.click(screen.getByRole('button', { name: 'Revoke /Projects/Plan of alice with bob' }));
     expect(await screen.findByText('Share revoked: /Projects/Plan of alice with bob.')).toBeInTheDocument();
     expect(calls).toContain('DELETE /api/v1/admin/shares/3');

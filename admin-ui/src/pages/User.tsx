@@ -254,12 +254,13 @@ function Shares({ username }: { username: string }) {
             </Table.Thead>
             <Table.Tbody>
               {shares.map((s) => {
-                const what = `${s.path ?? '(in the trash)'} of ${s.owner} with ${s.username}`;
+                const withWhom = s.username ?? `group ${s.group}`;
+                const what = `${s.path ?? '(in the trash)'} of ${s.owner} with ${withWhom}`;
                 return (
                   <Table.Tr key={s.id}>
                     <Table.Td>{s.owner}</Table.Td>
                     <Table.Td>{s.path ?? <Text span c="dimmed">in the trash</Text>}</Table.Td>
-                    <Table.Td>{s.username}</Table.Td>
+                    <Table.Td>{withWhom}</Table.Td>
                     <Table.Td>{s.permission === 'write' ? 'can edit' : 'can view'}</Table.Td>
                     <Table.Td>{new Date(s.created).toLocaleString()}</Table.Td>
                     <Table.Td>

@@ -8,6 +8,15 @@ import type { UserList } from '../api/types';
 /** Picks a user by name: what is typed searches the gateway's user list (there may be many
  * thousands), and the choice is the user's id, which the API takes. */
 export function UserPicker(props: { label: string; value: number | null; onChange: (id: number | null) => void; error?: string | null }) {
+  return <Picker {...props} by="id" value={props.value === null ? null : String(props.value)} onChange={(v) => props.onChange(v === null ? null : Number(v))} />;
+}
+
+/** [`UserPicker`] whose choice is the username (what the group endpoints take). */
+export function UsernamePicker(props: { label: string; value: string | null; onChange: (name: string | null) => void; error?: string | null }) {
+  return <Picker {...props} by="name" />;
+}
+
+function Picker(props: { label: string; by: 'id' | 'name'; value: string | null; onChange: (v: string | null) => void; error?: string | null }) {
   const [search, setSearch] = useState('');
   const [q] = useDebouncedValue(search, 250);
   const list = useQuery({
@@ -18,7 +27,7 @@ export function UserPicker(props: { label: string; value: number | null; onChang
       return api<UserList>('GET', `/api/v1/admin/users?${p}`);
     },
   });
-  const data = (list.data?.users ?? []).map((u) => ({ value: String(u.id), label: u.username }));
+  const data = (list.data?.users ?? []).map((u) => ({ value: props.by === 'id' ? String(u.id) : u.username, label: u.username }));
   return (
     <Select
       label={props.label}
@@ -27,8 +36,8 @@ export function UserPicker(props: { label: string; value: number | null; onChang
       searchValue={search}
       onSearchChange={setSearch}
       data={data}
-      value={props.value === null ? null : String(props.value)}
-      onChange={(v) => props.onChange(v === null ? null : Number(v))}
+      value={props.value}
+      onChange={props.onChange}
       nothingFoundMessage={list.isPending ? 'Searching…' : 'No user of that name'}
       error={props.error}
     />

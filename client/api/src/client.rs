@@ -723,6 +723,41 @@ impl Client {
         self.empty(self.request(Method::DELETE, &format!("/api/v1/admin/users/{id}"))).await
     }
 
+    /// `GET /admin/groups`: every group with its members, by name.
+    pub async fn list_groups(&self) -> Result<Vec<nimbus_proto::wire::GroupInfo>> {
+        let list: nimbus_proto::wire::GroupList = self.json(self.request(Method::GET, "/api/v1/admin/groups")).await?;
+        Ok(list.groups)
+    }
+
+    /// `POST /admin/groups`.
+    pub async fn create_group(&self, name: &str) -> Result<nimbus_proto::wire::GroupInfo> {
+        let body = nimbus_proto::wire::GroupRequest { name: name.into() };
+        self.json(self.request(Method::POST, "/api/v1/admin/groups").json(&body)).await
+    }
+
+    /// `PATCH /admin/groups/{id}`: a new name.
+    pub async fn rename_group(&self, id: i64, name: &str) -> Result<nimbus_proto::wire::GroupInfo> {
+        let body = nimbus_proto::wire::GroupRequest { name: name.into() };
+        self.json(self.request(Method::PATCH, &format!("/api/v1/admin/groups/{id}")).json(&body)).await
+    }
+
+    /// `DELETE /admin/groups/{id}`: the group's shares end for every member.
+    pub async fn delete_group(&self, id: i64) -> Result<()> {
+        self.empty(self.request(Method::DELETE, &format!("/api/v1/admin/groups/{id}"))).await
+    }
+
+    /// `POST /admin/groups/{id}/members`.
+    pub async fn add_group_member(&self, id: i64, username: &str) -> Result<nimbus_proto::wire::GroupInfo> {
+        let body = nimbus_proto::wire::GroupMemberRequest { username: username.into() };
+        self.json(self.request(Method::POST, &format!("/api/v1/admin/groups/{id}/members")).json(&body)).await
+    }
+
+    /// `DELETE /admin/groups/{id}/members/{username}`.
+    pub async fn remove_group_member(&self, id: i64, username: &str) -> Result<()> {
+        let url = format!("/api/v1/admin/groups/{id}/members/{}", percent_encode(username));
+        self.empty(self.request(Method::DELETE, &url)).await
+    }
+
     /// `GET /admin/audit`: one page, newest first.
     pub async fn audit(&self, filter: &AuditQuery) -> Result<AuditList> {
         let q = query(&[

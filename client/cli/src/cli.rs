@@ -246,12 +246,16 @@ pub enum PermissionArg {
 pub enum ShareAction {
     /// List the shares you gave (the default).
     Ls,
-    /// Share a file or folder of your space with a user.
+    /// Share a file or folder of your space with a user, or with a group (`--group`).
     Add {
         /// The file or folder (not the whole space).
         path: String,
         /// Who to share it with.
-        user: String,
+        #[arg(required_unless_present = "group")]
+        user: Option<String>,
+        /// Share with this group instead of a user: each member (but you) gets it.
+        #[arg(long, conflicts_with = "user")]
+        group: Option<String>,
         #[arg(long, value_enum, default_value = "read")]
         permission: PermissionArg,
     },
@@ -389,6 +393,35 @@ pub enum AdminCommand {
         /// Confirm: everything the user stored is deleted and cannot be restored.
         #[arg(long)]
         yes: bool,
+    },
+    /// List groups with their members.
+    Groups,
+    /// Create a group (names follow the rules of usernames).
+    GroupAdd {
+        name: String,
+        /// Members to add at once (usernames).
+        #[arg(long = "member", value_name = "USER")]
+        members: Vec<String>,
+    },
+    /// Change a group: rename it, add or take out members. Taken-out members lose the group's
+    /// shares at once.
+    GroupSet {
+        /// Group name or id.
+        group: String,
+        /// A new name.
+        #[arg(long, value_name = "NAME")]
+        rename: Option<String>,
+        /// Add this user (repeatable).
+        #[arg(long, value_name = "USER")]
+        add: Vec<String>,
+        /// Take this user out (repeatable).
+        #[arg(long, value_name = "USER")]
+        remove: Vec<String>,
+    },
+    /// Delete a group: its shares end for every member.
+    GroupDel {
+        /// Group name or id.
+        group: String,
     },
     /// Show the audit log, newest first.
     Audit {

@@ -30,6 +30,7 @@ mod blocks;
 mod changes;
 pub mod console;
 mod files;
+mod groups;
 mod health;
 mod keys;
 mod links;
@@ -134,6 +135,10 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(admin::audit_log))
         .routes(routes!(shares::admin_list))
         .routes(routes!(shares::admin_revoke))
+        .routes(routes!(groups::list, groups::create))
+        .routes(routes!(groups::get, groups::rename, groups::delete))
+        .routes(routes!(groups::add_member))
+        .routes(routes!(groups::remove_member))
         .routes(routes!(admin_usage::history))
         .routes(routes!(admin_usage::usage))
         .routes(routes!(admin::cache_stats, admin::cache_purge))

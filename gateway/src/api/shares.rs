@@ -23,10 +23,40 @@ fn permission(p: SharePermission) -> meta::SharePermission {
     }
 }
 
+fn permission_out(p: meta::SharePermission) -> SharePermission {
+    match p {
+        meta::SharePermission::Read => SharePermission::Read,
+        meta::SharePermission::Write => SharePermission::Write,
+    }
+}
+
 fn wire_permission(raw: &str) -> SharePermission {
     match meta::SharePermission::parse(raw) {
         Some(meta::SharePermission::Write) => SharePermission::Write,
         _ => SharePermission::Read,
+    }
+}
+
+/// Who a new share is given to.
+enum Recipient {
+    User(String),
+    Group(String),
+}
+
+impl Recipient {
+    fn describe(&self) -> String {
+        match self {
+            Recipient::User(u) => u.clone(),
+            Recipient::Group(g) => format!("group {g}"),
+        }
+    }
+
+    /// The `username` and `group` fields of the answer.
+    fn fields(self) -> (Option<String>, Option<String>) {
+        match self {
+            Recipient::User(u) => (Some(u), None),
+            Recipient::Group(g) => (None, Some(g)),
+        }
     }
 }
 
@@ -42,7 +72,7 @@ async fn audit(st: &AppState, user: &AuthUser, action: &str, row: &ShareRow, det
     post,
     path = "/api/v1/shares",
     tag = "shares",
-    summary = "Share a file or folder of your space with another user (read or write)",
+    summary = "Share a file or folder of your space with another user or a group (read or write)",
     request_body = CreateShareRequest,
     responses((status = 201, description = "created", body = ShareInfo))
 )]
@@ -52,6 +82,13 @@ pub async fn create(
     Json(req): Json<CreateShareRequest>,
 ) -> ApiResult<(StatusCode, Json<ShareInfo>)> {
     let path = RemotePath::parse(&req.path)?;
+    let username = req.username.as_deref().map(str::trim);
+    let group = req.group.as_deref().map(str::trim);
+    if username.is_some() == group.is_some() {
+        return Err(ApiError::BadRequest(
+            "give either `username` (share with a user) or `group` (share with a group), not both".into(),
+        ));
+    }
     if !st.meta.user(user.id).await?.is_some_and(|u| u.sharing) {
         return Err(ApiError::Forbidden(
             "an administrator has turned sharing off for your account; ask them to turn it on".into(),
@@ -62,14 +99,25 @@ pub async fn create(
             "only files and folders of your own space can be shared; ask the owner to share it".into(),
         ));
     }
-    let row = st.meta.create_share(user.space, &path, req.username.trim(), permission(req.permission)).await?;
+    let (row, to) = match (username, group) {
+        (Some(name), None) => {
+            let row = st.meta.create_share(user.space, &path, name, permission(req.permission)).await?;
+            (row, Recipient::User(name.to_string()))
+        }
+        (None, Some(name)) => {
+            let (row, name) = st.meta.create_group_share(user.space, &path, name, permission(req.permission)).await?;
+            (row, Recipient::Group(name))
+        }
+        _ => return Err(ApiError::BadRequest("give either `username` or `group`".into())),
+    };
     let (_, canon) = st.meta.stat(user.space, &path).await?;
-    audit(&st, &user, "share_created", &row, format!("{canon} with {} ({})", req.username.trim(), row.permission))
-        .await?;
+    audit(&st, &user, "share_created", &row, format!("{canon} with {} ({})", to.describe(), row.permission)).await?;
+    let (username, group) = to.fields();
     let info = ShareInfo {
         id: row.id,
         path: Some(canon.to_string()),
-        username: req.username.trim().to_string(),
+        username,
+        group,
         permission: wire_permission(&row.permission),
         created: rfc3339(row.created_at),
     };
@@ -93,6 +141,7 @@ pub async fn list(State(st): State<AppState>, user: AuthUser) -> ApiResult<Json<
             id: s.row.id,
             path: s.path.map(|p| p.to_string()),
             username: s.recipient,
+            group: s.group,
             permission: wire_permission(&s.row.permission),
             created: rfc3339(s.row.created_at),
         })
@@ -118,7 +167,8 @@ pub async fn incoming(State(st): State<AppState>, user: AuthUser) -> ApiResult<J
             owner: s.owner,
             name: s.row.name,
             kind: if s.kind == "dir" { EntryKind::Dir } else { EntryKind::File },
-            permission: wire_permission(&s.row.permission),
+            permission: permission_out(s.permission),
+            group: s.group,
             created: rfc3339(s.row.created_at),
         })
         .collect();
@@ -153,6 +203,7 @@ pub async fn update(
         id,
         path: out.path.map(|p| p.to_string()),
         username: out.recipient,
+        group: out.group,
         permission: wire_permission(&row.permission),
         created: rfc3339(row.created_at),
     }))
@@ -214,6 +265,7 @@ pub async fn admin_list(
             owner,
             path: s.path.map(|p| p.to_string()),
             username: s.recipient,
+            group: s.group,
             permission: wire_permission(&s.row.permission),
             created: rfc3339(s.row.created_at),
         })
@@ -237,7 +289,12 @@ pub async fn admin_revoke(
 ) -> ApiResult<StatusCode> {
     let id = share_id(&id)?;
     let row = st.meta.revoke_share(id).await?;
-    let detail = format!("owner {}, recipient {}, node {}", row.owner_id, row.recipient_id, row.node_id);
+    let to = match (row.recipient_id, row.group_id) {
+        (Some(r), _) => format!("recipient {r}"),
+        (None, Some(g)) => format!("group {g}"),
+        (None, None) => "nobody".into(),
+    };
+    let detail = format!("owner {}, {to}, node {}", row.owner_id, row.node_id);
     super::admin::audit(&st, &admin, ip, "share_revoked", format!("share {id}"), Some(detail)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

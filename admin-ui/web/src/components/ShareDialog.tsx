@@ -36,6 +36,7 @@ function People({ entry }: { entry: Entry }) {
   const shares = useQuery({ queryKey: ['shares'], queryFn: () => api<ShareList>('GET', '/api/v1/shares') });
   const mine = shares.data?.shares.filter((s) => s.path === entry.path) ?? [];
   const [username, setUsername] = useState('');
+  const [to, setTo] = useState<'user' | 'group'>('user');
   const [permission, setPermission] = useState<SharePermission>('read');
   const [error, setError] = useState<string | null>(null);
   const done = () => {
@@ -62,15 +63,30 @@ function People({ entry }: { entry: Entry }) {
   });
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    if (!username.trim()) return setError('Enter the username of the person to share with.');
-    add.mutate({ path: entry.path, username: username.trim(), permission });
+    const name = username.trim();
+    if (to === 'group') {
+      if (!name) return setError('Enter the name of the group to share with.');
+      return add.mutate({ path: entry.path, group: name, permission });
+    }
+    if (!name) return setError('Enter the username of the person to share with.');
+    add.mutate({ path: entry.path, username: name, permission });
   };
   return (
     <Stack>
       {error && <Alert color="red" role="alert">{error}</Alert>}
       <form onSubmit={submit} aria-label="Share with a person">
+        <SegmentedControl
+          aria-label="Share with"
+          mb="xs"
+          value={to}
+          onChange={(v) => setTo(v as 'user' | 'group')}
+          data={[
+            { value: 'user', label: 'A person' },
+            { value: 'group', label: 'A group' },
+          ]}
+        />
         <Group align="flex-end" wrap="wrap">
-          <TextInput label="Username" value={username} onChange={(e) => setUsername(e.currentTarget.value)} style={{ flex: 1, minWidth: 160 }} data-autofocus />
+          <TextInput label={to === 'group' ? 'Group name' : 'Username'} value={username} onChange={(e) => setUsername(e.currentTarget.value)} style={{ flex: 1, minWidth: 160 }} data-autofocus />
           <Select label="Permission" data={PERMISSIONS} value={permission} onChange={(v) => v && setPermission(v as SharePermission)} allowDeselect={false} w={130} />
           <Button type="submit" loading={add.isPending}>Share</Button>
         </Group>
@@ -82,10 +98,10 @@ function People({ entry }: { entry: Entry }) {
           <Table.Tbody>
             {mine.map((s) => (
               <Table.Tr key={s.id} data-testid="share-row">
-                <Table.Td>{s.username}</Table.Td>
+                <Table.Td>{s.username ?? <>Group {s.group} <Badge size="xs" variant="light">group</Badge></>}</Table.Td>
                 <Table.Td>
                   <Select
-                    aria-label={`Permission of ${s.username}`}
+                    aria-label={`Permission of ${s.username ?? `group ${s.group}`}`}
                     data={PERMISSIONS}
                     value={s.permission}
                     allowDeselect={false}

@@ -1,9 +1,9 @@
-//! admin: users, user-add, user-set, user-del, audit.
+//! admin: users, user-add, user-set, user-del, groups, group-add, group-set, group-del, audit.
 
 use anyhow::{Context, Result, anyhow, bail};
-use nimbus_client::wire::{CreateUserRequest, Role, UpdateUserRequest, UserInfo};
+use nimbus_client::wire::{CreateUserRequest, GroupInfo, Role, UpdateUserRequest, UserInfo};
 use nimbus_client::{AuditQuery, Client};
-use nimbus_proto::names::validate_username;
+use nimbus_proto::names::{validate_group_name, validate_username};
 use rand::Rng as _;
 use serde_json::json;
 
@@ -27,6 +27,12 @@ pub async fn run(ctx: &Ctx, cmd: AdminCommand) -> Result<()> {
             user_set(ctx, &client, &user, changes).await
         }
         AdminCommand::UserDel { user, yes } => user_del(ctx, &client, &user, yes).await,
+        AdminCommand::Groups => groups(ctx, &client).await,
+        AdminCommand::GroupAdd { name, members } => group_add(ctx, &client, &name, &members).await,
+        AdminCommand::GroupSet { group, rename, add, remove } => {
+            group_set(ctx, &client, &group, rename.as_deref(), &add, &remove).await
+        }
+        AdminCommand::GroupDel { group } => group_del(ctx, &client, &group).await,
         AdminCommand::Audit { user, action, limit } => audit(ctx, &client, user, action, limit).await,
     };
     result.map_err(|e| match e.downcast_ref::<nimbus_client::Error>() {
@@ -217,6 +223,92 @@ async fn user_del(ctx: &Ctx, client: &Client, who: &str, yes: bool) -> Result<()
         return print_json(&json!({"deleted": user}));
     }
     outln!("deleted user {} (id {}) and everything they stored", user.username, user.id);
+    Ok(())
+}
+
+fn group_rows(groups: &[GroupInfo]) -> Result<()> {
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .map(|g| vec![g.id.to_string(), g.name.clone(), g.members.len().to_string(), g.members.join(", ")])
+        .collect();
+    let header = [("ID", Align::Right), ("NAME", Align::Left), ("MEMBERS", Align::Right), ("USERNAMES", Align::Left)];
+    print_table(&header, &rows)
+}
+
+async fn groups(ctx: &Ctx, client: &Client) -> Result<()> {
+    let groups = client.list_groups().await?;
+    if ctx.json {
+        return print_json(&json!({ "groups": groups }));
+    }
+    group_rows(&groups)
+}
+
+/// Finds a group by name (case-insensitive) or, failing that, by numeric id.
+async fn resolve_group(client: &Client, which: &str) -> Result<GroupInfo> {
+    let groups = client.list_groups().await?;
+    let wanted = which.to_lowercase();
+    let by_id = which.parse::<i64>().ok();
+    let found =
+        groups.iter().find(|g| g.name.to_lowercase() == wanted).or_else(|| groups.iter().find(|g| Some(g.id) == by_id));
+    found.cloned().ok_or_else(|| anyhow!("there is no group `{which}`; `nimbus admin groups` lists them"))
+}
+
+async fn group_add(ctx: &Ctx, client: &Client, name: &str, members: &[String]) -> Result<()> {
+    validate_group_name(name).map_err(|e| anyhow!("`{name}` cannot be a group name: {e}"))?;
+    let mut group = match client.create_group(name).await {
+        Ok(g) => g,
+        Err(e) if e.is_conflict() || e.is_already_exists() => {
+            bail!("a group named `{name}` already exists (names are case-insensitive)")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for m in members {
+        group = client.add_group_member(group.id, m).await.with_context(|| format!("adding `{m}` to `{name}`"))?;
+    }
+    if ctx.json {
+        return print_json(&group);
+    }
+    group_rows(&[group])
+}
+
+async fn group_set(
+    ctx: &Ctx,
+    client: &Client,
+    which: &str,
+    rename: Option<&str>,
+    add: &[String],
+    remove: &[String],
+) -> Result<()> {
+    if rename.is_none() && add.is_empty() && remove.is_empty() {
+        bail!("nothing to change: give --rename, --add or --remove");
+    }
+    let mut group = resolve_group(client, which).await?;
+    if let Some(n) = rename {
+        validate_group_name(n).map_err(|e| anyhow!("`{n}` cannot be a group name: {e}"))?;
+        group = client.rename_group(group.id, n).await?;
+    }
+    for m in add {
+        group = client.add_group_member(group.id, m).await.with_context(|| format!("adding `{m}`"))?;
+    }
+    for m in remove {
+        client.remove_group_member(group.id, m).await.with_context(|| format!("taking `{m}` out"))?;
+    }
+    if !remove.is_empty() {
+        group = resolve_group(client, &group.id.to_string()).await?;
+    }
+    if ctx.json {
+        return print_json(&group);
+    }
+    group_rows(&[group])
+}
+
+async fn group_del(ctx: &Ctx, client: &Client, which: &str) -> Result<()> {
+    let group = resolve_group(client, which).await?;
+    client.delete_group(group.id).await?;
+    if ctx.json {
+        return print_json(&json!({"deleted": group}));
+    }
+    outln!("deleted group {} (id {}); its shares ended for every member", group.name, group.id);
     Ok(())
 }
 

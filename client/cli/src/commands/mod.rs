@@ -57,7 +57,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         },
         Command::Share(args) => match args.action.unwrap_or(ShareAction::Ls) {
             ShareAction::Ls => shares::list(&ctx).await,
-            ShareAction::Add { path, user, permission } => shares::add(&ctx, &path, &user, permission).await,
+            ShareAction::Add { path, user, group, permission } => {
+                shares::add(&ctx, &path, user.as_deref(), group.as_deref(), permission).await
+            }
             ShareAction::Incoming => shares::incoming(&ctx).await,
             ShareAction::Set { id, permission } => shares::set(&ctx, id, permission).await,
             ShareAction::Rm { id } => shares::rm(&ctx, id).await,

@@ -45,10 +45,25 @@ fn said(e: ClientError) -> anyhow::Error {
     }
 }
 
-pub async fn add(ctx: &Ctx, path: &str, user: &str, p: PermissionArg) -> Result<()> {
+/// Who a share is given to, as a listing shows it.
+fn with(username: Option<&str>, group: Option<&str>) -> String {
+    match (username, group) {
+        (Some(u), _) => u.to_string(),
+        (None, Some(g)) => format!("group {g}"),
+        (None, None) => "?".into(),
+    }
+}
+
+pub async fn add(ctx: &Ctx, path: &str, user: Option<&str>, group: Option<&str>, p: PermissionArg) -> Result<()> {
     let path = remote(path)?;
     let (_, client) = connect()?;
-    let req = CreateShareRequest { path: path.to_string(), username: user.to_string(), permission: permission(p) };
+    let req = CreateShareRequest {
+        path: path.to_string(),
+        username: user.map(Into::into),
+        group: group.map(Into::into),
+        permission: permission(p),
+    };
+    let user = with(user, group);
     let share = match client.create_share(&req).await {
         Ok(s) => s,
         Err(e) if e.is_not_found() => bail!("`{path}` is not in your space"),
@@ -63,7 +78,7 @@ pub async fn add(ctx: &Ctx, path: &str, user: &str, p: PermissionArg) -> Result<
     outln!(
         "Shared {} with {} ({}): share {}; they find it under /Shared with me",
         share.path.as_deref().unwrap_or(&path.to_string()),
-        share.username,
+        with(share.username.as_deref(), share.group.as_deref()),
         permission_name(share.permission),
         share.id
     );
@@ -82,7 +97,7 @@ pub async fn list(ctx: &Ctx) -> Result<()> {
             vec![
                 s.id.to_string(),
                 permission_name(s.permission).into(),
-                s.username.clone(),
+                with(s.username.as_deref(), s.group.as_deref()),
                 short_time(&s.created),
                 s.path.clone().unwrap_or_else(|| "(in the trash)".into()),
             ]
@@ -113,7 +128,10 @@ pub async fn incoming(ctx: &Ctx) -> Result<()> {
             vec![
                 s.id.to_string(),
                 permission_name(s.permission).into(),
-                s.owner.clone(),
+                match &s.group {
+                    Some(g) => format!("{} (group {g})", s.owner),
+                    None => s.owner.clone(),
+                },
                 kind.into(),
                 format!("/Shared with me/{}", s.name),
             ]
@@ -142,7 +160,8 @@ pub async fn set(ctx: &Ctx, id: i64, p: PermissionArg) -> Result<()> {
     if ctx.json {
         return print_json(&share);
     }
-    outln!("Share {id} with {} is now {}", share.username, permission_name(share.permission));
+    let to = with(share.username.as_deref(), share.group.as_deref());
+    outln!("Share {id} with {to} is now {}", permission_name(share.permission));
     Ok(())
 }
 
