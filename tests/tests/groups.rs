@@ -236,11 +236,20 @@ backend_test!(share_with_a_group, |gw| async move {
     alice.get_file("/Team/bob.bin").await?.check(200)?;
     ensure!(alice.get_file("/Team/carol.txt").await?.body.as_ref() == b"c");
 
+    // A member renames their own entry; the other members' names and the owner's stay.
+    let rename = json!({"from": format!("{SHARED}/Team"), "to": format!("{SHARED}/Alice team")});
+    carol.post_json("/api/v1/move", &rename).await?.check(200)?;
+    ensure!(incoming(&carol).await?.shares[0].name == "Alice team");
+    ensure!(incoming(&bob).await?.shares[0].name == "Team");
+    let r = carol.get_file(&format!("{SHARED}/Alice team/plan.txt")).await?;
+    ensure!(r.body.as_ref() == b"the plan", "{r}");
+    alice.stat("/Team").await?.check(200)?;
+
     // Bob leaves: gone for him only.
     bob.delete(&format!("/api/v1/shares/{}", entry_ids[0])).await?.check(204)?;
     ensure!(incoming(&bob).await?.shares.is_empty());
     bob.stat(&format!("{SHARED}/Team")).await?.check_error(404, "not_found")?;
-    carol.get_file(&format!("{SHARED}/Team/plan.txt")).await?.check(200)?;
+    carol.get_file(&format!("{SHARED}/Alice team/plan.txt")).await?.check(200)?;
     ensure!(alice.get("/api/v1/shares").await?.ok::<ShareList>(200)?.shares.len() == 1);
 
     // Membership changes hold on the next request: carol out, dave in.
