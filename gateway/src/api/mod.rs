@@ -37,6 +37,7 @@ mod oidc;
 pub mod openapi;
 pub mod public_links;
 mod shares;
+mod thumbnails;
 mod totp;
 mod trash;
 
@@ -120,6 +121,7 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .route("/api/v1/dirs/", get(files::list_dir).post(files::mkdir))
         .routes(routes!(files::move_entry))
         .routes(routes!(files::copy_entry))
+        .routes(routes!(thumbnails::get_thumbnail))
         .routes(routes!(blocks::missing))
         .routes(routes!(blocks::get_manifest, blocks::commit))
         .routes(routes!(files::list_versions, files::restore_version, files::delete_version))
