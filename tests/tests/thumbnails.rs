@@ -213,13 +213,15 @@ backend_test!(scoped_like_file_reads, |gw| async move {
     thumbnail(&bob, "/mine.jpg", None).await?;
     ensure!(metric(&gw, "nimbus_thumbnails_made_total").await? == made + 1.0, "a thumbnail crossed spaces");
 
-    // Path tricks are refused (400) or stay inside the caller's space (404), as for file reads.
+    // Path tricks are refused (400) or stay inside the caller's space (404), as for file reads:
+    // the same answer as `GET /api/v1/files/` with the same rest (an encoded slash separates, as
+    // there).
     for (target, want) in [
         ("/api/v1/thumbnails/..%2falice%2fAlbum%2fpic.jpg", 400),
         ("/api/v1/thumbnails/%2e%2e/Album/pic.jpg", 400),
         ("/api/v1/thumbnails/../Album/pic.jpg", 400),
         ("/api/v1/thumbnails/Album/../Album/pic.jpg", 400),
-        ("/api/v1/thumbnails/Album%2fpic.jpg", 400),
+        ("/api/v1/thumbnails/Album%2fpic.jpg", 404),
         ("/api/v1/thumbnails//Album/pic.jpg", 400),
         ("/api/v1/thumbnails/Album%5cpic.jpg", 400),
         ("/api/v1/thumbnails/Shared%20with%20me/Album/..%2f..%2fprivate%2fme.jpg", 400),
@@ -229,6 +231,9 @@ backend_test!(scoped_like_file_reads, |gw| async move {
     ] {
         let r = raw_get(&bob, target).await?;
         ensure!(r.status == want, "{target}: {r}");
+        let file = target.replace("/api/v1/thumbnails/", "/api/v1/files/");
+        let f = raw_get(&bob, &file).await?;
+        ensure!(f.status == r.status && f.text() == r.text(), "{target}: {r} but {file}: {f}");
         ensure!(!r.header("content-type").unwrap_or_default().starts_with("image/"), "{target}: {r}");
     }
 
