@@ -60,7 +60,7 @@ export function Thumb({ entry }: { entry: Entry }) {
     <span
       ref={box}
       aria-hidden
-      style={{ display: 'inline-flex', width: SHOWN, height: SHOWN, flex: 'none', alignItems: 'center', justifyContent: 'center', marginRight: 8, verticalAlign: 'middle', fontSize: 20, lineHeight: 1 }}
+      style={{ display: 'inline-flex', width: SHOWN, height: SHOWN, flex: 'none', alignItems: 'center', justifyContent: 'center', marginRight: 8, verticalAlign: 'middle' }}
     >
       {url ? (
         <img
@@ -74,8 +74,23 @@ export function Thumb({ entry }: { entry: Entry }) {
           onError={() => setUrl(null)}
         />
       ) : (
-        <span data-icon={entry.kind}>{entry.kind === 'dir' ? '📁' : '📄'}</span>
+        <KindIcon kind={entry.kind} />
       )}
     </span>
+  );
+}
+
+/** A folder or a page with a folded corner, drawn inline (no icon font, no emoji font needed). */
+function KindIcon({ kind }: { kind: Entry['kind'] }) {
+  const common = { width: 22, height: 22, viewBox: '0 0 24 24', fill: 'none', strokeWidth: 1.6, strokeLinejoin: 'round' as const };
+  return kind === 'dir' ? (
+    <svg data-icon="dir" {...common} stroke="#1c7ed6">
+      <path d="M3 6.5A1.5 1.5 0 0 1 4.5 5h4.2l2 2.2h8.8A1.5 1.5 0 0 1 21 8.7v9.8a1.5 1.5 0 0 1-1.5 1.5h-15A1.5 1.5 0 0 1 3 18.5z" fill="#d0ebff" />
+    </svg>
+  ) : (
+    <svg data-icon="file" {...common} stroke="#868e96">
+      <path d="M6 3h8l4 4v13a1 1 0 0 1-1 1H6a1 1 0 0 1-1-1V4a1 1 0 0 1 1-1z" fill="#f8f9fa" />
+      <path d="M14 3v4h4" />
+    </svg>
   );
 }
