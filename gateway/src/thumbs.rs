@@ -159,10 +159,10 @@ mod tests {
 
     #[test]
     fn text_garbage_and_cut_images_are_refused() {
-        assert_eq!(make(b"hello, this is text\n", 128).unwrap_err(), ThumbError::NotAnImage);
-        assert_eq!(make(b"", 128).unwrap_err(), ThumbError::NotAnImage);
+        assert_eq!(make(b"hello, this is text\n", 128).expect_err("text"), ThumbError::NotAnImage);
+        assert_eq!(make(b"", 128).expect_err("empty"), ThumbError::NotAnImage);
         let png = encode(DynamicImage::ImageRgb8(RgbImage::new(64, 64)), ImageFormat::Png);
-        assert_eq!(make(&png[..png.len() / 2], 128).unwrap_err(), ThumbError::Undecodable);
+        assert_eq!(make(&png[..png.len() / 2], 128).expect_err("cut"), ThumbError::Undecodable);
         let mut broken = png.clone();
         for b in &mut broken[40..] {
             *b ^= 0x5a;

@@ -10,6 +10,7 @@ use anyhow::{Context, ensure};
 use image::{DynamicImage, ImageFormat, Rgb, RgbImage, Rgba, RgbaImage};
 use nimbus_e2e::http::raw_request;
 use nimbus_e2e::{Api, Gateway, Resp, backend_test};
+use nimbus_proto::wire::AuditList;
 use serde_json::json;
 
 fn encode(img: DynamicImage, format: ImageFormat) -> anyhow::Result<Vec<u8>> {
@@ -205,6 +206,13 @@ backend_test!(scoped_like_file_reads, |gw| async move {
         .check(201)?;
     let (img, _, shared) = thumbnail(&bob, "/Shared with me/Album/pic.jpg", Some("128")).await?;
     ensure!(fits(img.width(), img.height(), 128, 500, 250) && shared == etag, "{shared} vs {etag}");
+    // Not audited (docs/API.md, Thumbnails): a listing's thumbnails are not reads of the files;
+    // bob's download through the share is.
+    let log: AuditList = gw.admin().await?.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
+    ensure!(log.entries.is_empty(), "a thumbnail was audited: {log:?}");
+    bob.get_file("/Shared with me/Album/pic.jpg").await?.check(200)?;
+    let log: AuditList = gw.admin().await?.get("/api/v1/admin/audit?action=share_access").await?.ok(200)?;
+    ensure!(log.entries.len() == 1, "{log:?}");
     bob.get(&thumb_url("/Shared with me/private/me.jpg", None)).await?.check_error(404, "not_found")?;
     carol.get(&thumb_url("/Shared with me/Album/pic.jpg", None)).await?.check_error(404, "not_found")?;
     // Bob's own copy of the same content is his space's: made for him, not taken from alice's.

@@ -1,6 +1,6 @@
 import { MantineProvider } from '@mantine/core';
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
-import { render, screen, within } from '@testing-library/react';
+import { cleanup, render, screen, within } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Entry } from '../../../src/api/types';
@@ -134,7 +134,12 @@ describe('FilesPage', () => {
         return inner(url, init);
       }),
     );
-    vi.stubGlobal('URL', Object.assign(URL, { createObjectURL: () => 'blob:thumb-1', revokeObjectURL: () => {} }));
+    // jsdom has no object URLs: a subclass with them, for this test only (unstubbed after).
+    class BlobURL extends URL {
+      static createObjectURL = () => 'blob:thumb-1';
+      static revokeObjectURL = () => {};
+    }
+    vi.stubGlobal('URL', BlobURL);
     sessionStorage.setItem('nimbus-admin-token', 't0ken');
     setup('/Pics');
     await screen.findByText('notes.txt');
@@ -147,6 +152,8 @@ describe('FilesPage', () => {
     // Text files are not asked for.
     expect(calls.some((c) => c.includes('notes.txt'))).toBe(false);
     expect(row('notes.txt').querySelector('[data-icon="file"]')).not.toBeNull();
+    // Unmounted while the stub stands: the object URL is revoked through it.
+    cleanup();
     sessionStorage.clear();
   });
 });
