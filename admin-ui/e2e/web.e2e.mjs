@@ -198,6 +198,13 @@ await run(browser, 'web-failure.png', violations, async (setPage) => {
   await page.getByRole('button', { name: 'Project', exact: true }).click();
   await row('readme.txt').waitFor();
   check(new URL(page.url()).pathname === '/files/Project', `the route: ${page.url()}`);
+  // The gateway's thumbnail of the image in the listing (fetched with the token, shown from a
+  // blob: URL), the kind's icon for the text file.
+  await page.waitForFunction(() => document.querySelector('tr[data-entry="dot.png"] img[data-thumbnail="dot.png"]')?.naturalWidth === 2);
+  const thumbSrc = await page.locator('img[data-thumbnail="dot.png"]').getAttribute('src');
+  check(thumbSrc.startsWith('blob:'), `the thumbnail's source: ${thumbSrc}`);
+  check((await row('readme.txt').locator('img').count()) === 0, 'no thumbnail for a text file');
+  check((await row('readme.txt').locator('[data-icon="file"]').count()) === 1, 'the text file shows its icon');
   await page.getByRole('button', { name: /^Size/ }).click();
   await page.getByRole('button', { name: /^Size/ }).click();
   const order = await page.locator('tr[data-entry]').evaluateAll((rows) => rows.map((r) => r.dataset.entry));

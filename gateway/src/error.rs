@@ -56,6 +56,9 @@ pub enum ApiError {
     Locked(String),
     #[error("the requested range is not satisfiable for a file of {size} bytes")]
     RangeNotSatisfiable { size: u64 },
+    /// No thumbnail of this content (api/thumbnails.rs): not an image, damaged, too large.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("{0}")]
     HashMismatch(String),
     #[error("{0}")]
@@ -89,6 +92,7 @@ impl ApiError {
             ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             ApiError::Locked(_) => StatusCode::LOCKED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::StoreUnavailable(_) | ApiError::DirectoryUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -116,6 +120,7 @@ impl ApiError {
             ApiError::PreconditionFailed(_) => ErrorCode::PreconditionFailed,
             ApiError::Locked(_) => ErrorCode::Locked,
             ApiError::RangeNotSatisfiable { .. } => ErrorCode::RangeNotSatisfiable,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::HashMismatch(_) => ErrorCode::HashMismatch,
             ApiError::MissingBlocks(_) => ErrorCode::MissingBlocks,
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => ErrorCode::TooManyRequests,
@@ -154,6 +159,7 @@ impl ApiError {
             }
             ApiError::PayloadTooLarge(_) => S3ErrorCode::EntityTooLarge,
             ApiError::RangeNotSatisfiable { .. } => S3ErrorCode::InvalidRange,
+            ApiError::UnsupportedMediaType(_) => return custom("UnsupportedMediaType"),
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => S3ErrorCode::SlowDown,
             ApiError::StoreUnavailable(_) | ApiError::DirectoryUnavailable(_) => S3ErrorCode::ServiceUnavailable,
             ApiError::Internal(_) => S3ErrorCode::InternalError,

@@ -21,4 +21,5 @@ pub mod ops;
 pub mod server;
 pub mod space;
 pub mod state;
+pub mod thumbs;
 pub mod timefmt;

@@ -83,6 +83,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
             Some(cfg) => Some(Arc::new(crate::auth::oidc::Oidc::new(cfg)?)),
             None => None,
         },
+        thumbnails: Arc::new(tokio::sync::Semaphore::new(crate::thumbs::CONCURRENT_JOBS)),
     }))
 }
 

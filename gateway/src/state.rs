@@ -49,6 +49,9 @@ pub struct Shared {
     pub ldap: Option<crate::ldap::DynDirectory>,
     /// OpenID Connect single sign-on, when `--oidc-issuer` is set.
     pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
+    /// Bounds the thumbnails made at once (api/thumbnails.rs): each holds its source (at most
+    /// `thumbs::MAX_SOURCE_BYTES`) and a decode (at most `thumbs::MAX_ALLOC`).
+    pub thumbnails: Arc<tokio::sync::Semaphore>,
 }
 
 impl crate::auth::AuthState for AppState {

@@ -73,6 +73,9 @@ pub enum ErrorCode {
     Locked,
     /// 416
     RangeNotSatisfiable,
+    /// 415: no thumbnail can be made of this file (not an image of a kind the gateway decodes,
+    /// damaged, or too large).
+    UnsupportedMediaType,
     /// 429: throttled sign-ins or too many password checks at once (`Retry-After`).
     TooManyRequests,
     /// 503: the object store does not answer.
@@ -85,7 +88,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidPath,
         ErrorCode::InvalidName,
@@ -105,6 +108,7 @@ impl ErrorCode {
         ErrorCode::PreconditionFailed,
         ErrorCode::Locked,
         ErrorCode::RangeNotSatisfiable,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::TooManyRequests,
         ErrorCode::StoreUnavailable,
         ErrorCode::DirectoryUnavailable,
@@ -133,6 +137,7 @@ impl ErrorCode {
             ErrorCode::PreconditionFailed => "precondition_failed",
             ErrorCode::Locked => "locked",
             ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::StoreUnavailable => "store_unavailable",
             ErrorCode::DirectoryUnavailable => "directory_unavailable",

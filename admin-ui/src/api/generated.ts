@@ -13,7 +13,7 @@ code: ErrorCode,
  */
 message: string, };
 
-export type ErrorCode = "bad_request" | "invalid_path" | "invalid_name" | "hash_mismatch" | "missing_blocks" | "unauthorized" | "totp_required" | "totp_setup_required" | "forbidden" | "not_found" | "conflict" | "already_exists" | "not_a_directory" | "is_a_directory" | "quota_exceeded" | "payload_too_large" | "precondition_failed" | "locked" | "range_not_satisfiable" | "too_many_requests" | "store_unavailable" | "directory_unavailable" | "internal";
+export type ErrorCode = "bad_request" | "invalid_path" | "invalid_name" | "hash_mismatch" | "missing_blocks" | "unauthorized" | "totp_required" | "totp_setup_required" | "forbidden" | "not_found" | "conflict" | "already_exists" | "not_a_directory" | "is_a_directory" | "quota_exceeded" | "payload_too_large" | "precondition_failed" | "locked" | "range_not_satisfiable" | "unsupported_media_type" | "too_many_requests" | "store_unavailable" | "directory_unavailable" | "internal";
 
 export type Role = "user" | "admin";
 
@@ -565,5 +565,5 @@ cache_used_bytes: number, };
 
 export type StatsHistory = { interval_secs: number, samples: Array<StatsSample>, };
 
-export const ERROR_CODES: readonly ErrorCode[] = ["bad_request", "invalid_path", "invalid_name", "hash_mismatch", "missing_blocks", "unauthorized", "totp_required", "totp_setup_required", "forbidden", "not_found", "conflict", "already_exists", "not_a_directory", "is_a_directory", "quota_exceeded", "payload_too_large", "precondition_failed", "locked", "range_not_satisfiable", "too_many_requests", "store_unavailable", "directory_unavailable", "internal"];
+export const ERROR_CODES: readonly ErrorCode[] = ["bad_request", "invalid_path", "invalid_name", "hash_mismatch", "missing_blocks", "unauthorized", "totp_required", "totp_setup_required", "forbidden", "not_found", "conflict", "already_exists", "not_a_directory", "is_a_directory", "quota_exceeded", "payload_too_large", "precondition_failed", "locked", "range_not_satisfiable", "unsupported_media_type", "too_many_requests", "store_unavailable", "directory_unavailable", "internal"];
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { previewOf } from './preview';
+import { hasThumbnail, previewOf, THUMBNAIL_SOURCE_LIMIT } from './preview';
 
 describe('previews', () => {
   it('know images, video, audio, PDF and text by extension', () => {
@@ -16,5 +16,14 @@ describe('previews', () => {
   it('offer nothing for unknown types', () => {
     expect(previewOf('archive.zip')).toBeNull();
     expect(previewOf('README')).toBeNull();
+  });
+  it('ask for thumbnails of the image formats the gateway decodes, within its size bound', () => {
+    expect(hasThumbnail('Photo.JPG', 1000)).toBe(true);
+    expect(hasThumbnail('a.png', THUMBNAIL_SOURCE_LIMIT)).toBe(true);
+    expect(hasThumbnail('a.webp', 10)).toBe(true);
+    expect(hasThumbnail('a.png', THUMBNAIL_SOURCE_LIMIT + 1)).toBe(false);
+    expect(hasThumbnail('a.png', 0)).toBe(false);
+    expect(hasThumbnail('a.avif', 1000)).toBe(false);
+    expect(hasThumbnail('notes.txt', 1000)).toBe(false);
   });
 });

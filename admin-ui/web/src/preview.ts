@@ -45,3 +45,15 @@ export function previewOf(name: string): { kind: PreviewKind; type: string } | n
 export const PREVIEW_LIMIT = 200 * 1024 * 1024;
 /** Text beyond this is cut (a <pre> of megabytes helps nobody). */
 export const TEXT_LIMIT = 1024 * 1024;
+
+/** Formats the gateway makes thumbnails of (docs/API.md, Thumbnails). */
+const THUMBNAIL_TYPES = new Set(['png', 'jpg', 'jpeg', 'gif', 'webp']);
+/** Largest file the gateway makes a thumbnail of (its `MAX_SOURCE_BYTES`). */
+export const THUMBNAIL_SOURCE_LIMIT = 64 * 1024 * 1024;
+
+/** Whether a listing asks the gateway for a thumbnail of this file. */
+export function hasThumbnail(name: string, size: number): boolean {
+  const dot = name.lastIndexOf('.');
+  const ext = dot < 0 ? '' : name.slice(dot + 1).toLowerCase();
+  return THUMBNAIL_TYPES.has(ext) && size > 0 && size <= THUMBNAIL_SOURCE_LIMIT;
+}

@@ -38,6 +38,7 @@ mod oidc;
 pub mod openapi;
 pub mod public_links;
 mod shares;
+mod thumbnails;
 mod totp;
 mod trash;
 
@@ -121,6 +122,7 @@ pub(crate) fn api_routes(block_limit: usize) -> OpenApiRouter<AppState> {
         .route("/api/v1/dirs/", get(files::list_dir).post(files::mkdir))
         .routes(routes!(files::move_entry))
         .routes(routes!(files::copy_entry))
+        .routes(routes!(thumbnails::get_thumbnail))
         .routes(routes!(blocks::missing))
         .routes(routes!(blocks::get_manifest, blocks::commit))
         .routes(routes!(files::list_versions, files::restore_version, files::delete_version))

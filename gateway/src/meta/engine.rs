@@ -44,6 +44,8 @@ pub(crate) enum Arg {
     Int(Option<i64>),
     Text(Option<String>),
     Bool(Option<bool>),
+    /// BLOB in SQLite, BYTEA in PostgreSQL.
+    Bytes(Option<Vec<u8>>),
 }
 
 /// What [`Sql::bind`] accepts.
@@ -69,6 +71,11 @@ impl IntoArg for bool {
 impl IntoArg for Option<bool> {
     fn into_arg(self) -> Arg {
         Arg::Bool(self)
+    }
+}
+impl IntoArg for Vec<u8> {
+    fn into_arg(self) -> Arg {
+        Arg::Bytes(Some(self))
     }
 }
 impl IntoArg for &i64 {
@@ -320,6 +327,7 @@ impl Engine for Sqlite {
             Arg::Int(v) => query.bind(v),
             Arg::Text(v) => query.bind(v),
             Arg::Bool(v) => query.bind(v),
+            Arg::Bytes(v) => query.bind(v),
         })
     }
 }
@@ -330,6 +338,7 @@ impl Engine for Postgres {
             Arg::Int(v) => query.bind(v),
             Arg::Text(v) => query.bind(v),
             Arg::Bool(v) => query.bind(v),
+            Arg::Bytes(v) => query.bind(v),
         })
     }
 }

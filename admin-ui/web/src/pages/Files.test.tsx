@@ -1,6 +1,6 @@
 import { MantineProvider } from '@mantine/core';
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
-import { render, screen, within } from '@testing-library/react';
+import { cleanup, render, screen, within } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Entry } from '../../../src/api/types';
@@ -112,5 +112,48 @@ describe('FilesPage', () => {
     await u.click(dialog.getByRole('button', { name: 'Move' }));
     expect(await screen.findByText('2 items moved.')).toBeInTheDocument();
     expect(calls.filter((c) => c.startsWith('POST'))).toEqual(['POST /api/v1/move', 'POST /api/v1/move']);
+  });
+
+  it('shows the gateway thumbnail of an image, and the icon when there is none', async () => {
+    const calls = gateway({
+      '/Pics': [entry('/Pics/cat.png', 'file', 50), entry('/Pics/fake.jpg', 'file', 50), entry('/Pics/notes.txt', 'file', 50)],
+    });
+    const inner = fetch as unknown as (url: string, init: RequestInit) => Promise<Response>;
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init: RequestInit) => {
+        if (url === '/api/v1/thumbnails/Pics/cat.png?size=64') {
+          calls.push(`${init.method} ${url}`);
+          expect(new Headers(init.headers).get('Authorization')).toBe('Bearer t0ken');
+          return new Response(new Blob([new Uint8Array([0xff, 0xd8])], { type: 'image/jpeg' }));
+        }
+        if (url.startsWith('/api/v1/thumbnails/')) {
+          calls.push(`${init.method} ${url}`);
+          return new Response(JSON.stringify({ error: { code: 'unsupported_media_type', message: 'not an image' } }), { status: 415 });
+        }
+        return inner(url, init);
+      }),
+    );
+    // jsdom has no object URLs: a subclass with them, for this test only (unstubbed after).
+    class BlobURL extends URL {
+      static createObjectURL = () => 'blob:thumb-1';
+      static revokeObjectURL = () => {};
+    }
+    vi.stubGlobal('URL', BlobURL);
+    sessionStorage.setItem('nimbus-admin-token', 't0ken');
+    setup('/Pics');
+    await screen.findByText('notes.txt');
+    const row = (name: string) => document.querySelector(`tr[data-entry="${name}"]`) as HTMLElement;
+    await vi.waitFor(() => expect(row('cat.png').querySelector('img[data-thumbnail="cat.png"]')).toHaveAttribute('src', 'blob:thumb-1'));
+    expect(row('cat.png').querySelector('img')).toHaveAttribute('loading', 'lazy');
+    await vi.waitFor(() => expect(calls).toContain('GET /api/v1/thumbnails/Pics/fake.jpg?size=64'));
+    expect(row('fake.jpg').querySelector('img')).toBeNull();
+    expect(row('fake.jpg').querySelector('[data-icon="file"]')).not.toBeNull();
+    // Text files are not asked for.
+    expect(calls.some((c) => c.includes('notes.txt'))).toBe(false);
+    expect(row('notes.txt').querySelector('[data-icon="file"]')).not.toBeNull();
+    // Unmounted while the stub stands: the object URL is revoked through it.
+    cleanup();
+    sessionStorage.clear();
   });
 });

@@ -6,6 +6,7 @@ import type { Entry, IncomingShareList } from '../../../src/api/types';
 import { formatSize } from '../../../src/format';
 import { MoveManyDialog, NameDialog, PlaceDialog, PreviewDialog, VersionsDialog, when } from '../components/Dialogs';
 import { ShareDialog } from '../components/ShareDialog';
+import { Thumb } from '../components/Thumb';
 import { downloadFile, downloadFolderZip } from '../download';
 import { describeError } from '../errors';
 import { listAll } from '../listing';
@@ -328,16 +329,19 @@ export function FilesPage({ path }: { path: string }) {
                         {!top && <Checkbox aria-label={`Select ${e.name}`} checked={selected.has(e.path)} onChange={() => toggle(e.path)} tabIndex={-1} />}
                       </Table.Td>
                       <Table.Td>
-                        <Anchor
-                          component="button"
-                          onClick={() => open(e)}
-                          tabIndex={-1}
-                          fw={e.kind === 'dir' ? 700 : undefined}
-                          style={{ textAlign: 'left', wordBreak: 'break-word' }}
-                          title={e.kind === 'dir' ? 'Folder' : undefined}
-                        >
-                          {search ? e.path : e.name}
-                        </Anchor>
+                        <Group gap={0} wrap="nowrap" align="center">
+                          <Thumb entry={e} />
+                          <Anchor
+                            component="button"
+                            onClick={() => open(e)}
+                            tabIndex={-1}
+                            fw={e.kind === 'dir' ? 700 : undefined}
+                            style={{ textAlign: 'left', wordBreak: 'break-word', minWidth: 0 }}
+                            title={e.kind === 'dir' ? 'Folder' : undefined}
+                          >
+                            {search ? e.path : e.name}
+                          </Anchor>
+                        </Group>
                         {share && (
                           <Text size="xs" c="dimmed">
                             from {share.owner}, {share.permission === 'write' ? 'can edit' : 'view only'}
