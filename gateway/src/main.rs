@@ -3,8 +3,7 @@ use nimbus_gateway::config::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
 // glibc's allocator keeps freed multi-MiB block buffers in per-thread arenas, so a long
-// transfer leaves hundreds of MiB resident; mimalloc hands them back. Built with `no_thp`, as
-// the drive is: transparent huge pages keep mimalloc's freed memory resident in 2 MiB pages.
+// transfer leaves hundreds of MiB resident; mimalloc hands them back.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

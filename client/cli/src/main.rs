@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// The drive frees many 4 MiB block buffers; glibc's allocator keeps them resident, mimalloc
-/// gives them back (a mount's RSS stays near its cache bound). Built with `no_thp`: with
-/// transparent huge pages on its arenas, mimalloc's freed memory stays resident in 2 MiB pages
-/// (the drive's peak RSS at `--cache-mem 128MiB` was 216 MiB with them, 155 without).
+/// gives them back (a mount's RSS stays near its cache bound). mimalloc's transparent huge
+/// pages stay on: without them (its `no_thp` feature) the drive's peak RSS at `--cache-mem
+/// 128MiB` fell from about 210 to 175 MiB, but warm sequential reads lost 10-20 % (docs/BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
