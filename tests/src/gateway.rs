@@ -427,6 +427,19 @@ impl Gateway {
         self.pg.as_ref()
     }
 
+    /// The value of one series in `/metrics` (0 if it was never recorded).
+    pub async fn metric(&self, series: &str) -> anyhow::Result<f64> {
+        let r = self.api().get("/metrics").await?;
+        r.check(200)?;
+        Ok(r.text()
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.rsplit_once(' ')?;
+                if k == series { v.parse().ok() } else { None }
+            })
+            .unwrap_or(0.0))
+    }
+
     /// A client without credentials.
     pub fn api(&self) -> Api {
         self.api.clone()

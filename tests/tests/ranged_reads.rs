@@ -18,22 +18,9 @@ use rand::Rng;
 
 const PIECE: usize = 16 * 1024;
 
-/// The value of one series in `/metrics` (0 if it was never recorded).
-async fn metric(gw: &Gateway, series: &str) -> anyhow::Result<f64> {
-    let r = gw.api().get("/metrics").await?;
-    r.check(200)?;
-    Ok(r.text()
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            if k == series { v.parse().ok() } else { None }
-        })
-        .unwrap_or(0.0))
-}
-
 /// Whole-block and ranged fetches from the store so far.
 async fn fetches(gw: &Gateway) -> anyhow::Result<(f64, f64)> {
-    Ok((metric(gw, "nimbus_store_fetch_seconds_count").await?, metric(gw, "nimbus_store_range_fetches_total").await?))
+    Ok((gw.metric("nimbus_store_fetch_seconds_count").await?, gw.metric("nimbus_store_range_fetches_total").await?))
 }
 
 async fn read(api: &Api, path: &str, start: usize, end: usize, bypass: bool) -> anyhow::Result<Resp> {
@@ -116,11 +103,11 @@ backend_test!(random_ranges_fetch_only_their_pieces, |gw| async move {
     let mut rotten = obj.read().await?.context("the block object is gone")?;
     rotten[10 * PIECE + 5] ^= 0x55;
     obj.overwrite(&rotten).await?;
-    let corrupt0 = metric(&gw, "nimbus_store_corrupt_blocks_total").await?;
+    let corrupt0 = gw.metric("nimbus_store_corrupt_blocks_total").await?;
     let r = read(&api, "/big.bin", 10 * PIECE + 100, 10 * PIECE + 200, true).await?;
     ensure!(r.status >= 500, "a rotten piece was served: {}", r.status);
     ensure!(
-        metric(&gw, "nimbus_store_corrupt_blocks_total").await? == corrupt0 + 1.0,
+        gw.metric("nimbus_store_corrupt_blocks_total").await? == corrupt0 + 1.0,
         "the corrupt piece was not counted"
     );
     // Verified streaming: the block's other pieces still read, verified.
@@ -195,7 +182,7 @@ backend_test!(bypassed_downloads_stream_checked_pieces, |gw| async move {
     // A piece rotten in the store: its bytes never leave the gateway. The first piece bad:
     // an error status; a later one: the download is cut off before it.
     let obj = block_object(&gw, me.id, &hash_hex(&data))?;
-    let corrupt0 = metric(&gw, "nimbus_store_corrupt_blocks_total").await?;
+    let corrupt0 = gw.metric("nimbus_store_corrupt_blocks_total").await?;
     for (n, bad_at) in [(1.0, 100), (2.0, 6 * PIECE + 7)] {
         let mut rotten = data.to_vec();
         rotten[bad_at] ^= 0x21;
@@ -210,7 +197,7 @@ backend_test!(bypassed_downloads_stream_checked_pieces, |gw| async move {
             );
         }
         ensure!(
-            metric(&gw, "nimbus_store_corrupt_blocks_total").await? == corrupt0 + n,
+            gw.metric("nimbus_store_corrupt_blocks_total").await? == corrupt0 + n,
             "rotten byte {bad_at} was not counted"
         );
     }

@@ -9,7 +9,7 @@ use std::io::Cursor;
 use anyhow::{Context, ensure};
 use image::{DynamicImage, ImageFormat, Rgb, RgbImage, Rgba, RgbaImage};
 use nimbus_e2e::http::raw_request;
-use nimbus_e2e::{Api, Gateway, Resp, backend_test};
+use nimbus_e2e::{Api, Resp, backend_test};
 use nimbus_proto::wire::AuditList;
 use serde_json::json;
 
@@ -68,19 +68,6 @@ async fn thumbnail(api: &Api, path: &str, size: Option<&str>) -> anyhow::Result<
     Ok((img, mime, etag))
 }
 
-/// The value of one series in `/metrics` (0 if it was never recorded).
-async fn metric(gw: &Gateway, series: &str) -> anyhow::Result<f64> {
-    let r = gw.api().get("/metrics").await?;
-    r.check(200)?;
-    Ok(r.text()
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            if k == series { v.parse().ok() } else { None }
-        })
-        .unwrap_or(0.0))
-}
-
 /// Whether `w` x `h` fits the `size` box with the source's aspect ratio (`sw` x `sh`), to the
 /// pixel, and touches the box on its longer side.
 fn fits(w: u32, h: u32, size: u32, sw: u32, sh: u32) -> bool {
@@ -109,14 +96,14 @@ backend_test!(images_scaled_kept_and_revalidated, |gw| async move {
     ensure!(img.to_rgba8().get_pixel(img.width() / 2, img.height() / 2).0[3] == 120, "alpha kept");
 
     // Asked again: served from what was kept, nothing decoded.
-    let made = metric(&gw, "nimbus_thumbnails_made_total").await?;
-    let kept = metric(&gw, "nimbus_thumbnails_served_kept_total").await?;
+    let made = gw.metric("nimbus_thumbnails_made_total").await?;
+    let kept = gw.metric("nimbus_thumbnails_served_kept_total").await?;
     ensure!(made == 4.0, "four thumbnails made: {made}");
     let (_, _, again) = thumbnail(&alice, "/Photos/wide.jpg", None).await?;
     ensure!(again == etag, "{again} vs {etag}");
-    ensure!(metric(&gw, "nimbus_thumbnails_made_total").await? == made, "decoded again");
-    ensure!(metric(&gw, "nimbus_thumbnails_served_kept_total").await? == kept + 1.0, "not served from the kept one");
-    ensure!(metric(&gw, "nimbus_thumbnails_kept").await? == 4.0, "the kept count");
+    ensure!(gw.metric("nimbus_thumbnails_made_total").await? == made, "decoded again");
+    ensure!(gw.metric("nimbus_thumbnails_served_kept_total").await? == kept + 1.0, "not served from the kept one");
+    ensure!(gw.metric("nimbus_thumbnails_kept").await? == 4.0, "the kept count");
 
     // The browser revalidates with the ETag: 304, no body.
     let url = thumb_url("/Photos/wide.jpg", None);
@@ -134,10 +121,10 @@ backend_test!(images_scaled_kept_and_revalidated, |gw| async move {
 
     // The same content under another name in the same space: the kept thumbnail, same ETag.
     alice.post_json("/api/v1/copy", &json!({"from": "/Photos/wide.jpg", "to": "/copy.jpg"})).await?.check(201)?;
-    let made = metric(&gw, "nimbus_thumbnails_made_total").await?;
+    let made = gw.metric("nimbus_thumbnails_made_total").await?;
     let (_, _, copied) = thumbnail(&alice, "/copy.jpg", None).await?;
     ensure!(copied == changed, "{copied} vs {changed}");
-    ensure!(metric(&gw, "nimbus_thumbnails_made_total").await? == made, "the copy was decoded again");
+    ensure!(gw.metric("nimbus_thumbnails_made_total").await? == made, "the copy was decoded again");
 
     // Deleted: no thumbnail, whatever was kept.
     alice.delete("/api/v1/files/copy.jpg").await?.check(204)?;
@@ -165,7 +152,7 @@ backend_test!(refusals, |gw| async move {
     }
     let e = alice.get(&thumb_url("/bomb.png", None)).await?.check_error(415, "unsupported_media_type")?;
     ensure!(e.message.contains("too large"), "{e:?}");
-    ensure!(metric(&gw, "nimbus_thumbnails_kept").await? == 0.0, "a refusal was kept");
+    ensure!(gw.metric("nimbus_thumbnails_kept").await? == 0.0, "a refusal was kept");
     // The gateway still answers, and makes thumbnails.
     thumbnail(&alice, "/a.png", None).await?;
 
@@ -216,10 +203,10 @@ backend_test!(scoped_like_file_reads, |gw| async move {
     bob.get(&thumb_url("/Shared with me/private/me.jpg", None)).await?.check_error(404, "not_found")?;
     carol.get(&thumb_url("/Shared with me/Album/pic.jpg", None)).await?.check_error(404, "not_found")?;
     // Bob's own copy of the same content is his space's: made for him, not taken from alice's.
-    let made = metric(&gw, "nimbus_thumbnails_made_total").await?;
+    let made = gw.metric("nimbus_thumbnails_made_total").await?;
     bob.put_file("/mine.jpg", jpeg(500, 250)?).await?.check(201)?;
     thumbnail(&bob, "/mine.jpg", None).await?;
-    ensure!(metric(&gw, "nimbus_thumbnails_made_total").await? == made + 1.0, "a thumbnail crossed spaces");
+    ensure!(gw.metric("nimbus_thumbnails_made_total").await? == made + 1.0, "a thumbnail crossed spaces");
 
     // Path tricks are refused (400) or stay inside the caller's space (404), as for file reads:
     // the same answer as `GET /api/v1/files/` with the same rest (an encoded slash separates, as
