@@ -208,9 +208,9 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
 
-    /// Threads that serve requests; `0` (the default): one fewer than the machine's cores, at
-    /// least one (the store, the database and the kernel's network work need the rest; see
-    /// docs/OPERATIONS.md).
+    /// Threads that serve requests, each with a runtime and a listening socket of its own
+    /// (SO_REUSEPORT); `0` (the default): one fewer than the machine's cores, at least one (the
+    /// store, the database and the kernel's network work need the rest; see docs/OPERATIONS.md).
     #[arg(long, env = "NIMBUS_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
 
@@ -538,10 +538,9 @@ impl OidcArgs {
 
 impl ServeArgs {
     /// The request threads to start: `--worker-threads`, or by default one fewer than the
-    /// cores, at least one. Measured on a 2-core host serving with its store beside it, a
-    /// second request thread made every request dearer (workers parking and waking each other:
-    /// 107 against 63–77 µs of CPU per uncached 4 KiB read, 23 against 20 per hot one) for about
-    /// 6 % more hot reads per second; docs/BENCHMARKS.md.
+    /// cores, at least one. Measured on a 2-core host serving with its store beside it, two
+    /// request threads (each its own runtime) served 30 % more hot 4 KiB reads per second than
+    /// one, but cost 15–30 % more CPU per uncached read and 20 MiB more RSS; docs/BENCHMARKS.md.
     pub fn worker_threads(&self) -> usize {
         if self.worker_threads > 0 {
             return self.worker_threads;

@@ -11,8 +11,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
-    if let Command::Serve(args) = &cli.command {
-        runtime.worker_threads(args.worker_threads());
+    if let Command::Serve(_) = &cli.command {
+        // One worker: it serves the first listener and runs the background work; further
+        // request threads each get a runtime of their own (server.rs, `spawn_request_threads`).
+        runtime.worker_threads(1);
     }
     match runtime.build() {
         Ok(rt) => rt.block_on(run(cli)),
@@ -29,6 +31,9 @@ async fn run(cli: Cli) -> std::process::ExitCode {
             tracing_subscriber::fmt()
                 .with_env_filter(EnvFilter::try_new(&args.log).unwrap_or_else(|_| EnvFilter::new("info")))
                 .with_writer(std::io::stderr)
+                // Colour codes are for a terminal; in a log file they are noise (and formatting
+                // them into every request's span cost CPU on the hot path).
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .init();
             nimbus_gateway::server::run(*args, shutdown_signal()).await
         }

@@ -131,26 +131,30 @@ async fn serve(listener: std::net::TcpListener, router: Router, how: &Listening)
 }
 
 /// The layers every listener's router gets (the REST API's and the S3 door's); `tls`: the
-/// listener serves HTTPS.
+/// listener serves HTTPS. They wrap the router as one service, not each route (`Router::layer`
+/// would box every layer around every route, and each request would clone that boxed stack: a
+/// profile of hot 4 KiB reads showed about 8 % of the gateway's CPU in those clones and drops).
 fn layered(router: Router, tls: bool) -> Router {
-    router
-        // A sender that stops sending (slow-loris, dead client) frees its request after this.
-        .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
+    let stack = tower::ServiceBuilder::new()
+        // Outermost, so that every answer (the panic layer's too) gets its finishing touches.
+        .layer(axum::middleware::from_fn_with_state(tls, finish))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, RequestIds::new()))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
+        }))
         .layer(CatchPanicLayer::custom(|_| {
             // A bug must not take the connection down silently or leak a backtrace.
             axum::response::IntoResponse::into_response(crate::error::ApiError::internal(anyhow::anyhow!(
                 "handler panicked"
             )))
         }))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
-        }))
-        .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, RequestIds::new()))
-        // Outermost, so that every answer (the panic layer's too) gets its finishing touches.
-        .layer(axum::middleware::from_fn_with_state(tls, finish))
+        // A sender that stops sending (slow-loris, dead client) frees its request after this.
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
+        .service(router);
+    Router::new().fallback_service(stack)
 }
 
 /// Request ids: this process's random 64-bit prefix and a counter (`3f2a9c0d1e4b5a67-1b`).
@@ -260,8 +264,10 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         crate::ldap::sync::spawn(meta.clone(), dir, opts, args.ldap.ldap_sync_interval);
     }
 
-    let listener =
-        std::net::TcpListener::bind(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
+    let threads = args.worker_threads();
+    let mut listeners =
+        bind_listeners(args.listen, threads).with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = listeners.remove(0);
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), worker_threads = args.worker_threads(), "gateway starting");
@@ -287,10 +293,67 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     }
     println!("Nimbus gateway listening on {scheme}://{addr}");
     println!("Sign in with: nimbus login {scheme}://{addr} --username admin");
+    let others = spawn_request_threads(listeners, &state, &how)?;
     serve(listener, app(state), &how).await?;
+    // The other request threads stop on the same shutdown; their transfers end before the
+    // database closes.
+    let _ = tokio::task::spawn_blocking(move || others.into_iter().for_each(|t| drop(t.join()))).await;
     meta.close().await;
     tracing::info!("gateway stopped");
     Ok(())
+}
+
+/// The listening sockets of `--listen`, one per request thread. With several, each thread
+/// accepts on its own socket of one `SO_REUSEPORT` group and the kernel spreads connections over
+/// them (as nginx's `reuseport`); the kernel lets only processes of the same user join it.
+fn bind_listeners(addr: SocketAddr, threads: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    #[cfg(unix)]
+    if threads > 1 {
+        let mut at = addr;
+        let mut out = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let socket = if at.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+            socket.set_reuseaddr(true)?;
+            socket.set_reuseport(true)?;
+            socket.bind(at)?;
+            let listener = socket.listen(1024)?.into_std()?;
+            // With port 0 the first socket picks the port; the others join it there.
+            at = listener.local_addr()?;
+            out.push(listener);
+        }
+        return Ok(out);
+    }
+    let _ = threads;
+    Ok(vec![std::net::TcpListener::bind(addr)?])
+}
+
+/// The request threads beyond the first: each runs a runtime of its own (one thread, no work
+/// stealing) that accepts on its own listener and serves its connections to the end. On the
+/// 2-core bench machine two workers of one shared runtime served fewer hot reads than one (they
+/// park and wake each other); two threads of their own served 30 % more (docs/BENCHMARKS.md).
+fn spawn_request_threads(
+    listeners: Vec<std::net::TcpListener>,
+    state: &AppState,
+    how: &Listening,
+) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    let mut threads = Vec::with_capacity(listeners.len());
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let (router, how) = (app(state.clone()), how.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start a request thread's runtime")?;
+        let thread = std::thread::Builder::new()
+            .name(format!("nimbus-requests-{}", i + 2))
+            .spawn(move || {
+                if let Err(e) = runtime.block_on(serve(listener, router, &how)) {
+                    tracing::error!(error = %e, "a request thread's listener stopped");
+                }
+            })
+            .context("cannot start a request thread")?;
+        threads.push(thread);
+    }
+    Ok(threads)
 }
 
 /// Largest request head: HTTP/1's read buffer, HTTP/2's header list.

@@ -4,7 +4,7 @@
 //! gateway's memory stays flat, every entry present) and through the S3 door (ListObjectsV2
 //! page by page: every key once, in order); WebDAV dead property limits; idle connections closed (HTTP/1
 //! between requests, a connection that never sends a request, HTTP/2), slow header senders and
-//! clients that stop reading cut, the connection cap; HTTP/2 over TLS with more streams than
+//! clients that stop reading cut, the connection cap (also across several request threads); HTTP/2 over TLS with more streams than
 //! the cap (refused beyond it, queued by real clients, the server fine).
 
 use std::collections::{BTreeSet, HashSet};
@@ -476,6 +476,92 @@ backend_test!(
             }
             ensure!(Instant::now() < deadline, "no connection served after a slot was freed");
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+);
+
+/// The CPU time (ns, from schedstat) of each of the gateway's own request threads
+/// (`nimbus-requests-N`, named by the kernel in 15 characters), by thread id.
+fn request_thread_times(pid: u32) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let dir = task?.path();
+        if std::fs::read_to_string(dir.join("comm"))?.trim() != "nimbus-requests" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("schedstat"))?;
+        let ns = stat.split_whitespace().next().context("schedstat")?.parse()?;
+        out.insert(dir.file_name().context("tid")?.to_string_lossy().into_owned(), ns);
+    }
+    Ok(out)
+}
+
+/// Clients at once in `request_threads`, each on a connection of its own.
+const THREAD_CLIENTS: usize = 12;
+/// Its `--max-connections`: above what the clients may open at once (a client may open a second
+/// connection before its first is back in its pool).
+const THREAD_CAP: usize = 40;
+
+// Several request threads (`--worker-threads 3`: each a runtime of its own, accepting on its own
+// socket of one SO_REUSEPORT group; on every store, since each thread keeps its own pool of
+// store connections): clients on separate connections see each other's files whole, and the
+// connection cap counts the connections of all threads together.
+backend_test!(
+    request_threads,
+    opts =
+        GatewayOptions::default().arg("--worker-threads").arg("3").arg("--max-connections").arg(THREAD_CAP.to_string()),
+    |gw| async move {
+        let token = gw.admin_token().await?;
+        let before = request_thread_times(gw.pid())?;
+        ensure!(before.len() == 2, "request threads besides the main runtime's: {before:?}");
+        let clients: Vec<Api> =
+            (0..THREAD_CLIENTS).map(|_| Api::new(&gw.url).map(|a| a.with_token(&token))).collect::<Result<_, _>>()?;
+        let content = |i: usize| data::bytes(&format!("thread-{i}"), 300_000 + i * 1_000);
+        futures::future::try_join_all(clients.iter().enumerate().map(|(i, api)| async move {
+            api.put_file(&format!("threads/f{i}"), content(i)).await?.check_any(&[200, 201])?;
+            anyhow::Ok(())
+        }))
+        .await?;
+        futures::future::try_join_all(clients.iter().enumerate().map(|(i, api)| async move {
+            for k in 0..THREAD_CLIENTS {
+                let j = (i + k) % THREAD_CLIENTS;
+                let r = api.get(&nimbus_e2e::http::files_url(&format!("threads/f{j}"))).await?;
+                r.check(200)?;
+                ensure!(r.body[..] == content(j)[..], "f{j} read by client {i} differs");
+            }
+            anyhow::Ok(())
+        }))
+        .await?;
+
+        // The cap is the gateway's, not each thread's: connections opened one after another are
+        // refused from the 41st at the latest, not the 121st. The clients' keep-alive connections
+        // count until the gateway sees them close, hence the retries.
+        drop(clients);
+        let addr = host_port(&gw.url)?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut held = Vec::new();
+            loop {
+                let mut c = TcpStream::connect(&addr).await?;
+                if !keepalive_get(&mut c, "/healthz").await.is_ok_and(|s| s == 200) {
+                    break;
+                }
+                held.push(c);
+                ensure!(held.len() <= THREAD_CAP, "{} connections served under a cap of {THREAD_CAP}", held.len());
+            }
+            if held.len() >= THREAD_CAP - 4 {
+                break;
+            }
+            ensure!(Instant::now() < deadline, "only {} connections served under a cap of {THREAD_CAP}", held.len());
+            drop(held);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Both other threads served some of the connections (the kernel spreads them by
+        // their addresses; a thread that served none never ran).
+        let after = request_thread_times(gw.pid())?;
+        for (tid, t) in &before {
+            ensure!(after.get(tid).is_some_and(|a| a > t), "request thread {tid} served nothing: {before:?} {after:?}");
         }
         Ok(())
     }

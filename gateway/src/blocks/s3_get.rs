@@ -32,8 +32,23 @@ const MAX_BLOCK_BODY: u64 = 64 << 20;
 /// one dropped reply; more would only delay the 503 a down store deserves.
 const ATTEMPTS: u32 = 2;
 
+/// A pooled HTTP client for block GETs.
+fn client(timeout: Duration) -> StoreResult<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        // An idle timeout, not a total one: a slow store that keeps sending is not cut off.
+        .read_timeout(timeout)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| StoreError::Remote(format!("building the store HTTP client: {e}")))
+}
+
 pub(super) struct FastGet {
+    /// The client of the thread that built this; other threads build their own ([`Self::http`]).
     http: reqwest::Client,
+    /// Tells this store's clients from other stores' in a thread's list.
+    id: u64,
+    timeout: Duration,
     /// `{endpoint}/{bucket}/`, already URL-safe: bucket names and our keys are `[a-z0-9./-]`.
     base: String,
     identity: Identity,
@@ -49,19 +64,39 @@ impl FastGet {
         secret_key: &str,
         timeout: Duration,
     ) -> StoreResult<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            // An idle timeout, not a total one: a slow store that keeps sending is not cut off.
-            .read_timeout(timeout)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| StoreError::Remote(format!("building the store HTTP client: {e}")))?;
+        let http = client(timeout)?;
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let identity = aws_sdk_s3::config::Credentials::new(access_key, secret_key, None, None, "nimbus-config").into();
         Ok(Self {
             http,
+            id,
+            timeout,
             base: format!("{}/{}/", endpoint.trim_end_matches('/'), bucket),
             identity,
             region: region.to_string(),
+        })
+    }
+
+    /// The calling thread's client for this store. Each request thread runs a runtime of its
+    /// own (server.rs), and a pooled connection is driven by the runtime that opened it: a
+    /// thread sending on another's connections would wake that thread for every read.
+    fn http(&self) -> reqwest::Client {
+        /// Clients by store id; a few stores per process at most (tests make more, hence the bound).
+        const MAX_STORES: usize = 8;
+        thread_local! {
+            static CLIENTS: std::cell::RefCell<Vec<(u64, reqwest::Client)>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        CLIENTS.with_borrow_mut(|clients| {
+            if let Some((_, c)) = clients.iter().find(|(id, _)| *id == self.id) {
+                return c.clone();
+            }
+            let Ok(c) = client(self.timeout) else { return self.http.clone() };
+            if clients.len() >= MAX_STORES {
+                clients.remove(0);
+            }
+            clients.push((self.id, c.clone()));
+            c
         })
     }
 
@@ -124,7 +159,7 @@ impl FastGet {
 
     /// A signed GET sent, its status checked (404, 416 and other failures as errors).
     async fn send(&self, url: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<reqwest::Response> {
-        let mut req = self.http.get(url);
+        let mut req = self.http().get(url);
         for (name, value) in self.sign(url)? {
             req = req.header(name, value);
         }

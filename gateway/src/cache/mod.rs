@@ -113,12 +113,25 @@ impl Fetcher for StoreFetcher {
 }
 
 /// The cache's events as the gateway's metrics (docs/OPERATIONS.md lists them).
-struct CacheMetrics;
+struct CacheMetrics {
+    /// The hit counters of each tier (`[mem, disk]`: hits, bytes), registered at the first hit
+    /// (when the recorder is installed): a hit is on every cached read's path, and looking a
+    /// labelled counter up in the registry each time cost more than the rest of the hit.
+    hits: std::sync::OnceLock<[(metrics::Counter, metrics::Counter); 2]>,
+}
 
 impl Events for CacheMetrics {
     fn hit(&self, tier: Tier, bytes: u64) {
-        metrics::counter!("nimbus_cache_hits_total", "tier" => tier.label()).increment(1);
-        metrics::counter!("nimbus_cache_bytes_served_total", "tier" => tier.label()).increment(bytes);
+        let hits = self.hits.get_or_init(|| {
+            [Tier::Mem, Tier::Disk].map(|t| {
+                let count = metrics::counter!("nimbus_cache_hits_total", "tier" => t.label());
+                let served = metrics::counter!("nimbus_cache_bytes_served_total", "tier" => t.label());
+                (count, served)
+            })
+        });
+        let (count, served) = &hits[matches!(tier, Tier::Disk) as usize];
+        count.increment(1);
+        served.increment(bytes);
     }
     fn miss(&self) {
         metrics::counter!("nimbus_cache_misses_total").increment(1);
@@ -231,7 +244,12 @@ impl BlockCache {
             ahead_blocks: 0,
             outboard_bytes: OUTBOARD_BYTES,
         };
-        let cache = TieredCache::new(StoreFetcher(store.clone()), config, disk, Arc::new(CacheMetrics));
+        let cache = TieredCache::new(
+            StoreFetcher(store.clone()),
+            config,
+            disk,
+            Arc::new(CacheMetrics { hits: Default::default() }),
+        );
         if let Some(dir) = cache.disk_dir() {
             let s = cache.stats();
             tracing::info!(dir = %dir.display(), entries = s.disk_entries, bytes = s.disk_used, "SSD cache opened");
