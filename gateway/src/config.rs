@@ -539,7 +539,7 @@ impl OidcArgs {
 impl ServeArgs {
     /// The request threads to start: `--worker-threads`, or by default one fewer than the
     /// cores, at least one. Measured on a 2-core host serving with its store beside it, two
-    /// request threads (each its own runtime) served 30 % more hot 4 KiB reads per second than
+    /// request threads (each its own runtime) served 12–41 % more hot 4 KiB reads per second than
     /// one, but cost 15–30 % more CPU per uncached read and 20 MiB more RSS; docs/BENCHMARKS.md.
     pub fn worker_threads(&self) -> usize {
         if self.worker_threads > 0 {

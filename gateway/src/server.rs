@@ -330,7 +330,7 @@ fn bind_listeners(addr: SocketAddr, threads: usize) -> std::io::Result<Vec<std::
 /// The request threads beyond the first: each runs a runtime of its own (one thread, no work
 /// stealing) that accepts on its own listener and serves its connections to the end. On the
 /// 2-core bench machine two workers of one shared runtime served fewer hot reads than one (they
-/// park and wake each other); two threads of their own served 30 % more (docs/BENCHMARKS.md).
+/// park and wake each other); two threads of their own served 12–41 % more (docs/BENCHMARKS.md).
 fn spawn_request_threads(
     listeners: Vec<std::net::TcpListener>,
     state: &AppState,
