@@ -279,9 +279,16 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
         // Let running transfers finish for a while, then stop.
         h.graceful_shutdown(Some(Duration::from_secs(20)));
     });
-    if let Some(s3_addr) = args.s3_listen {
-        let s3_listener = std::net::TcpListener::bind(s3_addr)
-            .with_context(|| format!("cannot listen on {s3_addr} (--s3-listen)"))?;
+    // The S3 door's sockets, one per request thread like the API's.
+    let mut s3_listeners: Vec<Option<std::net::TcpListener>> = match args.s3_listen {
+        Some(s3_addr) => bind_listeners(s3_addr, threads)
+            .with_context(|| format!("cannot listen on {s3_addr} (--s3-listen)"))?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => (0..threads).map(|_| None).collect(),
+    };
+    if let Some(s3_listener) = s3_listeners.remove(0) {
         let s3_addr = s3_listener.local_addr()?;
         println!("S3-compatible API on {scheme}://{s3_addr} (path-style; create a key with `nimbus keys create`)");
         let (s3, how) = (s3_app(state.clone()), how.clone());
@@ -291,69 +298,93 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
             }
         });
     }
+    // Started before the address is printed: whoever waits for that line finds them all.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let others = spawn_request_threads(listeners.into_iter().zip(s3_listeners).collect(), &state, &how, stopped);
     println!("Nimbus gateway listening on {scheme}://{addr}");
     println!("Sign in with: nimbus login {scheme}://{addr} --username admin");
-    let others = spawn_request_threads(listeners, &state, &how)?;
     serve(listener, app(state), &how).await?;
-    // The other request threads stop on the same shutdown; their transfers end before the
-    // database closes.
-    let _ = tokio::task::spawn_blocking(move || others.into_iter().for_each(|t| drop(t.join()))).await;
+    // The other request threads stop serving on the same shutdown, but keep running their
+    // runtimes until the database is closed: work their requests spawned (an audit entry, the
+    // release of a failed upload's blocks) gets the same time to finish as the main runtime's.
     meta.close().await;
+    let _ = stop.send(true);
+    let _ = tokio::task::spawn_blocking(move || others.into_iter().for_each(|t| drop(t.join()))).await;
     tracing::info!("gateway stopped");
     Ok(())
 }
 
-/// The listening sockets of `--listen`, one per request thread. With several, each thread
-/// accepts on its own socket of one `SO_REUSEPORT` group and the kernel spreads connections over
-/// them (as nginx's `reuseport`); the kernel lets only processes of the same user join it.
+/// The listening sockets of an address (`--listen`, `--s3-listen`), one per request thread.
+/// With several, each thread accepts on its own socket of one `SO_REUSEPORT` group and the
+/// kernel spreads connections over them (as nginx's `reuseport`).
 fn bind_listeners(addr: SocketAddr, threads: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    // A plain bind first: it fails when anything listens there, also another gateway's group
+    // (which a socket with SO_REUSEPORT of the same user would silently join, splitting the
+    // connections between two gateways). With port 0 it also picks the port.
+    let plain = std::net::TcpListener::bind(addr)?;
     #[cfg(unix)]
     if threads > 1 {
-        let mut at = addr;
+        let at = plain.local_addr()?;
+        drop(plain);
         let mut out = Vec::with_capacity(threads);
         for _ in 0..threads {
             let socket = if at.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
             socket.set_reuseaddr(true)?;
             socket.set_reuseport(true)?;
             socket.bind(at)?;
-            let listener = socket.listen(1024)?.into_std()?;
-            // With port 0 the first socket picks the port; the others join it there.
-            at = listener.local_addr()?;
-            out.push(listener);
+            out.push(socket.listen(1024)?.into_std()?);
         }
         return Ok(out);
     }
     let _ = threads;
-    Ok(vec![std::net::TcpListener::bind(addr)?])
+    Ok(vec![plain])
 }
 
-/// The request threads beyond the first: each runs a runtime of its own (one thread, no work
-/// stealing) that accepts on its own listener and serves its connections to the end. On the
-/// 2-core bench machine two workers of one shared runtime served fewer hot reads than one (they
-/// park and wake each other); two threads of their own served 12–41 % more (docs/BENCHMARKS.md).
+/// The request threads beyond the first, each with its API listener and, with `--s3-listen`,
+/// its S3 one: each runs a runtime of its own (one thread, no work stealing) that accepts on its
+/// own sockets and serves its connections to the end, then keeps running its tasks until
+/// `stopped` turns true. On the 2-core bench machine two workers of one shared runtime served
+/// fewer hot reads than one (they park and wake each other); two threads of their own served
+/// 12–41 % more (docs/BENCHMARKS.md).
 fn spawn_request_threads(
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<(std::net::TcpListener, Option<std::net::TcpListener>)>,
     state: &AppState,
     how: &Listening,
-) -> anyhow::Result<Vec<std::thread::JoinHandle<()>>> {
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Vec<std::thread::JoinHandle<()>> {
     let mut threads = Vec::with_capacity(listeners.len());
-    for (i, listener) in listeners.into_iter().enumerate() {
-        let (router, how) = (app(state.clone()), how.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start a request thread's runtime")?;
-        let thread = std::thread::Builder::new()
-            .name(format!("nimbus-requests-{}", i + 2))
-            .spawn(move || {
-                if let Err(e) = runtime.block_on(serve(listener, router, &how)) {
-                    tracing::error!(error = %e, "a request thread's listener stopped");
-                }
-            })
-            .context("cannot start a request thread")?;
-        threads.push(thread);
+    for (i, (listener, s3_listener)) in listeners.into_iter().enumerate() {
+        let (api, s3) = (app(state.clone()), s3_listener.map(|l| (l, s3_app(state.clone()))));
+        let (how, mut stopped) = (how.clone(), stopped.clone());
+        // The runtime is made (and dropped) in its thread: never inside the async caller.
+        let work = move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => return tracing::error!(error = %e, "cannot start a request thread's runtime"),
+            };
+            runtime.block_on(async move {
+                let s3 = async {
+                    if let Some((l, router)) = s3
+                        && let Err(e) = serve(l, router, &how).await
+                    {
+                        tracing::error!(error = %e, "a request thread's S3 listener stopped");
+                    }
+                };
+                let api = async {
+                    if let Err(e) = serve(listener, api, &how).await {
+                        tracing::error!(error = %e, "a request thread's listener stopped");
+                    }
+                };
+                futures::join!(api, s3);
+                let _ = stopped.wait_for(|s| *s).await;
+            });
+        };
+        match std::thread::Builder::new().name(format!("nimbus-requests-{}", i + 2)).spawn(work) {
+            Ok(t) => threads.push(t),
+            Err(e) => tracing::error!(error = %e, "cannot start a request thread; serving with fewer"),
+        }
     }
-    Ok(threads)
+    threads
 }
 
 /// Largest request head: HTTP/1's read buffer, HTTP/2's header list.

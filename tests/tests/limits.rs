@@ -487,10 +487,15 @@ fn request_thread_times(pid: u32) -> anyhow::Result<std::collections::BTreeMap<S
     let mut out = std::collections::BTreeMap::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let dir = task?.path();
-        if std::fs::read_to_string(dir.join("comm"))?.trim() != "nimbus-requests" {
+        // A thread of the blocking pool may end while this reads: skip what cannot be read.
+        let (Ok(comm), Ok(stat)) =
+            (std::fs::read_to_string(dir.join("comm")), std::fs::read_to_string(dir.join("schedstat")))
+        else {
+            continue;
+        };
+        if comm.trim() != "nimbus-requests" {
             continue;
         }
-        let stat = std::fs::read_to_string(dir.join("schedstat"))?;
         let ns = stat.split_whitespace().next().context("schedstat")?.parse()?;
         out.insert(dir.file_name().context("tid")?.to_string_lossy().into_owned(), ns);
     }
@@ -506,11 +511,17 @@ const THREAD_CAP: usize = 40;
 // Several request threads (`--worker-threads 3`: each a runtime of its own, accepting on its own
 // socket of one SO_REUSEPORT group; on every store, since each thread keeps its own pool of
 // store connections): clients on separate connections see each other's files whole, and the
-// connection cap counts the connections of all threads together.
+// connection cap counts the connections of all threads together; the S3 door is served on every
+// thread too; and a second gateway cannot take the same port.
 backend_test!(
     request_threads,
-    opts =
-        GatewayOptions::default().arg("--worker-threads").arg("3").arg("--max-connections").arg(THREAD_CAP.to_string()),
+    opts = GatewayOptions::default()
+        .arg("--worker-threads")
+        .arg("3")
+        .arg("--max-connections")
+        .arg(THREAD_CAP.to_string())
+        .arg("--s3-listen")
+        .arg("127.0.0.1:0"),
     |gw| async move {
         let token = gw.admin_token().await?;
         let before = request_thread_times(gw.pid())?;
@@ -557,6 +568,40 @@ backend_test!(
             drop(held);
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // The S3 door: every one of many connections is answered. One that landed on a thread
+        // not serving the door would wait for ever; one the cap refused (the connections above
+        // are still closing) is closed at once and tried again.
+        let s3 = host_port(&gw.s3_endpoint()?)?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut answered = 0;
+        while answered < THREAD_CLIENTS * 2 {
+            let mut c = TcpStream::connect(&s3).await?;
+            let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: s3\r\nConnection: close\r\n\r\n").await;
+            let mut buf = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut buf)).await;
+            ensure!(read.is_ok(), "S3 connection {answered} was not answered");
+            if buf.is_empty() {
+                ensure!(Instant::now() < deadline, "S3 connections kept being refused");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            ensure!(buf.starts_with(b"HTTP/1.1 403"), "S3 connection {answered}: {:?}", String::from_utf8_lossy(&buf));
+            answered += 1;
+        }
+        // Another gateway (of the same user, so the kernel would let it join the socket group)
+        // is refused the port instead of sharing its connections.
+        let other = tempfile::tempdir()?;
+        let out = Command::new(bins::gateway_bin()?)
+            .args(["serve", "--listen", &addr, "--worker-threads", "2", "--data-dir"])
+            .arg(other.path())
+            .env("NIMBUS_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out =
+            tokio::time::timeout(Duration::from_secs(60), out).await.context("the second gateway kept running")??;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(!out.status.success() && err.contains("cannot listen"), "a second gateway on {addr}: {err}");
         // Both other threads served some of the connections (the kernel spreads them by
         // their addresses; a thread that served none never ran).
         let after = request_thread_times(gw.pid())?;
