@@ -43,9 +43,24 @@ fn client(timeout: Duration) -> StoreResult<reqwest::Client> {
         .map_err(|e| StoreError::Remote(format!("building the store HTTP client: {e}")))
 }
 
+/// Clients by store id, per thread; a few stores per process at most (tests make more, hence
+/// the bound).
+const MAX_STORES: usize = 8;
+
+thread_local! {
+    static CLIENTS: std::cell::RefCell<Vec<(u64, reqwest::Client)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keeps `c` as this thread's client of store `id`, and returns it.
+fn remember(clients: &mut Vec<(u64, reqwest::Client)>, id: u64, c: reqwest::Client) -> reqwest::Client {
+    if clients.len() >= MAX_STORES {
+        clients.remove(0);
+    }
+    clients.push((id, c.clone()));
+    c
+}
+
 pub(super) struct FastGet {
-    /// The client of the thread that built this; other threads build their own ([`Self::http`]).
-    http: reqwest::Client,
     /// Tells this store's clients from other stores' in a thread's list.
     id: u64,
     timeout: Duration,
@@ -64,12 +79,13 @@ impl FastGet {
         secret_key: &str,
         timeout: Duration,
     ) -> StoreResult<Self> {
-        let http = client(timeout)?;
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let identity = aws_sdk_s3::config::Credentials::new(access_key, secret_key, None, None, "nimbus-config").into();
+        // Built now, so that a client that cannot be built is a start-up error.
+        let first = client(timeout)?;
+        CLIENTS.with_borrow_mut(|clients| remember(clients, id, first));
         Ok(Self {
-            http,
             id,
             timeout,
             base: format!("{}/{}/", endpoint.trim_end_matches('/'), bucket),
@@ -81,22 +97,10 @@ impl FastGet {
     /// The calling thread's client for this store. Each request thread runs a runtime of its
     /// own (server.rs), and a pooled connection is driven by the runtime that opened it: a
     /// thread sending on another's connections would wake that thread for every read.
-    fn http(&self) -> reqwest::Client {
-        /// Clients by store id; a few stores per process at most (tests make more, hence the bound).
-        const MAX_STORES: usize = 8;
-        thread_local! {
-            static CLIENTS: std::cell::RefCell<Vec<(u64, reqwest::Client)>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        CLIENTS.with_borrow_mut(|clients| {
-            if let Some((_, c)) = clients.iter().find(|(id, _)| *id == self.id) {
-                return c.clone();
-            }
-            let Ok(c) = client(self.timeout) else { return self.http.clone() };
-            if clients.len() >= MAX_STORES {
-                clients.remove(0);
-            }
-            clients.push((self.id, c.clone()));
-            c
+    fn http(&self) -> StoreResult<reqwest::Client> {
+        CLIENTS.with_borrow_mut(|clients| match clients.iter().find(|(id, _)| *id == self.id) {
+            Some((_, c)) => Ok(c.clone()),
+            None => client(self.timeout).map(|c| remember(clients, self.id, c)),
         })
     }
 
@@ -159,7 +163,7 @@ impl FastGet {
 
     /// A signed GET sent, its status checked (404, 416 and other failures as errors).
     async fn send(&self, url: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<reqwest::Response> {
-        let mut req = self.http().get(url);
+        let mut req = self.http()?.get(url);
         for (name, value) in self.sign(url)? {
             req = req.header(name, value);
         }
