@@ -210,38 +210,21 @@ impl DiskStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(DiskError::Missing),
             Err(e) => return Err(e.into()),
         };
-        let mut fixed = [0u8; FIXED_HEADER];
-        read_exact_at(&f, &mut fixed, 0).map_err(short)?;
-        let h = parse_fixed(&fixed)?;
-        if h.hash != key.1 {
-            return Err(DiskError::Corrupt("entry holds another block"));
+        read_entry(&f, key, from, to, read_exact_at)
+    }
+
+    /// [`DiskStore::read`] if it can be done without waiting for the disk: the entry's path is
+    /// in the kernel's lookup cache and every byte read is in the page cache (Linux:
+    /// `openat2(RESOLVE_CACHED)`, `preadv2(RWF_NOWAIT)`). `Ok(None)` otherwise, and on other
+    /// systems: the caller reads on a blocking thread instead. A hot small read then costs two
+    /// reads in the caller's thread instead of a hand-off to a blocking thread and back, which
+    /// cost more than the read itself.
+    pub fn read_cached(&self, key: &Key, from: usize, to: usize) -> Result<Option<(Bytes, usize)>, DiskError> {
+        let Some(f) = nowait::open(&self.path(key))? else { return Ok(None) };
+        match read_entry(&f, key, from, to, nowait::read_exact_at) {
+            Err(DiskError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            other => other.map(Some),
         }
-        let off = data_offset(h.len);
-        if f.metadata()?.len() != (off + h.len) as u64 {
-            return Err(DiskError::Corrupt("truncated or oversized"));
-        }
-        if from > to || to > h.len {
-            return Err(DiskError::Corrupt("range outside the block"));
-        }
-        if from == to {
-            return Ok((Bytes::new(), h.len));
-        }
-        let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
-        let mut tags = vec![0u8; (c1 - c0 + 1) * TAG];
-        read_exact_at(&f, &mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
-        let start = c0 * CHUNK;
-        let end = ((c1 + 1) * CHUNK).min(h.len);
-        let mut buf = vec![0u8; end - start];
-        read_exact_at(&f, &mut buf, (off + start) as u64).map_err(short)?;
-        for (i, chunk) in buf.chunks(CHUNK).enumerate() {
-            let mut tag = [0u8; TAG];
-            tag.copy_from_slice(&tags[i * TAG..(i + 1) * TAG]);
-            if !piece_matches(&tag, c0 + i, chunk, h.len) {
-                return Err(DiskError::Corrupt("chunk checksum mismatch"));
-            }
-        }
-        let buf = Bytes::from(buf);
-        Ok((buf.slice(from - start..to - start), h.len))
     }
 
     /// The whole cached block, verified.
@@ -303,12 +286,127 @@ impl DiskStore {
     }
 }
 
+/// `from..to` of the entry open as `f` (the entry of `key`), read with `read_exact`, the
+/// chunks it covers verified; and the block's full length.
+fn read_entry(
+    f: &File,
+    key: &Key,
+    from: usize,
+    to: usize,
+    read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
+) -> Result<(Bytes, usize), DiskError> {
+    let mut fixed = [0u8; FIXED_HEADER];
+    read_exact(f, &mut fixed, 0).map_err(short)?;
+    let h = parse_fixed(&fixed)?;
+    if h.hash != key.1 {
+        return Err(DiskError::Corrupt("entry holds another block"));
+    }
+    let off = data_offset(h.len);
+    if f.metadata()?.len() != (off + h.len) as u64 {
+        return Err(DiskError::Corrupt("truncated or oversized"));
+    }
+    if from > to || to > h.len {
+        return Err(DiskError::Corrupt("range outside the block"));
+    }
+    if from == to {
+        return Ok((Bytes::new(), h.len));
+    }
+    let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
+    let mut tags = vec![0u8; (c1 - c0 + 1) * TAG];
+    read_exact(f, &mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
+    let start = c0 * CHUNK;
+    let end = ((c1 + 1) * CHUNK).min(h.len);
+    let mut buf = vec![0u8; end - start];
+    read_exact(f, &mut buf, (off + start) as u64).map_err(short)?;
+    for (i, chunk) in buf.chunks(CHUNK).enumerate() {
+        let mut tag = [0u8; TAG];
+        tag.copy_from_slice(&tags[i * TAG..(i + 1) * TAG]);
+        if !piece_matches(&tag, c0 + i, chunk, h.len) {
+            return Err(DiskError::Corrupt("chunk checksum mismatch"));
+        }
+    }
+    let buf = Bytes::from(buf);
+    Ok((buf.slice(from - start..to - start), h.len))
+}
+
+/// Opening and reading without waiting for the disk, where the kernel can say so.
+#[cfg(target_os = "linux")]
+mod nowait {
+    use std::fs::File;
+    use std::io::{self, ErrorKind};
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+    use rustix::io::{Errno, ReadWriteFlags};
+
+    /// Cleared for good when the kernel lacks `RESOLVE_CACHED` or `RWF_NOWAIT` (before 5.12,
+    /// or a file system without them): every read then goes the blocking way.
+    static SUPPORTED: AtomicBool = AtomicBool::new(true);
+
+    fn unsupported(e: Errno) -> bool {
+        matches!(e, Errno::NOSYS | Errno::INVAL | Errno::OPNOTSUPP | Errno::TOOBIG)
+    }
+
+    /// The file at `path` if its every path component is cached (`None`: it was not, or this
+    /// kernel cannot tell).
+    pub(super) fn open(path: &Path) -> Result<Option<File>, super::DiskError> {
+        if !SUPPORTED.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        match rustix::fs::openat2(CWD, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), ResolveFlags::CACHED) {
+            Ok(fd) => Ok(Some(File::from(fd))),
+            Err(Errno::NOENT) => Err(super::DiskError::Missing),
+            Err(Errno::AGAIN) => Ok(None),
+            Err(e) if unsupported(e) => {
+                SUPPORTED.store(false, Ordering::Relaxed);
+                Ok(None)
+            }
+            Err(e) => Err(io::Error::from(e).into()),
+        }
+    }
+
+    /// Fills `buf` from `offset` out of the page cache; [`ErrorKind::WouldBlock`] if a byte
+    /// is not there (or arrives only in part).
+    pub(super) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let want = buf.len();
+        match rustix::io::preadv2(file, &mut [io::IoSliceMut::new(buf)], offset, ReadWriteFlags::NOWAIT) {
+            Ok(n) if n == want => Ok(()),
+            Ok(0) if want > 0 => Err(io::Error::new(ErrorKind::UnexpectedEof, "file ends before the requested range")),
+            Ok(_) | Err(Errno::AGAIN) => Err(ErrorKind::WouldBlock.into()),
+            Err(e) if unsupported(e) => {
+                SUPPORTED.store(false, Ordering::Relaxed);
+                Err(ErrorKind::WouldBlock.into())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Elsewhere every read goes to a blocking thread.
+#[cfg(not(target_os = "linux"))]
+mod nowait {
+    use std::fs::File;
+    use std::io::{self, ErrorKind};
+    use std::path::Path;
+
+    pub(super) fn open(_: &Path) -> Result<Option<File>, super::DiskError> {
+        Ok(None)
+    }
+
+    pub(super) fn read_exact_at(_: &File, _: &mut [u8], _: u64) -> io::Result<()> {
+        Err(ErrorKind::WouldBlock.into())
+    }
+}
+
 fn short(e: io::Error) -> DiskError {
     if e.kind() == io::ErrorKind::UnexpectedEof { DiskError::Corrupt("truncated") } else { DiskError::Io(e) }
 }
 
 #[cfg(test)]
 mod tests {
+    use anyhow::Context;
+
     use super::*;
 
     fn key(data: &[u8]) -> Key {
@@ -403,6 +501,61 @@ mod tests {
         assert!(matches!(d.read(&k, 0, 10), Err(DiskError::Corrupt(_))));
         assert!(matches!(d.read(&k, CHUNK, CHUNK + 10), Err(DiskError::Corrupt(_))));
         assert_eq!(&d.read(&k, 3 * CHUNK, 3 * CHUNK + 10)?.0[..], &data[3 * CHUNK..3 * CHUNK + 10]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_read_from_the_page_cache_needs_no_blocking_thread() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 247) as u8).collect();
+        let k = key(&data);
+        d.write(&k, &verified(&data))?;
+        // Just written: the path and the bytes are in the kernel's caches.
+        for (a, b) in [(0, 4096), (16383, 16385), (99_000, 100_000), (7, 7)] {
+            let got = d.read_cached(&k, a, b)?;
+            if cfg!(target_os = "linux") {
+                let (bytes, len) = got.with_context(|| format!("{a}..{b} not read from the page cache"))?;
+                assert_eq!((&bytes[..], len), (&data[a..b], data.len()), "range {a}..{b}");
+            } else {
+                assert!(got.is_none(), "only Linux reads without a blocking thread");
+            }
+        }
+        // A missing entry: a miss, or (its directory's absence not cached) left to the blocking read.
+        assert!(matches!(d.read_cached(&key(b"x"), 0, 1), Err(DiskError::Missing) | Ok(None)));
+        // Verified like a blocking read: a flipped byte is an error, not a fallback.
+        let path = d.path(&k);
+        let mut raw = fs::read(&path)?;
+        raw[data_offset(data.len()) + 20_000] ^= 1;
+        fs::write(&path, &raw)?;
+        if cfg!(target_os = "linux") {
+            assert!(matches!(d.read_cached(&k, 19_000, 21_000), Err(DiskError::Corrupt(_))));
+        }
+        Ok(())
+    }
+
+    /// What is not in the page cache is left to a blocking thread (`None`), and read there.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_read_that_would_wait_for_the_disk_is_left_to_a_blocking_thread() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let d = DiskStore::open(dir.path(), "gateway")?;
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+        let k = key(&data);
+        d.write(&k, &verified(&data))?;
+        let f = File::open(d.path(&k))?;
+        f.sync_all()?;
+        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
+        // tmpfs keeps its pages whatever the advice: nothing to evict there.
+        const TMPFS_MAGIC: i64 = 0x0102_1994;
+        let on_tmpfs = rustix::fs::statfs(dir.path())?.f_type as i64 == TMPFS_MAGIC;
+        let (a, b) = (200_000, 204_096);
+        if !on_tmpfs {
+            assert!(d.read_cached(&k, a, b)?.is_none(), "read from an evicted file without waiting");
+        }
+        assert_eq!(&d.read(&k, a, b)?.0[..], &data[a..b]);
+        // Read once, the pages are back.
+        assert_eq!(d.read_cached(&k, a, b)?.map(|r| r.0), Some(Bytes::copy_from_slice(&data[a..b])));
         Ok(())
     }
 

@@ -196,6 +196,9 @@ pub const HOT_WINDOW: Duration = Duration::from_secs(300);
 const HEAT_KEYS: usize = 8192;
 /// Outboards written back to the origin at once; more are skipped (best effort).
 const OUTBOARD_WRITES: usize = 4;
+/// SSD reads of at most this many bytes are tried in the caller's thread first, when the page
+/// cache holds them (`DiskStore::read_cached`); larger ones always go to a blocking thread.
+const INLINE_READ_MAX: usize = 128 * 1024;
 
 /// Numbers of the cache so far.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -967,8 +970,20 @@ impl<F: Fetcher> Inner<F> {
     async fn disk_get(&self, key: &Key, range: Range<usize>) -> Option<Bytes> {
         let disk = self.disk_ready(key, true)?;
         let k = *key;
-        let d = disk.clone();
-        let result = tokio::task::spawn_blocking(move || d.store.read(&k, range.start, range.end)).await.ok()?;
+        // A small read found in the page cache is done here: cheaper than the hand-off to a
+        // blocking thread and back (hashing its chunks takes microseconds). Anything else, or
+        // anything that would wait for the disk, goes to a blocking thread.
+        let now = match range.len() <= INLINE_READ_MAX {
+            true => disk.store.read_cached(&k, range.start, range.end).transpose(),
+            false => None,
+        };
+        let result = match now {
+            Some(result) => result,
+            None => {
+                let d = disk.clone();
+                tokio::task::spawn_blocking(move || d.store.read(&k, range.start, range.end)).await.ok()?
+            }
+        };
         match result {
             Ok((data, block_len)) => {
                 // Only a read of the entire block may be promoted: the memory tier holds

@@ -230,6 +230,13 @@ backend_test!(
     |gw| async move {
         let (api, dev) = user_device(&gw, "alice", "laptop").await?;
         let drive = mount(&dev, MountMode::Background).await?;
+        // The drive `nimbus mount` starts runs without transparent huge pages (its freed block
+        // buffers must not stay resident in 2 MiB pages): mimalloc turns them off at start.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", drive.pid()))?;
+        ensure!(
+            status.lines().any(|l| l.split_whitespace().eq(["THP_enabled:", "0"])),
+            "the background drive runs with transparent huge pages:\n{status}"
+        );
         let src = dev.dir("src")?;
         make_tree(&src)?;
         let want = Snapshot::local(&src, true)?;

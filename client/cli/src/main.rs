@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// The drive frees many 4 MiB block buffers; glibc's allocator keeps them resident, mimalloc
-/// gives them back (a mount's RSS stays near its cache bound). mimalloc's transparent huge
-/// pages stay on: without them (its `no_thp` feature) the drive's peak RSS at `--cache-mem
-/// 128MiB` fell from about 210 to 175 MiB, but warm sequential reads lost 10-20 % (docs/BENCHMARKS.md).
+/// gives them back (a mount's RSS stays near its cache bound). The drive that `nimbus mount`
+/// starts runs without transparent huge pages (`commands::mount::DRIVE_ALLOCATOR`): in 2 MiB
+/// pages freed buffers stayed resident (docs/BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
