@@ -545,13 +545,22 @@ mod tests {
         d.write(&k, &verified(&data))?;
         let f = File::open(d.path(&k))?;
         f.sync_all()?;
-        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
         // tmpfs keeps its pages whatever the advice: nothing to evict there.
         const TMPFS_MAGIC: i64 = 0x0102_1994;
         let on_tmpfs = rustix::fs::statfs(dir.path())?.f_type as i64 == TMPFS_MAGIC;
         let (a, b) = (200_000, 204_096);
         if !on_tmpfs {
-            assert!(d.read_cached(&k, a, b)?.is_none(), "read from an evicted file without waiting");
+            // The advice is only advice: a page another CPU still holds a reference to stays
+            // (seen about once in five runs beside the other tests). Asked again, it goes.
+            let evicted = (0..100).any(|_| {
+                let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
+                let cached = d.read_cached(&k, a, b).map(|r| r.is_some()).unwrap_or(true);
+                if cached {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                !cached
+            });
+            assert!(evicted, "read from an evicted file without waiting");
         }
         assert_eq!(&d.read(&k, a, b)?.0[..], &data[a..b]);
         // Read once, the pages are back.

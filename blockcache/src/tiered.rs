@@ -973,9 +973,10 @@ impl<F: Fetcher> Inner<F> {
         // A small read found in the page cache is done here: cheaper than the hand-off to a
         // blocking thread and back (hashing its chunks takes microseconds). Anything else, or
         // anything that would wait for the disk, goes to a blocking thread.
-        let now = match range.len() <= INLINE_READ_MAX {
-            true => disk.store.read_cached(&k, range.start, range.end).transpose(),
-            false => None,
+        let now = if range.len() <= INLINE_READ_MAX {
+            disk.store.read_cached(&k, range.start, range.end).transpose()
+        } else {
+            None
         };
         let result = match now {
             Some(result) => result,
