@@ -204,7 +204,8 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub http2_max_streams: u32,
 
-    /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`.
+    /// Log filter, e.g. `info` or `nimbus_gateway=debug,info`. The S3 library's line for every
+    /// S3 error answer (`s3s::ops`, at ERROR even for a 404) is off unless the filter names `s3s`.
     #[arg(long, env = "NIMBUS_LOG", default_value = "info")]
     pub log: String,
 
@@ -536,6 +537,22 @@ impl OidcArgs {
     }
 }
 
+/// The filter of `--log`: `spec` (`info` if it does not parse), with the S3 library's
+/// per-request error lines off unless `spec` names `s3s`. s3s logs each error answer of the S3
+/// door at ERROR (a missing key, an unsigned request), which would bury real errors and trip
+/// alerts on ERROR lines; the door logs what is an error on our side itself (`doors::s3::error`).
+pub fn log_filter(spec: &str) -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new("info"));
+    if spec.contains("s3s") {
+        return filter;
+    }
+    match "s3s::ops=off".parse() {
+        Ok(quiet) => filter.add_directive(quiet),
+        Err(_) => filter,
+    }
+}
+
 impl ServeArgs {
     /// The request threads to start: `--worker-threads`, or by default one fewer than the
     /// cores, at least one. Measured on a 2-core host serving with its store beside it, two
@@ -546,5 +563,55 @@ impl ServeArgs {
             return self.worker_threads;
         }
         std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut out = self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?;
+            out.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What the gateway's log says, under `--log spec`, for s3s's line about a 404 and for an
+    /// internal error of the S3 door.
+    fn logged(spec: &str) -> anyhow::Result<String> {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(super::log_filter(spec))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "s3s::ops", "op returns error: NoSuchKey");
+            tracing::error!(target: "nimbus_gateway::doors::s3::error", "S3 door: internal error");
+        });
+        let bytes = out.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+        Ok(String::from_utf8(bytes)?)
+    }
+
+    #[test]
+    fn the_s3_librarys_error_answers_are_not_logged_unless_asked_for() -> anyhow::Result<()> {
+        for spec in ["info", "nimbus_gateway=debug,info"] {
+            let log = logged(spec)?;
+            assert!(!log.contains("NoSuchKey"), "{spec}: {log}");
+            assert!(log.contains("S3 door: internal error"), "{spec}: {log}");
+        }
+        let log = logged("info,s3s=debug")?;
+        assert!(log.contains("NoSuchKey") && log.contains("S3 door: internal error"), "{log}");
+        Ok(())
     }
 }

@@ -1,6 +1,5 @@
 use clap::Parser;
 use nimbus_gateway::config::{Cli, Command};
-use tracing_subscriber::EnvFilter;
 
 // glibc's allocator keeps freed multi-MiB block buffers in per-thread arenas, so a long
 // transfer leaves hundreds of MiB resident; mimalloc hands them back.
@@ -29,7 +28,7 @@ async fn run(cli: Cli) -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => {
             tracing_subscriber::fmt()
-                .with_env_filter(EnvFilter::try_new(&args.log).unwrap_or_else(|_| EnvFilter::new("info")))
+                .with_env_filter(nimbus_gateway::config::log_filter(&args.log))
                 .with_writer(std::io::stderr)
                 // Colour codes are for a terminal; in a log file they are noise (and formatting
                 // them into every request's span cost CPU on the hot path).
