@@ -125,6 +125,40 @@ pub enum StreamFault {
     Long,
 }
 
+/// `parts` with each run of neighbours that lie side by side in `whole`'s memory made one
+/// slice of it. Bytes are immutable, so a slice over the same memory holds the same bytes: the
+/// result reads exactly as `parts` in order, without a copy.
+fn join_adjacent(whole: &Bytes, parts: Vec<Bytes>) -> Vec<Bytes> {
+    if parts.len() < 2 {
+        return parts;
+    }
+    let base = whole.as_ptr() as usize;
+    let offset = |b: &Bytes| {
+        let at = (b.as_ptr() as usize).checked_sub(base)?;
+        (!b.is_empty() && at + b.len() <= whole.len()).then_some(at..at + b.len())
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    let mut run: Option<Range<usize>> = None;
+    for part in parts {
+        match (offset(&part), &mut run) {
+            (Some(r), Some(cur)) if cur.end == r.start => cur.end = r.end,
+            (r, _) => {
+                if let Some(cur) = run.take() {
+                    out.push(whole.slice(cur));
+                }
+                match r {
+                    Some(r) => run = Some(r),
+                    None => out.push(part),
+                }
+            }
+        }
+    }
+    if let Some(cur) = run {
+        out.push(whole.slice(cur));
+    }
+    out
+}
+
 /// Checks a part of a block as it streams in, piece by piece against the block's outboard,
 /// and passes on only bytes whose piece matched: nothing unchecked ever leaves it, and no
 /// piece is copied (what it passes on are slices of what it was given). The streaming twin of
@@ -166,8 +200,14 @@ impl PieceCheck {
     }
 
     /// Takes the next bytes from the origin; gives back those of the wanted range whose pieces
-    /// are now complete and checked (in order, possibly none).
-    pub fn push(&mut self, mut chunk: Bytes) -> Result<Vec<Bytes>, StreamFault> {
+    /// are now complete and checked (in order, possibly none). The checked pieces of one chunk
+    /// come back as one slice of it: downstream, a few large writes instead of one per piece.
+    pub fn push(&mut self, chunk: Bytes) -> Result<Vec<Bytes>, StreamFault> {
+        let whole = chunk.clone();
+        self.push_pieces(chunk).map(|out| join_adjacent(&whole, out))
+    }
+
+    fn push_pieces(&mut self, mut chunk: Bytes) -> Result<Vec<Bytes>, StreamFault> {
         let mut out = Vec::new();
         while !chunk.is_empty() {
             if self.piece >= self.end_piece {
@@ -360,6 +400,33 @@ mod tests {
             assert!(PieceCheck::new(o.clone(), 0..len + 1).is_none(), "past the end");
             assert!(PieceCheck::new(o.clone(), 5..5).is_none(), "empty");
         }
+    }
+
+    #[test]
+    fn the_checked_pieces_of_one_chunk_come_back_as_one_slice_of_it() {
+        let len = 10 * PIECE + 5;
+        let d = data(len);
+        let (_, v) = Verified::hash_new(d.clone());
+        let o = v.outboard().expect("more than one piece");
+        // The first chunk ends inside piece 3: pieces 0-2 come back as one slice; the second
+        // gives piece 3 (its head held from the first chunk) and then the rest as one slice.
+        let (mut check, span) = PieceCheck::new(o.clone(), 100..len - 1).expect("a range inside");
+        let first = Bytes::copy_from_slice(&d[span.start..3 * PIECE + 10]);
+        let out = check.push(first.clone()).expect("checked");
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].as_ptr(), first[100..].as_ptr(), "a slice of the chunk, not a copy");
+        assert_eq!(&out[0][..], &d[100..3 * PIECE]);
+        let out = check.push(Bytes::copy_from_slice(&d[3 * PIECE + 10..span.end])).expect("checked");
+        assert_eq!(out.len(), 2, "the head of piece 3 held from the first chunk; its tail and pieces 4-10 as one");
+        assert_eq!(out.concat(), &d[3 * PIECE..len - 1]);
+        check.finish().expect("whole");
+        // Parts from elsewhere stay apart and in order; side by side ones are joined.
+        let whole = Bytes::from(d[..4 * PIECE].to_vec());
+        let other = Bytes::from(vec![7u8; 10]);
+        let parts = vec![whole.slice(0..5), whole.slice(5..9), other.clone(), whole.slice(9..20), whole.slice(30..40)];
+        let joined = join_adjacent(&whole, parts.clone());
+        assert_eq!(joined.len(), 4);
+        assert_eq!(joined.concat(), parts.concat());
     }
 
     #[test]
