@@ -38,11 +38,19 @@ pub struct GatewayOptions {
     /// PostgreSQL + S3 backend: use this S3 endpoint (a MinIO cluster the test started, with
     /// the harness's credentials) instead of a private single MinIO.
     pub s3_store: Option<String>,
+    /// More environment variables.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        Self { token_ttl_secs: None, extra_args: Vec::new(), timeout: Duration::from_secs(300), s3_store: None }
+        Self {
+            token_ttl_secs: None,
+            extra_args: Vec::new(),
+            timeout: Duration::from_secs(300),
+            s3_store: None,
+            env: Vec::new(),
+        }
     }
 }
 
@@ -64,6 +72,11 @@ impl GatewayOptions {
 
     pub fn s3_store(mut self, endpoint: impl Into<String>) -> Self {
         self.s3_store = Some(endpoint.into());
+        self
+    }
+
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
         self
     }
 }
@@ -210,6 +223,7 @@ impl Gateway {
             cmd.arg("--token-ttl-secs").arg(ttl.to_string());
         }
         cmd.args(&opts.extra_args);
+        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
 
         let stdout = std::fs::File::create(logs.stdout_path())?;
         let stderr = std::fs::File::create(logs.stderr_path())?;

@@ -1,6 +1,7 @@
 //! A private MinIO process per test (`NIMBUS_TEST_MINIO_BIN`), on free loopback ports, with its
 //! own data directory. [`Minio::kill`] and [`Minio::restart`] inject store faults; the process
-//! is killed when the value is dropped.
+//! is killed when the value is dropped. [`Minio::start_tls`] serves HTTPS with a given
+//! certificate.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -37,12 +38,24 @@ pub struct Minio {
     dir: tempfile::TempDir,
     port: u16,
     console_port: u16,
+    /// `--certs-dir` (its `public.crt` and `private.key`): HTTPS.
+    certs: Option<PathBuf>,
     child: Mutex<Option<Child>>,
 }
 
 impl Minio {
     /// Starts MinIO and waits until `/minio/health/live` answers.
     pub async fn start(bin: &Path) -> anyhow::Result<Self> {
+        Self::start_with(bin, None).await
+    }
+
+    /// Starts MinIO on HTTPS with the certificate and key in `certs` (`public.crt`,
+    /// `private.key`), trusted by its own readiness check.
+    pub async fn start_tls(bin: &Path, certs: &Path) -> anyhow::Result<Self> {
+        Self::start_with(bin, Some(certs.to_path_buf())).await
+    }
+
+    async fn start_with(bin: &Path, certs: Option<PathBuf>) -> anyhow::Result<Self> {
         if !bin.is_file() {
             bail!("{ENV_BIN}={} does not exist (run ./infra/install-deps.sh)", bin.display());
         }
@@ -53,15 +66,17 @@ impl Minio {
             dir,
             port: free_port()?,
             console_port: free_port()?,
+            certs,
             child: Mutex::new(None),
         };
         m.spawn_and_wait().await?;
         Ok(m)
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with [`Minio::start_tls`]).
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.certs.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -84,7 +99,14 @@ impl Minio {
 
     async fn spawn_and_wait(&self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path())?;
-        let child = Command::new(&self.bin)
+        let mut cmd = Command::new(&self.bin);
+        let mut http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2));
+        if let Some(certs) = &self.certs {
+            cmd.arg("--certs-dir").arg(certs);
+            let pem = std::fs::read(certs.join("public.crt")).context("MinIO's certificate")?;
+            http = http.add_root_certificate(reqwest::Certificate::from_pem(&pem)?);
+        }
+        let child = cmd
             .arg("server")
             .arg(self.dir.path().join("data"))
             .arg("--quiet")
@@ -104,7 +126,7 @@ impl Minio {
             .with_context(|| format!("cannot start {}", self.bin.display()))?;
         *self.lock() = Some(child);
 
-        let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(2)).build()?;
+        let http = http.build()?;
         let url = format!("{}/minio/health/live", self.endpoint());
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

@@ -2,7 +2,7 @@
 //! generates and keeps, clients that trust it or not, the CLI with `--ca-cert`, HSTS on every
 //! answer of both listeners, the refusal to serve plain HTTP on a non-loopback address
 //! (`--listen` and `--s3-listen`), and WebDAV's account-password sign-in refused for an account
-//! with two-factor sign-in.
+//! with two-factor sign-in. And the other side: blocks read from an S3 store over HTTPS.
 //!
 //! The harness's readiness check only accepts `http://` URLs, so these tests start the gateway
 //! themselves.
@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use nimbus_e2e::gateway::tail_file;
-use nimbus_e2e::{ADMIN_PASSWORD, bins};
+use nimbus_e2e::http::files_url;
+use nimbus_e2e::minio::{self, Minio};
+use nimbus_e2e::{ADMIN_PASSWORD, Backend, GatewayOptions, bins, data, run_on};
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
@@ -409,4 +411,62 @@ async fn webdav_password_refused_with_two_factor() -> anyhow::Result<()> {
     })
     .await
     .with_context(|| format!("the test did not finish within {TEST_TIMEOUT:?}"))?
+}
+
+/// Blocks read from an S3 store on `https://` (MinIO with a self-signed certificate, which the
+/// gateway trusts through `SSL_CERT_FILE` as it would a company CA): whole, bypassing the cache,
+/// in ranges and streamed, every byte right, and all of it through the lean block GET (its
+/// failures would fall back to the SDK quietly, so the test reads the debug log for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_reads_from_an_https_store() -> anyhow::Result<()> {
+    if !Backend::PostgresS3.should_run() {
+        return Ok(());
+    }
+    let bin = minio::configured_bin().context("NIMBUS_TEST_MINIO_BIN is not set")?;
+    let certs = tempfile::tempdir()?;
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])?;
+    let ca = certs.path().join("public.crt");
+    std::fs::write(&ca, ck.cert.pem())?;
+    std::fs::write(certs.path().join("private.key"), ck.signing_key.serialize_pem())?;
+    let minio = Minio::start_tls(&bin, certs.path()).await?;
+    ensure!(minio.endpoint().starts_with("https://"), "{}", minio.endpoint());
+    let opts = GatewayOptions::default()
+        .s3_store(minio.endpoint())
+        .env("SSL_CERT_FILE", ca.to_string_lossy())
+        .arg("--log")
+        .arg("info,nimbus_gateway::blocks=debug");
+    let r = run_on(Backend::PostgresS3, opts, |gw| async move {
+        // The cache bypass is for administrators.
+        let api = gw.admin().await?;
+        let block = api.block_size().await?;
+        let content = data::bytes("https store", 2 * block + 12_345);
+        api.put_file("/f.bin", content.clone()).await?.entry(201)?;
+        let url = files_url("/f.bin");
+        let whole = api.req(reqwest::Method::GET, &url).header("x-nimbus-cache", "bypass").send().await?;
+        ensure!(whole.status == 200 && whole.body.as_ref() == content.as_slice(), "bypassed read: {}", whole.status);
+        // One range inside a block (streamed from the store) and one across two.
+        for (start, end) in [(1000, 5000), (block - 100, block + 100)] {
+            let r = api
+                .req(reqwest::Method::GET, &url)
+                .header("x-nimbus-cache", "bypass")
+                .header("range", &format!("bytes={start}-{}", end - 1))
+                .send()
+                .await?;
+            ensure!(r.status == 206 && r.body.as_ref() == &content[start..end], "range {start}..{end}: {}", r.status);
+        }
+        let cached = api.get_file("/f.bin").await?;
+        ensure!(cached.status == 200 && cached.body.as_ref() == content.as_slice(), "read: {}", cached.status);
+        let logs = gw.logs();
+        let log = std::fs::read_to_string(logs.stdout_path()).unwrap_or_default()
+            + &std::fs::read_to_string(logs.stderr_path()).unwrap_or_default();
+        for sign in ["lean block reads unavailable", "lean block GET", "block GET failed"] {
+            ensure!(!log.contains(sign), "the lean GET did not serve every read ({sign:?} in the log):\n{log}");
+        }
+        Ok(())
+    })
+    .await;
+    if r.is_err() {
+        eprintln!("--- MinIO log (tail) ---\n{}", minio.log_tail(30));
+    }
+    r
 }

@@ -1,6 +1,7 @@
-//! A lean GetObject for block reads: one pooled HTTP client, a SigV4 header signed with the
-//! AWS SDK's own signer (`aws-sigv4`), and the body read straight into one buffer of the
-//! announced length.
+//! A lean GetObject for block reads: hyper's pooled HTTP client (over TLS for an `https://`
+//! store, with the system's roots as the SDK's client), a SigV4 header signed with the AWS
+//! SDK's own signer (`aws-sigv4`), and the body read straight into one buffer of the announced
+//! length.
 //!
 //! Why not the SDK here: a cache miss or a bypassed read is a store GET per block, and on the
 //! cold path the gateway's per-request CPU competes with the store's own (see the cache
@@ -12,15 +13,24 @@
 //! addressing and static credentials; otherwise the SDK path serves reads too.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode,
-    sign,
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningInstructions, SigningSettings,
+    UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
+use axum::http::{HeaderValue, Request, Response, StatusCode, Uri, header};
 use bytes::{Bytes, BytesMut};
+use http_body::Body as _;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::{BlockStream, StoreError, StoreResult};
 
@@ -28,21 +38,53 @@ use super::{BlockStream, StoreError, StoreResult};
 /// announces more is not answering for a block.
 const MAX_BLOCK_BODY: u64 = 64 << 20;
 
+/// Largest error body read, for its `<Code>`.
+const MAX_ERROR_BODY: usize = 64 << 10;
+
 /// Attempts per GET: a second one covers a pooled connection the store closed under us, or
 /// one dropped reply; more would only delay the 503 a down store deserves.
 const ATTEMPTS: u32 = 2;
 
-/// A pooled HTTP client for block GETs.
-fn client(timeout: Duration) -> StoreResult<reqwest::Client> {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        // An idle timeout, not a total one: a slow store that keeps sending is not cut off.
-        .read_timeout(timeout)
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// hyper's pooled client, straight: reqwest's layers around it (redirect policy, retries,
+/// URL parsing, a connector clone per request) cost about a tenth of a small bypassed read's
+/// CPU, and a block GET needs none of them. `http://` and `https://` endpoints alike.
+type Http = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+fn client(tls: &rustls::ClientConfig) -> Http {
+    let mut tcp = HttpConnector::new();
+    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    tcp.set_nodelay(true);
+    // The TLS layer above takes https:// URLs.
+    tcp.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls.clone())
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    // No redirects (hyper follows none): a block's object is at its one address.
+    Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
-        // A block's object is at its one address: a redirect is an error, not a detour.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| StoreError::Remote(format!("building the store HTTP client: {e}")))
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
+
+/// TLS to an https:// store: the system's roots, as the SDK's client uses for every other call.
+fn tls_config(https: bool) -> StoreResult<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    if https {
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+    }
+    // The provider named here, not the process default (tests build stores without one).
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError::Remote(format!("TLS configuration for block GETs: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// Clients by store id, per thread; a few stores per process at most (tests make more, hence
@@ -50,16 +92,7 @@ fn client(timeout: Duration) -> StoreResult<reqwest::Client> {
 const MAX_STORES: usize = 8;
 
 thread_local! {
-    static CLIENTS: std::cell::RefCell<Vec<(u64, reqwest::Client)>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Keeps `c` as this thread's client of store `id`, and returns it.
-fn remember(clients: &mut Vec<(u64, reqwest::Client)>, id: u64, c: reqwest::Client) -> reqwest::Client {
-    if clients.len() >= MAX_STORES {
-        clients.remove(0);
-    }
-    clients.push((id, c.clone()));
-    c
+    static CLIENTS: std::cell::RefCell<Vec<(u64, Http)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 pub(super) struct FastGet {
@@ -67,9 +100,8 @@ pub(super) struct FastGet {
     id: u64,
     timeout: Duration,
     /// `{endpoint}/{bucket}/`, already URL-safe: bucket names and our keys are `[a-z0-9./-]`.
-    /// Parsed once: a block's URL only sets its path (parsing a whole URL per GET, host and
-    /// all, cost about 5 % of a small bypassed read's CPU).
-    base: reqwest::Url,
+    base: String,
+    tls: rustls::ClientConfig,
     identity: Identity,
     region: String,
 }
@@ -86,42 +118,51 @@ impl FastGet {
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let identity = aws_sdk_s3::config::Credentials::new(access_key, secret_key, None, None, "nimbus-config").into();
-        // Built now, so that a client that cannot be built is a start-up error.
-        let first = client(timeout)?;
-        CLIENTS.with_borrow_mut(|clients| remember(clients, id, first));
-        Ok(Self {
-            id,
-            timeout,
-            base: reqwest::Url::parse(&format!("{}/{}/", endpoint.trim_end_matches('/'), bucket))
-                .map_err(|e| StoreError::Remote(format!("the store endpoint {endpoint:?} is not a URL: {e}")))?,
-            identity,
-            region: region.to_string(),
+        let base = format!("{}/{}/", endpoint.trim_end_matches('/'), bucket);
+        // Checked now, so that an endpoint that is not a URL is a start-up warning.
+        let uri: Uri = base
+            .parse()
+            .map_err(|e| StoreError::Remote(format!("the store endpoint {endpoint:?} is not a URL: {e}")))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(StoreError::Remote(format!("the store endpoint {endpoint:?} is not an http(s) URL"))),
+        };
+        let tls = tls_config(https)?;
+        Ok(Self { id, timeout, base, tls, identity, region: region.to_string() })
+    }
+
+    /// Sends `req` on the calling thread's client for this store. Each request thread runs a
+    /// runtime of its own (server.rs), and a pooled connection is driven by the runtime that
+    /// opened it: a thread sending on another's connections would wake that thread for every
+    /// read.
+    fn request(&self, req: Request<Empty<Bytes>>) -> hyper_util::client::legacy::ResponseFuture {
+        CLIENTS.with_borrow_mut(|clients| {
+            if let Some((_, c)) = clients.iter().find(|(id, _)| *id == self.id) {
+                return c.request(req);
+            }
+            if clients.len() >= MAX_STORES {
+                clients.remove(0);
+            }
+            let c = client(&self.tls);
+            let fut = c.request(req);
+            clients.push((self.id, c));
+            fut
         })
     }
 
-    /// The calling thread's client for this store. Each request thread runs a runtime of its
-    /// own (server.rs), and a pooled connection is driven by the runtime that opened it: a
-    /// thread sending on another's connections would wake that thread for every read.
-    fn http(&self) -> StoreResult<reqwest::Client> {
-        CLIENTS.with_borrow_mut(|clients| match clients.iter().find(|(id, _)| *id == self.id) {
-            Some((_, c)) => Ok(c.clone()),
-            None => client(self.timeout).map(|c| remember(clients, self.id, c)),
-        })
-    }
-
-    /// The URL of object `key`.
-    fn url(&self, key: &str) -> reqwest::Url {
-        let mut url = self.base.clone();
-        let path = format!("{}{key}", self.base.path());
-        url.set_path(&path);
-        url
+    /// The URL of object `key`, as text (what is signed) and parsed (what is sent).
+    fn url(&self, key: &str) -> StoreResult<(String, Uri)> {
+        let text = format!("{}{key}", self.base);
+        let uri = Uri::try_from(text.as_str()).map_err(|e| StoreError::Remote(format!("block key {key:?}: {e}")))?;
+        Ok((text, uri))
     }
 
     /// The whole object `key`, or bytes `range` of it (fewer where the object ends first);
     /// `NotFound` when the store has no such object. A body shorter or longer than announced is
     /// an error, never a short block.
     pub(super) async fn get(&self, key: &str, hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
-        let url = self.url(key);
+        let url = self.url(key)?;
         let mut last = StoreError::Remote("no attempt made".into());
         for attempt in 0..ATTEMPTS {
             match self.attempt(&url, hash, range).await {
@@ -145,7 +186,7 @@ impl FastGet {
         hash: &str,
         range: &Range<u64>,
     ) -> StoreResult<Option<BlockStream>> {
-        let url = self.url(key);
+        let url = self.url(key)?;
         let mut last = StoreError::Remote("no attempt made".into());
         for attempt in 0..ATTEMPTS {
             let resp = match self.send(&url, hash, Some(range)).await {
@@ -157,16 +198,17 @@ impl FastGet {
                     continue;
                 }
             };
-            if resp.status() != reqwest::StatusCode::PARTIAL_CONTENT {
+            if resp.status() != StatusCode::PARTIAL_CONTENT {
                 return Ok(None);
             }
-            // The response ends the stream at its first error: nothing is read after one.
-            let chunks = futures::stream::unfold(Some(resp), |resp| async move {
-                let mut resp = resp?;
-                match resp.chunk().await {
-                    Ok(Some(chunk)) => Some((Ok(chunk), Some(resp))),
+            // The stream ends at the body's first error: nothing is read after one.
+            let timeout = self.timeout;
+            let chunks = futures::stream::unfold(Some(resp.into_body()), move |body| async move {
+                let mut body = body?;
+                match next_chunk(&mut body, timeout).await {
+                    Ok(Some(chunk)) => Some((Ok(chunk), Some(body))),
                     Ok(None) => None,
-                    Err(e) => Some((Err(http_err(e)), None)),
+                    Err(e) => Some((Err(e), None)),
                 }
             });
             return Ok(Some(Box::pin(chunks)));
@@ -175,42 +217,57 @@ impl FastGet {
     }
 
     /// A signed GET sent, its status checked (404, 416 and other failures as errors).
-    async fn send(&self, url: &reqwest::Url, hash: &str, range: Option<&Range<u64>>) -> StoreResult<reqwest::Response> {
-        let mut req = self.http()?.get(url.clone());
-        for (name, value) in self.sign(url.as_str())? {
-            req = req.header(name, value);
-        }
+    async fn send(
+        &self,
+        (text, uri): &(String, Uri),
+        hash: &str,
+        range: Option<&Range<u64>>,
+    ) -> StoreResult<Response<Incoming>> {
+        let mut req = Request::new(Empty::new());
+        *req.uri_mut() = uri.clone();
+        self.sign(text)?.apply_to_request_http1x(&mut req);
         if let Some(r) = range {
             // Not signed: S3 accepts unsigned standard headers.
-            req = req.header(reqwest::header::RANGE, format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
+            let value = HeaderValue::try_from(format!("bytes={}-{}", r.start, r.end.saturating_sub(1)))
+                .map_err(|e| StoreError::Remote(format!("GET block: range header: {e}")))?;
+            req.headers_mut().insert(header::RANGE, value);
         }
-        let resp = req.send().await.map_err(http_err)?;
+        // Until the head has come: connecting, TLS, the request and the store's answer.
+        let resp = tokio::time::timeout(self.timeout, self.request(req))
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| transport_err(&e))?;
         let status = resp.status();
-        if status == reqwest::StatusCode::NOT_FOUND {
+        if status == StatusCode::NOT_FOUND {
             return Err(StoreError::NotFound(hash.to_string()));
         }
-        if status == reqwest::StatusCode::RANGE_NOT_SATISFIABLE {
+        if status == StatusCode::RANGE_NOT_SATISFIABLE {
             // The object ends before the range starts: shorter than the block it names.
             return Err(StoreError::Corrupt(hash.to_string()));
         }
         if !status.is_success() {
-            let body = resp.text().await.unwrap_or_default();
+            let body = Limited::new(resp.into_body(), MAX_ERROR_BODY).collect();
+            let body = match tokio::time::timeout(self.timeout, body).await {
+                Ok(Ok(b)) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+                _ => String::new(),
+            };
             return Err(StoreError::Remote(format!("GET block: {status}: {}", s3_error_code(&body))));
         }
         Ok(resp)
     }
 
-    async fn attempt(&self, url: &reqwest::Url, hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
-        let mut resp = self.send(url, hash, range).await?;
+    async fn attempt(&self, url: &(String, Uri), hash: &str, range: Option<&Range<u64>>) -> StoreResult<Bytes> {
+        let resp = self.send(url, hash, range).await?;
         let status = resp.status();
-        let expected = resp.content_length();
+        let mut body = resp.into_body();
+        let expected = body.size_hint().exact();
         if expected.is_some_and(|n| n > MAX_BLOCK_BODY) {
             return Err(StoreError::Remote(format!("GET block: the store announced {expected:?} bytes")));
         }
         // Chunks are copied into one buffer as they arrive and dropped, so a block costs its
         // own size once, not twice.
         let mut buf = BytesMut::with_capacity(expected.unwrap_or(0) as usize);
-        while let Some(chunk) = resp.chunk().await.map_err(http_err)? {
+        while let Some(chunk) = next_chunk(&mut body, self.timeout).await? {
             if buf.len() as u64 + chunk.len() as u64 > MAX_BLOCK_BODY {
                 return Err(StoreError::Remote("GET block: body larger than any block".into()));
             }
@@ -224,7 +281,7 @@ impl FastGet {
         let body = buf.freeze();
         match range {
             // A store that ignored the range sent the whole object.
-            Some(r) if status != reqwest::StatusCode::PARTIAL_CONTENT => {
+            Some(r) if status != StatusCode::PARTIAL_CONTENT => {
                 let len = body.len() as u64;
                 Ok(body.slice(r.start.min(len) as usize..r.end.min(len) as usize))
             }
@@ -233,7 +290,7 @@ impl FastGet {
     }
 
     /// SigV4 headers for an unsigned-payload GET of `url` (S3 signs paths as they are sent).
-    fn sign(&self, url: &str) -> StoreResult<Vec<(String, String)>> {
+    fn sign(&self, url: &str) -> StoreResult<SigningInstructions> {
         let mut settings = SigningSettings::default();
         settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
         settings.percent_encoding_mode = PercentEncodingMode::Single;
@@ -249,20 +306,37 @@ impl FastGet {
             .into();
         let signable = SignableRequest::new("GET", url, std::iter::empty(), SignableBody::UnsignedPayload)
             .map_err(|e| StoreError::Remote(format!("signing a block GET: {e}")))?;
-        let (instructions, _) =
-            sign(signable, &params).map_err(|e| StoreError::Remote(format!("signing a block GET: {e}")))?.into_parts();
-        Ok(instructions.headers().map(|(n, v)| (n.to_string(), v.to_string())).collect())
+        Ok(sign(signable, &params).map_err(|e| StoreError::Remote(format!("signing a block GET: {e}")))?.into_parts().0)
     }
 }
 
-fn http_err(e: reqwest::Error) -> StoreError {
-    if e.is_timeout() {
-        return StoreError::Timeout;
+/// The body's next data chunk, `None` at its end; `timeout` is how long the store may stay
+/// silent (an idle timeout, not a total one: a slow store that keeps sending is not cut off).
+async fn next_chunk(body: &mut Incoming, timeout: Duration) -> StoreResult<Option<Bytes>> {
+    loop {
+        match tokio::time::timeout(timeout, body.frame()).await {
+            Err(_) => return Err(StoreError::Timeout),
+            Ok(None) => return Ok(None),
+            Ok(Some(Err(e))) => return Err(transport_err(&e)),
+            // Trailers carry nothing a block needs.
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
     }
-    // reqwest's message hides the cause (refused, reset, ...): the log needs it.
+}
+
+/// A transport failure with its causes (refused, reset, ...: the log needs them); a connect
+/// that timed out is a timeout.
+fn transport_err(e: &(dyn std::error::Error + 'static)) -> StoreError {
     let mut msg = format!("GET block: {e}");
-    let mut source = std::error::Error::source(&e);
+    let mut source = e.source();
     while let Some(s) = source {
+        if s.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut) {
+            return StoreError::Timeout;
+        }
         msg.push_str(&format!(": {s}"));
         source = s.source();
     }
@@ -289,12 +363,18 @@ mod tests {
     fn signs_with_the_s3_headers() {
         let g = FastGet::new("http://127.0.0.1:9000/", "b", "us-east-1", "AK", "SK", Duration::from_secs(5))
             .expect("client");
-        assert_eq!(g.base.as_str(), "http://127.0.0.1:9000/b/");
-        assert_eq!(g.url("spaces/1/blocks/ab").as_str(), "http://127.0.0.1:9000/b/spaces/1/blocks/ab");
+        assert_eq!(g.base, "http://127.0.0.1:9000/b/");
+        let (text, uri) = g.url("spaces/1/blocks/ab").expect("url");
+        assert_eq!(text, "http://127.0.0.1:9000/b/spaces/1/blocks/ab");
+        assert_eq!(uri.to_string(), text);
         let prefixed = FastGet::new("https://s3.example:9000/store", "b", "r", "AK", "SK", Duration::from_secs(5))
             .expect("client");
-        assert_eq!(prefixed.url("spaces/2/x").as_str(), "https://s3.example:9000/store/b/spaces/2/x");
-        let headers = g.sign("http://127.0.0.1:9000/b/spaces/1/blocks/ab").expect("signed");
+        let (_, uri) = prefixed.url("spaces/2/x").expect("url");
+        assert_eq!((uri.host(), uri.port_u16(), uri.path()), (Some("s3.example"), Some(9000), "/store/b/spaces/2/x"));
+        assert!(FastGet::new("ftp://h/", "b", "r", "AK", "SK", Duration::from_secs(5)).is_err());
+        assert!(FastGet::new("not a url", "b", "r", "AK", "SK", Duration::from_secs(5)).is_err());
+        let signed = g.sign("http://127.0.0.1:9000/b/spaces/1/blocks/ab").expect("signed");
+        let headers: Vec<(String, String)> = signed.headers().map(|(n, v)| (n.to_string(), v.to_string())).collect();
         let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
         assert!(names.contains(&"authorization"), "{names:?}");
         assert!(names.contains(&"x-amz-date"), "{names:?}");
