@@ -359,6 +359,83 @@ mod tests {
         assert_eq!(s3_error_code("garbage"), "error");
     }
 
+    /// A store on loopback that answers each GET by the last segment of its path (`ok`, `missing`,
+    /// `short`, `huge`, `denied`, `unsatisfiable`, `silent`), one request per connection.
+    async fn canned_store() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    let reply: &[u8] = match path.rsplit('/').next().unwrap_or("") {
+                        "ok" => b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+                        "missing" => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        "short" => b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\nhello",
+                        "huge" => b"HTTP/1.1 200 OK\r\ncontent-length: 100000000\r\nconnection: close\r\n\r\nhello",
+                        "denied" => concat!(
+                            "HTTP/1.1 403 Forbidden\r\ncontent-length: 41\r\nconnection: close\r\n\r\n",
+                            "<Error><Code>AccessDenied</Code>x</Error>"
+                        )
+                        .as_bytes(),
+                        "unsatisfiable" => {
+                            b"HTTP/1.1 416 Range Not Satisfiable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        }
+                        // `silent`: reads the request, never answers.
+                        _ => {
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                            return;
+                        }
+                    };
+                    let _ = sock.write_all(reply).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn store_answers_map_to_errors_that_say_what_happened() {
+        let endpoint = canned_store().await;
+        let g = FastGet::new(&endpoint, "b", "us-east-1", "AK", "SK", Duration::from_millis(300)).expect("client");
+        assert_eq!(g.get("spaces/1/ok", "h", None).await.expect("ok").as_ref(), b"hello");
+        // A store that ignores the range sends the whole object: the range is cut from it.
+        assert_eq!(g.get("spaces/1/ok", "h", Some(&(1..3))).await.expect("ranged").as_ref(), b"el");
+        assert!(matches!(g.get("spaces/1/missing", "h", None).await, Err(StoreError::NotFound(h)) if h == "h"));
+        assert!(matches!(g.get("spaces/1/unsatisfiable", "h", Some(&(8..9))).await, Err(StoreError::Corrupt(_))));
+        match g.get("spaces/1/short", "h", None).await {
+            Err(StoreError::Remote(e)) => assert!(e.starts_with("GET block"), "{e}"),
+            other => panic!("a body cut short: {other:?}"),
+        }
+        match g.get("spaces/1/huge", "h", None).await {
+            Err(StoreError::Remote(e)) => assert!(e.contains("announced"), "{e}"),
+            other => panic!("a body larger than any block: {other:?}"),
+        }
+        match g.get("spaces/1/denied", "h", None).await {
+            Err(StoreError::Remote(e)) => assert!(e.contains("403") && e.contains("AccessDenied"), "{e}"),
+            other => panic!("a refusal: {other:?}"),
+        }
+        assert!(matches!(g.get("spaces/1/silent", "h", None).await, Err(StoreError::Timeout)));
+        // A whole object where a range was asked for: the caller reads the block whole instead.
+        assert!(g.get_stream("spaces/1/ok", "h", &(1..3)).await.expect("answered").is_none());
+        assert!(matches!(g.get_stream("spaces/1/missing", "h", &(1..3)).await, Err(StoreError::NotFound(_))));
+        // Nobody listening: a transport error, not a hang.
+        let closed =
+            FastGet::new("http://127.0.0.1:9", "b", "r", "AK", "SK", Duration::from_millis(300)).expect("client");
+        assert!(matches!(closed.get("spaces/1/ok", "h", None).await, Err(StoreError::Remote(_) | StoreError::Timeout)));
+    }
+
     #[test]
     fn signs_with_the_s3_headers() {
         let g = FastGet::new("http://127.0.0.1:9000/", "b", "us-east-1", "AK", "SK", Duration::from_secs(5))
