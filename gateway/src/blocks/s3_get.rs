@@ -22,7 +22,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
-use axum::http::{HeaderValue, Request, Response, StatusCode, Uri, header};
+use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode, Uri, header};
 use bytes::{Bytes, BytesMut};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Empty, Limited};
@@ -225,7 +225,16 @@ impl FastGet {
     ) -> StoreResult<Response<Incoming>> {
         let mut req = Request::new(Empty::new());
         *req.uri_mut() = uri.clone();
-        self.sign(text)?.apply_to_request_http1x(&mut req);
+        // Not the signer's own `apply_to_request_http1x`: it unwraps each header value, and a
+        // configured key with a stray control character must be an error, not a panic.
+        for (name, value) in self.sign(text)?.headers() {
+            let (Ok(name), Ok(mut value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value))
+            else {
+                return Err(StoreError::Remote("signing a block GET: a header the signer made is not valid".into()));
+            };
+            value.set_sensitive(name == header::AUTHORIZATION);
+            req.headers_mut().insert(name, value);
+        }
         if let Some(r) = range {
             // Not signed: S3 accepts unsigned standard headers.
             let value = HeaderValue::try_from(format!("bytes={}-{}", r.start, r.end.saturating_sub(1)))
@@ -430,6 +439,9 @@ mod tests {
         // A whole object where a range was asked for: the caller reads the block whole instead.
         assert!(g.get_stream("spaces/1/ok", "h", &(1..3)).await.expect("answered").is_none());
         assert!(matches!(g.get_stream("spaces/1/missing", "h", &(1..3)).await, Err(StoreError::NotFound(_))));
+        // A key with a control character (a stray newline from a file): an error, not a panic.
+        let bad = FastGet::new(&endpoint, "b", "r", "AK\n", "SK", Duration::from_millis(300)).expect("client");
+        assert!(matches!(bad.get("spaces/1/ok", "h", None).await, Err(StoreError::Remote(_))));
         // Nobody listening: a transport error, not a hang.
         let closed =
             FastGet::new("http://127.0.0.1:9", "b", "r", "AK", "SK", Duration::from_millis(300)).expect("client");
