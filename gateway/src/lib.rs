@@ -23,3 +23,4 @@ pub mod space;
 pub mod state;
 pub mod thumbs;
 pub mod timefmt;
+pub mod tls_client;

@@ -13,7 +13,6 @@
 //! addressing and static credentials; otherwise the SDK path serves reads too.
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_sigv4::http_request::{
@@ -70,21 +69,11 @@ fn client(tls: &rustls::ClientConfig) -> Http {
         .build(connector)
 }
 
-/// TLS to an https:// store: the system's roots, as the SDK's client uses for every other call.
+/// TLS to an https:// store: the system's roots, as the SDK's client uses for every other call
+/// (none to load for an http:// one).
 fn tls_config(https: bool) -> StoreResult<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    if https {
-        for cert in rustls_native_certs::load_native_certs().certs {
-            let _ = roots.add(cert);
-        }
-    }
-    // The provider named here, not the process default (tests build stores without one).
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Remote(format!("TLS configuration for block GETs: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    let roots = if https { crate::tls_client::native_roots() } else { rustls::RootCertStore::empty() };
+    crate::tls_client::config(roots).map_err(|e| StoreError::Remote(format!("TLS configuration for block GETs: {e}")))
 }
 
 /// Clients by store id, per thread; a few stores per process at most (tests make more, hence

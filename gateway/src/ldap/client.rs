@@ -130,9 +130,9 @@ fn read_secret(file: &Path) -> anyhow::Result<String> {
 fn tls_config(ca_file: Option<&Path>) -> anyhow::Result<ClientConfig> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_file {
+    let roots = match ca_file {
         Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_file_iter(path)
                 .with_context(|| format!("cannot read --ldap-ca-file {}", path.display()))?
             {
@@ -144,21 +144,11 @@ fn tls_config(ca_file: Option<&Path>) -> anyhow::Result<ClientConfig> {
             if roots.is_empty() {
                 bail!("--ldap-ca-file {} holds no certificate", path.display());
             }
+            roots
         }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            for cert in found.certs {
-                let _ = roots.add(cert);
-            }
-        }
-    }
-    // The provider named here, not the process default: `ldap-sync` installs none.
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    Ok(ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS configuration")?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+        None => crate::tls_client::native_roots(),
+    };
+    crate::tls_client::config(roots).context("TLS configuration")
 }
 
 pub struct LdapDirectory {
