@@ -720,6 +720,13 @@ impl<F: Fetcher> TieredCache<F> {
         result
     }
 
+    /// Whether a tier holds the block now (memory, read-ahead, or a written SSD entry), so a
+    /// read would not go to the origin. Not a use of it.
+    pub fn holds(&self, key: &Key) -> bool {
+        let inner = &self.inner;
+        inner.mem_has(key) || inner.ahead_get(key, false).is_some() || inner.disk_ready(key, false).is_some()
+    }
+
     /// Loads registered now (running, or handing their block over to the SSD).
     pub fn fetches_in_flight(&self) -> usize {
         self.loads.in_flight()

@@ -21,6 +21,11 @@ pub async fn open_meta(args: &ServeArgs) -> anyhow::Result<Meta> {
 pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
     Ok(match args.store {
         StoreKind::Local => {
+            if args.s3_direct_reads {
+                anyhow::bail!(
+                    "--s3-direct-reads needs --store s3: blocks in a local directory have no URL of their own"
+                );
+            }
             Arc::new(LocalStore::open(&args.blocks_dir()).await.context("cannot open the blocks directory")?)
         }
         StoreKind::S3 => {
@@ -33,6 +38,7 @@ pub async fn open_store(args: &ServeArgs) -> anyhow::Result<DynStore> {
                 secret_key: args.s3_secret_key.clone(),
                 prefix: args.s3_prefix.clone(),
                 timeout: Duration::from_secs(args.store_timeout_secs),
+                direct_reads: args.s3_direct_reads,
             };
             Arc::new(S3Store::connect(&cfg).await.context("cannot set up the S3 client")?)
         }

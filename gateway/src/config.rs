@@ -101,6 +101,13 @@ pub struct ServeArgs {
     #[arg(long, env = "NIMBUS_S3_PREFIX", default_value = "")]
     pub s3_prefix: String,
 
+    /// Clients that ask (the drive does) read blocks the gateway's cache does not hold straight
+    /// from the store, on a URL signed for that one block and valid for a few minutes, and check
+    /// them against their hash themselves: the gateway carries none of those bytes. Only for a
+    /// store that clients reach at `--s3-endpoint`; a client that cannot falls back to the gateway.
+    #[arg(long, env = "NIMBUS_S3_DIRECT_READS")]
+    pub s3_direct_reads: bool,
+
     /// `self-signed`: generate (once) and use a certificate kept in the data dir.
     #[arg(long, env = "NIMBUS_TLS", value_parser = ["self-signed"])]
     pub tls: Option<String>,

@@ -44,6 +44,8 @@ Environment:
   BENCH_CACHE_SIZE     drive --cache-size (default 4GiB)
   BENCH_GATEWAY_CACHE  1: leave the gateway's own block cache on (default 0: off, so cold
                        reads through the drive come from MinIO like the peers')
+  BENCH_DIRECT_READS   1: start the gateway with --s3-direct-reads (the drive then reads cold
+                       blocks straight from MinIO; default 0: through the gateway)
   BENCH_DRIVE_ENV      extra NAME=VALUE words for the drive's environment (diagnosis, e.g.
                        MALLOC_ARENA_MAX=2); empty by default
   BENCH_DEADLINE       seconds after the build after which the run is aborted (default 1200)
@@ -93,6 +95,7 @@ def config(argv, environ):
     c["cache_mem"] = environ.get("BENCH_CACHE_MEM") or "128MiB"
     c["cache_size"] = environ.get("BENCH_CACHE_SIZE") or "4GiB"
     c["gateway_cache"] = (environ.get("BENCH_GATEWAY_CACHE") or "0") == "1"
+    c["direct_reads"] = (environ.get("BENCH_DIRECT_READS") or "0") == "1"
     c["drive_env"] = drive_env(environ.get("BENCH_DRIVE_ENV") or "")
     c["perf"] = environ.get("BENCH_PERF") == "1"
     c["json"] = os.path.abspath(a["json"]) if a.get("json") else ""
@@ -494,6 +497,8 @@ class Bench:
             cache_args = ["--cache-dir", f"{t}/gw-cache", "--cache-size", "4GiB", "--cache-mem", "256MiB"]
         else:
             cache_args = ["--cache-dir", f"{t}/gw-cache", "--cache-size", "0", "--cache-mem", "0"]
+        if c["direct_reads"]:
+            cache_args.append("--s3-direct-reads")
         log(f"starting the gateway ({gateway_bin}) on 127.0.0.1:{self.gw_port}, MinIO bucket {GATEWAY_BUCKET}, "
             f"cache: {' '.join(cache_args)}")
         gw = common.start_gateway(
@@ -633,6 +638,7 @@ class Bench:
             "host": common.host_meta(),
             "large_mib": c["large_mib"], "dir_count": c["dir_count"], "write_count": c["write_count"],
             "cache_mem": c["cache_mem"], "cache_size": c["cache_size"], "gateway_cache": c["gateway_cache"],
+            "direct_reads": c["direct_reads"],
             "fio_runtime_s": c["runtime"], "reps": c["reps"],
             "loadavg_before": load_before, "loadavg_after": load_after,
             "drive_vmhwm_mib": round(hwm_kb / 1024, 1), "drive_log_warnings": warnings[0],

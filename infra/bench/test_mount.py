@@ -59,8 +59,8 @@ class ConfigTest(unittest.TestCase):
         self.assertEqual((c["large_mib"], c["dir_count"], c["write_count"], c["ls_reps"], c["deadline"]),
                          (1024, 10000, 1000, 5, 1200))
         self.assertEqual((c["runtime"], c["reps"], c["cache_mem"], c["cache_size"]), (15, 3, "128MiB", "4GiB"))
-        self.assertEqual((c["gateway_cache"], c["drive_env"], c["build"], c["keep"], c["json"]),
-                         (False, {}, True, False, ""))
+        self.assertEqual((c["gateway_cache"], c["direct_reads"], c["drive_env"], c["build"], c["keep"], c["json"]),
+                         (False, False, {}, True, False, ""))
 
     def test_binaries_given_mean_no_build(self):
         self.assertFalse(mount.config([], {"NIMBUS_CLI_BIN": "/x/nimbus"})["build"])
@@ -68,10 +68,11 @@ class ConfigTest(unittest.TestCase):
 
     def test_options_and_environment(self):
         c = mount.config(["--runtime", "2", "--reps", "1", "--json", "/tmp/m.json"],
-                         {"BENCH_LS_REPS": "2", "BENCH_GATEWAY_CACHE": "1",
+                         {"BENCH_LS_REPS": "2", "BENCH_GATEWAY_CACHE": "1", "BENCH_DIRECT_READS": "1",
                           "BENCH_DRIVE_ENV": "MALLOC_ARENA_MAX=2 RUST_LOG=debug"})
         self.assertEqual((c["runtime"], c["reps"], c["ls_reps"], c["json"]), (2, 1, 2, "/tmp/m.json"))
         self.assertTrue(c["gateway_cache"])
+        self.assertTrue(c["direct_reads"])
         self.assertEqual(c["drive_env"], {"MALLOC_ARENA_MAX": "2", "RUST_LOG": "debug"})
 
     def test_bad_settings(self):

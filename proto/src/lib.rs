@@ -15,6 +15,11 @@ pub use names::{NameError, RemotePath};
 /// 4 MiB balances per-request overhead against the re-upload cost of a small edit.
 pub const DEFAULT_BLOCK_SIZE: u64 = 4 * 1024 * 1024;
 
+/// Sent with `GET /api/v1/blocks/{hash}` by a client that checks every block against its hash
+/// itself: a gateway with `--s3-direct-reads` may then answer `307 Temporary Redirect` to a
+/// short-lived URL that reads the block straight from the object store.
+pub const ACCEPT_REDIRECT_HEADER: &str = "x-nimbus-accept-redirect";
+
 /// Blocks are addressed by their BLAKE3 hash, written as 64 lowercase hex digits.
 pub fn is_block_hash(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

@@ -353,6 +353,25 @@ async fn readers_during_the_ssd_write_do_not_fetch_again() -> anyhow::Result<()>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_says_which_blocks_a_read_takes_from_a_tier() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let origin = Origin::default();
+    let c = cache(&origin, cfg(1 << 20), Some((dir.path(), 1 << 20)));
+    let (key, ahead, other) = (origin.add(block(7, 10_000)), origin.add(block(8, 10_000)), origin.add(block(9, 10)));
+    assert!(!c.holds(&key) && !c.holds(&ahead) && !c.holds(&other));
+    c.read(key, 0..10, ReadMode::Range).await.ok();
+    c.prefetch(ahead).await.ok();
+    assert!(c.holds(&key) && c.holds(&ahead) && !c.holds(&other));
+    until_on_disk(&c, 2).await;
+    c.purge_mem_for_test();
+    assert!(c.holds(&key), "the SSD entry");
+    c.purge()?;
+    assert!(!c.holds(&key) && !c.holds(&ahead));
+    assert_eq!(origin.started(), 2, "asking fetched nothing");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_empties_every_tier() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let origin = Origin::default();

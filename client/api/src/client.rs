@@ -25,11 +25,15 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use crate::direct::{self, ACCEPT_REDIRECT_HEADER, DirectReads, read_block};
 use crate::error::{Error, Result};
 
-/// The most a block download reserves up front from its Content-Length (blocks are 4 MiB by
-/// default; a bigger announced size grows the buffer as bytes really arrive).
-const MAX_PRESIZE: u64 = 64 << 20;
+/// The most a block body may hold: blocks are 4 MiB by default, and no gateway makes them
+/// anywhere near this large.
+const MAX_BLOCK_BODY: u64 = 64 << 20;
+
+/// A block read whose body stalls this long is given up (a store or gateway gone silent).
+const BLOCK_READ_IDLE: Duration = Duration::from_secs(60);
 
 /// `POST /blocks/missing` takes at most this many hashes per request.
 pub const MAX_MISSING_BATCH: usize = 10_000;
@@ -144,6 +148,10 @@ pub struct AuditQuery {
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// Block reads: redirects are not followed (a `307` to the object store is taken apart
+    /// in [`Client::get_block_checked`]), and a body that stalls is given up.
+    blocks: reqwest::Client,
+    pub(crate) direct: std::sync::Arc<DirectReads>,
     base: String,
     token: Option<String>,
 }
@@ -181,6 +189,16 @@ pub fn normalize_base_url(raw: &str) -> Result<String> {
 impl Client {
     pub fn new(opts: ClientOptions) -> Result<Self> {
         let base = normalize_base_url(&opts.base_url)?;
+        let http = Self::builder(&opts)?.build();
+        let blocks =
+            Self::builder(&opts)?.redirect(reqwest::redirect::Policy::none()).read_timeout(BLOCK_READ_IDLE).build();
+        let built = |r: reqwest::Result<reqwest::Client>| {
+            r.map_err(|e| Error::Invalid(format!("cannot set up the HTTP client: {e}")))
+        };
+        Ok(Self { http: built(http)?, blocks: built(blocks)?, direct: Default::default(), base, token: opts.token })
+    }
+
+    fn builder(opts: &ClientOptions) -> Result<reqwest::ClientBuilder> {
         let ua = opts.user_agent.clone().unwrap_or_else(|| format!("nimbus-client/{}", env!("CARGO_PKG_VERSION")));
         let mut builder = reqwest::Client::builder()
             .user_agent(ua)
@@ -199,8 +217,7 @@ impl Client {
         if opts.danger_accept_invalid_certs {
             builder = builder.tls_danger_accept_invalid_certs(true);
         }
-        let http = builder.build().map_err(|e| Error::Invalid(format!("cannot set up the HTTP client: {e}")))?;
-        Ok(Self { http, base, token: opts.token })
+        Ok(builder)
     }
 
     /// The normalised base URL (no trailing `/`).
@@ -586,15 +603,51 @@ impl Client {
     pub async fn get_block_for(&self, hash: &str, path: Option<&RemotePath>) -> Result<Bytes> {
         check_hash(hash)?;
         let q = query(&[("path", path.map(|p| p.to_string()))]);
-        let mut resp = self.send(self.request(Method::GET, &format!("/api/v1/blocks/{hash}{q}"))).await?;
-        // Into one buffer of the announced size as the chunks arrive: `bytes()` keeps every
-        // chunk until the end and then copies them, twice the block in memory per fetch.
-        let announced = resp.content_length().unwrap_or(0).min(MAX_PRESIZE);
-        let mut buf = bytes::BytesMut::with_capacity(announced as usize);
-        while let Some(chunk) = resp.chunk().await? {
-            buf.extend_from_slice(&chunk);
+        let resp = self.send(self.block_request(&format!("/api/v1/blocks/{hash}{q}"))).await?;
+        read_block(resp, MAX_BLOCK_BODY).await
+    }
+
+    /// [`Client::get_block_for`], for a caller that checks the block against its hash itself
+    /// (the drive, `download.rs`): a gateway with `--s3-direct-reads` may send it to read the
+    /// block straight from the object store. Should that fail, the block is read through the
+    /// gateway, and so are the next ones for a while (see [`crate::direct`]).
+    pub async fn get_block_checked(&self, hash: &str, path: Option<&RemotePath>) -> Result<Bytes> {
+        check_hash(hash)?;
+        let q = query(&[("path", path.map(|p| p.to_string()))]);
+        let url = format!("/api/v1/blocks/{hash}{q}");
+        if self.direct.on() {
+            // Sent as is: a 307 is the answer asked for, not an error.
+            let resp = self.block_request(&url).header(ACCEPT_REDIRECT_HEADER, "1").send().await?;
+            let Some(target) = direct::redirect_target(&resp) else {
+                if !resp.status().is_success() {
+                    return Err(api_error(resp).await);
+                }
+                return read_block(resp, MAX_BLOCK_BODY).await;
+            };
+            let host = target.host_str().unwrap_or_default().to_string();
+            match direct::fetch(&self.blocks, target, MAX_BLOCK_BODY).await {
+                Ok(data) => return Ok(data),
+                Err(e) => {
+                    self.direct.pause();
+                    tracing::warn!(
+                        block = hash,
+                        store = %host,
+                        error = %e,
+                        "cannot read blocks straight from the object store; reading them through the gateway for the next {} minutes",
+                        direct::PAUSE.as_secs() / 60
+                    );
+                }
+            }
         }
-        Ok(buf.freeze())
+        read_block(self.send(self.block_request(&url)).await?, MAX_BLOCK_BODY).await
+    }
+
+    fn block_request(&self, path: &str) -> RequestBuilder {
+        let rb = self.blocks.get(self.url(path));
+        match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        }
     }
 
     /// `POST /manifests/{path}`: makes the block list the file's new version. A stale

@@ -135,7 +135,7 @@ impl Client {
             .map(|(i, expected)| {
                 let shown = shown.clone();
                 async move {
-                    let data = with_retry(|| self.get_block(&expected.hash)).await?;
+                    let data = with_retry(|| self.get_block_checked(&expected.hash, None)).await?;
                     let data: Bytes =
                         tokio::task::spawn_blocking(move || verify_block(&shown, i, &expected, &data).map(|()| data))
                             .await

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod client;
+pub mod direct;
 pub mod download;
 pub mod error;
 pub mod private_file;

@@ -12,8 +12,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use nimbus_proto::is_block_hash;
 use nimbus_proto::wire::{CommitRequest, Entry, Manifest, MissingBlocksRequest, MissingBlocksResponse};
+use nimbus_proto::{ACCEPT_REDIRECT_HEADER, is_block_hash};
 
 use nimbus_proto::RemotePath;
 use serde::Deserialize;
@@ -23,6 +23,7 @@ use super::files::VersionQuery;
 use super::{Json, Query, actor, cache_mode, entry, rfc3339, space_path};
 use crate::access::{self, Place, Want};
 use crate::auth::AuthUser;
+use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Base, BlockEntry, CommitSpec, LockTokens, SpaceId};
 use crate::space;
@@ -173,7 +174,11 @@ pub async fn put_block(
     tag = "blocks",
     summary = "Download one block (immutable); ?path= names the shared file it belongs to",
     params(("hash" = String, Path, description = "The block's BLAKE3 hash, 64 lowercase hex digits"), BlockScope),
-    responses((status = 200, description = "the block", content_type = "application/octet-stream"), (status = 304, description = "not modified"))
+    responses(
+        (status = 200, description = "the block", content_type = "application/octet-stream"),
+        (status = 304, description = "not modified"),
+        (status = 307, description = "with X-Nimbus-Accept-Redirect and --s3-direct-reads: read the block from the URL in Location, valid for minutes, and check it against its hash")
+    )
 )]
 pub async fn get_block(
     State(st): State<AppState>,
@@ -216,6 +221,19 @@ pub async fn get_block(
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
     {
         return Ok((StatusCode::NOT_MODIFIED, h).into_response());
+    }
+    // A client that checks blocks itself may read this one straight from the store.
+    if method == Method::GET
+        && mode == CacheMode::Normal
+        && headers.contains_key(ACCEPT_REDIRECT_HEADER)
+        && let Some(url) = st.cache.direct_url(space.get(), &hash).await?
+    {
+        h.insert(header::LOCATION, HeaderValue::from_str(&url).map_err(ApiError::internal)?);
+        // The URL expires: nobody may keep this answer.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        h.remove(header::CONTENT_TYPE);
+        metrics::counter!("nimbus_block_redirects_total").increment(1);
+        return Ok((StatusCode::TEMPORARY_REDIRECT, h).into_response());
     }
     let data = st.cache.read(space.get(), &hash, 0..size.max(0) as usize, size.max(0) as usize, mode).await?;
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(data.len()));

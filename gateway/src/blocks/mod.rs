@@ -65,6 +65,12 @@ pub trait BlockStore: Send + Sync + 'static {
     async fn stream_range(&self, _space: i64, _hash: &str, _range: Range<u64>) -> StoreResult<Option<BlockStream>> {
         Ok(None)
     }
+    /// A URL that reads the whole block object straight from the store until `ttl` has passed,
+    /// for a client that checks the bytes against the hash itself; `None` (this default) when
+    /// the store gives none (`--s3-direct-reads` is off, or blocks have no URL of their own).
+    async fn presign_get(&self, _space: i64, _hash: &str, _ttl: std::time::Duration) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
     /// Stores a block's outboard, replacing any; absent (this default) means reads of parts of
     /// blocks fetch them whole.
     async fn put_outboard(&self, _space: i64, _hash: &str, _data: Bytes) -> StoreResult<()> {

@@ -10,6 +10,7 @@ use aws_sdk_s3::config::{
     BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
@@ -28,6 +29,8 @@ pub struct S3Config {
     pub prefix: String,
     /// Deadline for one request attempt.
     pub timeout: Duration,
+    /// Hand out URLs for reading single blocks straight from the store (`--s3-direct-reads`).
+    pub direct_reads: bool,
 }
 
 pub struct S3Store {
@@ -38,6 +41,7 @@ pub struct S3Store {
     /// Block reads without the SDK's per-request pipeline, when the store allows it (see
     /// `s3_get.rs`); `None` means reads go through the SDK too.
     fast_get: Option<FastGet>,
+    direct_reads: bool,
 }
 
 impl S3Store {
@@ -74,6 +78,7 @@ impl S3Store {
             prefix,
             endpoint: cfg.endpoint.clone().unwrap_or_else(|| "AWS".into()),
             fast_get,
+            direct_reads: cfg.direct_reads,
         };
         // Creating the bucket at start is a convenience; the store may be down right now,
         // and the gateway still starts (/readyz tells why it is not ready).
@@ -267,6 +272,15 @@ impl BlockStore for S3Store {
             Err(StoreError::Remote(_) | StoreError::Timeout) => Ok(None),
             other => other,
         }
+    }
+
+    async fn presign_get(&self, space: i64, hash: &str, ttl: Duration) -> StoreResult<Option<String>> {
+        if !self.direct_reads {
+            return Ok(None);
+        }
+        let cfg = PresigningConfig::expires_in(ttl).map_err(|e| StoreError::Remote(format!("presigning: {e}")))?;
+        let req = self.client.get_object().bucket(&self.bucket).key(self.key(space, hash)).presigned(cfg).await;
+        Ok(Some(req.map_err(map_err)?.uri().to_string()))
     }
 
     async fn put_outboard(&self, space: i64, hash: &str, data: Bytes) -> StoreResult<()> {

@@ -65,6 +65,9 @@ const STORE_FETCHES_IN_FLIGHT: usize = 16;
 /// Memory for the outboards of blocks read in parts: 8 KiB per 4 MiB block, so 16 MiB covers
 /// 8 GiB of blocks.
 const OUTBOARD_BYTES: u64 = 16 << 20;
+/// How long a URL for reading a block straight from the store is valid. The client uses it at
+/// once; the margin is for clocks that differ between the store and the gateway.
+const DIRECT_URL_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The cache's origin: verified reads from the block store.
 pub struct StoreFetcher(DynStore);
@@ -324,6 +327,16 @@ impl BlockCache {
                 }
             }
         })))
+    }
+
+    /// A URL that reads block `hash` of `space` straight from the store, for a caller that
+    /// checks it against the hash itself: when the store gives one (`--s3-direct-reads`) and no
+    /// tier here holds the block (serving it from here costs less than the client's extra trip).
+    pub async fn direct_url(&self, space: i64, hash: &str) -> Result<Option<String>, StoreError> {
+        if self.cache.holds(&parse_key(space, hash)?) {
+            return Ok(None);
+        }
+        self.store.presign_get(space, hash, DIRECT_URL_TTL).await
     }
 
     /// Store fetches registered now (running, or handing their block over to the SSD).

@@ -198,6 +198,12 @@ pub const METRICS: &[MetricInfo] = {
             &[],
             "outboards written for blocks stored without one (found by a ranged read)",
         ),
+        metric(
+            "nimbus_block_redirects_total",
+            Counter,
+            &[],
+            "block reads sent straight to the store (`--s3-direct-reads`): the gateway carried none of their bytes",
+        ),
         metric("nimbus_store_bytes_written_total", Counter, &[], "bytes written to the store"),
         metric("nimbus_store_corrupt_blocks_total", Counter, &[], "blocks from the store that failed their hash check"),
         metric(

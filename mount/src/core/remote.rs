@@ -214,7 +214,7 @@ impl Remote for nimbus_client::Client {
     }
 
     fn get_block<'a>(&'a self, hash: &'a str, scope: Option<&'a RemotePath>) -> BoxFuture<'a, RemoteResult<Bytes>> {
-        Box::pin(async move { Ok(nimbus_client::Client::get_block_for(self, hash, scope).await?) })
+        Box::pin(async move { Ok(nimbus_client::Client::get_block_checked(self, hash, scope).await?) })
     }
 
     fn changes<'a>(
