@@ -32,8 +32,9 @@ use crate::error::{Error, Result};
 /// anywhere near this large.
 const MAX_BLOCK_BODY: u64 = 64 << 20;
 
-/// A block read whose body stalls this long is given up (a store or gateway gone silent).
-const BLOCK_READ_IDLE: Duration = Duration::from_secs(60);
+/// A direct read from the object store that stalls this long is given up for the gateway
+/// (which has its own store timeouts; reads from it wait as long as it takes).
+const STORE_READ_IDLE: Duration = Duration::from_secs(30);
 
 /// `POST /blocks/missing` takes at most this many hashes per request.
 pub const MAX_MISSING_BATCH: usize = 10_000;
@@ -149,7 +150,7 @@ pub struct AuditQuery {
 pub struct Client {
     http: reqwest::Client,
     /// Block reads: redirects are not followed (a `307` to the object store is taken apart
-    /// in [`Client::get_block_checked`]), and a body that stalls is given up.
+    /// in [`Client::get_block_checked`]).
     blocks: reqwest::Client,
     pub(crate) direct: std::sync::Arc<DirectReads>,
     base: String,
@@ -190,8 +191,7 @@ impl Client {
     pub fn new(opts: ClientOptions) -> Result<Self> {
         let base = normalize_base_url(&opts.base_url)?;
         let http = Self::builder(&opts)?.build();
-        let blocks =
-            Self::builder(&opts)?.redirect(reqwest::redirect::Policy::none()).read_timeout(BLOCK_READ_IDLE).build();
+        let blocks = Self::builder(&opts)?.redirect(reqwest::redirect::Policy::none()).build();
         let built = |r: reqwest::Result<reqwest::Client>| {
             r.map_err(|e| Error::Invalid(format!("cannot set up the HTTP client: {e}")))
         };
@@ -604,7 +604,7 @@ impl Client {
         check_hash(hash)?;
         let q = query(&[("path", path.map(|p| p.to_string()))]);
         let resp = self.send(self.block_request(&format!("/api/v1/blocks/{hash}{q}"))).await?;
-        read_block(resp, MAX_BLOCK_BODY).await
+        read_block(resp, MAX_BLOCK_BODY, None).await
     }
 
     /// [`Client::get_block_for`], for a caller that checks the block against its hash itself
@@ -622,10 +622,10 @@ impl Client {
                 if !resp.status().is_success() {
                     return Err(api_error(resp).await);
                 }
-                return read_block(resp, MAX_BLOCK_BODY).await;
+                return read_block(resp, MAX_BLOCK_BODY, None).await;
             };
             let host = target.host_str().unwrap_or_default().to_string();
-            match direct::fetch(&self.blocks, target, MAX_BLOCK_BODY).await {
+            match direct::fetch(&self.blocks, target, MAX_BLOCK_BODY, STORE_READ_IDLE).await {
                 Ok(data) => return Ok(data),
                 Err(e) => {
                     self.direct.pause();
@@ -639,7 +639,7 @@ impl Client {
                 }
             }
         }
-        read_block(self.send(self.block_request(&url)).await?, MAX_BLOCK_BODY).await
+        read_block(self.send(self.block_request(&url)).await?, MAX_BLOCK_BODY, None).await
     }
 
     fn block_request(&self, path: &str) -> RequestBuilder {

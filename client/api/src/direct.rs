@@ -54,14 +54,19 @@ pub fn redirect_target(resp: &Response) -> Option<reqwest::Url> {
 
 /// A block's body into one buffer of the announced size as the chunks arrive (`bytes()`
 /// keeps every chunk until the end and then copies them: twice the block in memory), at most
-/// `limit` bytes.
-pub async fn read_block(mut resp: Response, limit: u64) -> Result<Bytes> {
+/// `limit` bytes; with `idle`, a body that stalls that long is an error.
+pub async fn read_block(mut resp: Response, limit: u64, idle: Option<Duration>) -> Result<Bytes> {
     let announced = resp.content_length().unwrap_or(0);
     if announced > limit {
         return Err(Error::Protocol(format!("a block of {announced} bytes, more than any block may hold")));
     }
     let mut buf = BytesMut::with_capacity(announced as usize);
-    while let Some(chunk) = resp.chunk().await? {
+    loop {
+        let chunk = match idle {
+            Some(idle) => tokio::time::timeout(idle, resp.chunk()).await.map_err(|_| stalled(idle))??,
+            None => resp.chunk().await?,
+        };
+        let Some(chunk) = chunk else { break };
         if (buf.len() + chunk.len()) as u64 > limit {
             return Err(Error::Protocol("a block body longer than any block may be".into()));
         }
@@ -70,13 +75,18 @@ pub async fn read_block(mut resp: Response, limit: u64) -> Result<Bytes> {
     Ok(buf.freeze())
 }
 
-/// The block at the store's URL `url` (no credential but the URL's own signature).
-pub async fn fetch(http: &reqwest::Client, url: reqwest::Url, limit: u64) -> Result<Bytes> {
-    let resp = http.get(url).send().await?;
+fn stalled(idle: Duration) -> Error {
+    Error::Protocol(format!("the object store sent nothing for {} s", idle.as_secs()))
+}
+
+/// The block at the store's URL `url` (no credential but the URL's own signature). A store
+/// that sends nothing for `idle` is given up: the gateway is there to read the block instead.
+pub async fn fetch(http: &reqwest::Client, url: reqwest::Url, limit: u64, idle: Duration) -> Result<Bytes> {
+    let resp = tokio::time::timeout(idle, http.get(url).send()).await.map_err(|_| stalled(idle))??;
     if resp.status() != StatusCode::OK {
         return Err(Error::Protocol(format!("the object store answered HTTP {} to a block read", resp.status())));
     }
-    read_block(resp, limit).await
+    read_block(resp, limit, Some(idle)).await
 }
 
 #[cfg(test)]
@@ -141,6 +151,35 @@ mod tests {
         client.direct.paused_until_ms.store(0, Ordering::Relaxed);
         assert_eq!(client.get_block_for(&hash, None).await?.as_ref(), b"hello");
         assert_eq!(redirects.load(Ordering::SeqCst), 1);
+        Ok(())
+    }
+
+    /// A store that accepts the connection and then says nothing, or stops halfway, is given up.
+    #[tokio::test]
+    async fn a_silent_store_is_given_up() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let store = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = store.local_addr()?;
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            let mut n = 0;
+            while let Ok((mut s, _)) = store.accept().await {
+                n += 1;
+                if n == 2 {
+                    // Announces 10 bytes, sends 3.
+                    let mut req = [0u8; 4096];
+                    let _ = s.read(&mut req).await;
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc").await;
+                }
+                held.push(s);
+            }
+        });
+        let http = reqwest::Client::new();
+        let idle = Duration::from_millis(300);
+        for what in ["no answer", "a body cut short"] {
+            let url = reqwest::Url::parse(&format!("http://{addr}/b"))?;
+            let err = fetch(&http, url, 1 << 20, idle).await.expect_err(what);
+            assert!(err.to_string().contains("sent nothing for"), "{what}: {err}");
+        }
         Ok(())
     }
 
