@@ -618,20 +618,25 @@ impl Client {
         if self.direct.on() {
             // Sent as is: a 307 is the answer asked for, not an error.
             let resp = self.block_request(&url).header(ACCEPT_REDIRECT_HEADER, "1").send().await?;
-            let Some(target) = direct::redirect_target(&resp) else {
+            if resp.status() != StatusCode::TEMPORARY_REDIRECT {
                 if !resp.status().is_success() {
                     return Err(api_error(resp).await);
                 }
                 return read_block(resp, MAX_BLOCK_BODY, None).await;
+            }
+            let target = direct::redirect_target(&resp);
+            let store = target.as_ref().and_then(|t| t.host_str()).unwrap_or_default().to_string();
+            let fetched = match target {
+                Some(target) => direct::fetch(&self.blocks, target, MAX_BLOCK_BODY, STORE_READ_IDLE).await,
+                None => Err(Error::Protocol("a redirect without a usable http(s) Location".into())),
             };
-            let host = target.host_str().unwrap_or_default().to_string();
-            match direct::fetch(&self.blocks, target, MAX_BLOCK_BODY, STORE_READ_IDLE).await {
+            match fetched {
                 Ok(data) => return Ok(data),
                 Err(e) => {
                     self.direct.pause();
                     tracing::warn!(
                         block = hash,
-                        store = %host,
+                        store = %store,
                         error = %e,
                         "cannot read blocks straight from the object store; reading them through the gateway for the next {} minutes",
                         direct::PAUSE.as_secs() / 60

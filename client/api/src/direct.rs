@@ -63,7 +63,11 @@ pub async fn read_block(mut resp: Response, limit: u64, idle: Option<Duration>) 
     let mut buf = BytesMut::with_capacity(announced as usize);
     loop {
         let chunk = match idle {
-            Some(idle) => tokio::time::timeout(idle, resp.chunk()).await.map_err(|_| stalled(idle))??,
+            // From the store: its URL carries the signature, so it stays out of the error.
+            Some(idle) => tokio::time::timeout(idle, resp.chunk())
+                .await
+                .map_err(|_| stalled(idle))?
+                .map_err(|e| e.without_url())?,
             None => resp.chunk().await?,
         };
         let Some(chunk) = chunk else { break };
@@ -82,7 +86,9 @@ fn stalled(idle: Duration) -> Error {
 /// The block at the store's URL `url` (no credential but the URL's own signature). A store
 /// that sends nothing for `idle` is given up: the gateway is there to read the block instead.
 pub async fn fetch(http: &reqwest::Client, url: reqwest::Url, limit: u64, idle: Duration) -> Result<Bytes> {
-    let resp = tokio::time::timeout(idle, http.get(url).send()).await.map_err(|_| stalled(idle))??;
+    let sent = tokio::time::timeout(idle, http.get(url).send()).await.map_err(|_| stalled(idle))?;
+    // The URL carries its signature: never in an error (they get logged).
+    let resp = sent.map_err(|e| e.without_url())?;
     if resp.status() != StatusCode::OK {
         return Err(Error::Protocol(format!("the object store answered HTTP {} to a block read", resp.status())));
     }
@@ -147,10 +153,18 @@ mod tests {
         }
         assert_eq!(redirects.load(Ordering::SeqCst), 1, "asked again after the store failed");
         assert!(!client.direct.on());
+        // A redirect to nowhere usable is a failure too.
+        let odd = crate::Client::new(crate::ClientOptions {
+            base_url: gateway("ftp://store/x".into(), redirects.clone()).await?,
+            ..Default::default()
+        })?;
+        assert_eq!(odd.get_block_checked(&hash, None).await?.as_ref(), b"hello");
+        assert!(!odd.direct.on());
+        assert_eq!(redirects.load(Ordering::SeqCst), 2);
         // The plain read never asks.
         client.direct.paused_until_ms.store(0, Ordering::Relaxed);
         assert_eq!(client.get_block_for(&hash, None).await?.as_ref(), b"hello");
-        assert_eq!(redirects.load(Ordering::SeqCst), 1);
+        assert_eq!(redirects.load(Ordering::SeqCst), 2);
         Ok(())
     }
 
@@ -176,10 +190,15 @@ mod tests {
         let http = reqwest::Client::new();
         let idle = Duration::from_millis(300);
         for what in ["no answer", "a body cut short"] {
-            let url = reqwest::Url::parse(&format!("http://{addr}/b"))?;
+            let url = reqwest::Url::parse(&format!("http://{addr}/b?X-Amz-Signature=secret"))?;
             let err = fetch(&http, url, 1 << 20, idle).await.expect_err(what);
             assert!(err.to_string().contains("sent nothing for"), "{what}: {err}");
         }
+        // Nobody listening: an error that does not show the signed URL.
+        let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
+        let url = reqwest::Url::parse(&format!("http://{dead}/b?X-Amz-Signature=secret"))?;
+        let err = fetch(&http, url, 1 << 20, idle).await.expect_err("nobody listening");
+        assert!(!err.to_string().contains("secret"), "{err}");
         Ok(())
     }
 
