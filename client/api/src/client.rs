@@ -644,7 +644,7 @@ impl Client {
                 }
             }
         }
-        read_block(self.send(self.block_request(&url)).await?, MAX_BLOCK_BODY, None).await
+        self.get_block_for(hash, path).await
     }
 
     fn block_request(&self, path: &str) -> RequestBuilder {
