@@ -19,8 +19,10 @@
 //! small random reads stay cheap. The tags come from the pass that verified the block against
 //! its hash ([`crate::verify`]): admission hashes nothing again. Version 1 entries (tags were
 //! separate hashes of each chunk, a second pass) are dropped at start like any other version.
-//! A file whose size does not match its header is truncated and dropped. Entries are written to `tmp/` and renamed, so a crash leaves no half entry under a
-//! final name; what a power cut might tear is caught by the tags.
+//! A file whose size does not match its header is truncated and dropped. Entries are written to
+//! `tmp/` and renamed, so a crash leaves no half entry under a final name; what a power cut
+//! might tear is caught by the tags. A writer can ask for `O_DIRECT` writes
+//! ([`DiskStore::with_direct_writes`]); the entry is the same file either way.
 //!
 //! A `LOCK` file held with an exclusive lock keeps a second gateway off the same directory.
 
@@ -31,6 +33,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use crate::Key;
+use crate::buf::BlockBuf;
 use crate::pio::read_exact_at;
 use crate::verify::{Verified, piece_matches};
 
@@ -124,6 +127,10 @@ pub struct DiskStore {
     root: PathBuf,
     /// Held for the life of the tier: the exclusive lock on `LOCK`.
     _lock: File,
+    /// Entries are written around the page cache ([`DiskStore::with_direct_writes`]).
+    direct: bool,
+    /// Large reads go into reused buffers ([`DiskStore::with_pooled_reads`]).
+    pooled: bool,
 }
 
 impl DiskStore {
@@ -158,7 +165,26 @@ impl DiskStore {
                 let _ = fs::remove_dir_all(e.path());
             }
         }
-        Ok(Self { root: root.to_path_buf(), _lock: lock })
+        Ok(Self { root: root.to_path_buf(), _lock: lock, direct: false, pooled: false })
+    }
+
+    /// Writes entries with `O_DIRECT` where the file system takes it (Linux; elsewhere, and
+    /// where it is refused, through the page cache as before). For a writer whose entries
+    /// are not read again soon (the drive: what it reads is in its memory tier and in the
+    /// reader's page cache already), a buffered write costs several times the CPU of a
+    /// direct one: a copy into the page cache, then writeback, then reclaim. Measured with
+    /// `dd` of 1 GiB here: 3.96 s of system time buffered, 0.20 s direct.
+    pub fn with_direct_writes(mut self) -> Self {
+        self.direct = true;
+        self
+    }
+
+    /// Reads of whole blocks go into [`crate::buf`]'s reused buffers instead of fresh ones
+    /// (for the drive: a sequential reader of a cached file reads block after block). A
+    /// gateway, whose memory bound is tight, does not keep idle buffers.
+    pub fn with_pooled_reads(mut self) -> Self {
+        self.pooled = true;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -181,10 +207,13 @@ impl DiskStore {
         fs::create_dir_all(&tmp_dir)?;
         let tmp = tmp_dir.join(uuid::Uuid::new_v4().to_string());
         let result = (|| {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&encode_header(&key.1, block))?;
-            f.write_all(data)?;
-            drop(f);
+            let header = encode_header(&key.1, block);
+            let written = self.direct && direct::write_new(&tmp, &header, data)?;
+            if !written {
+                let mut f = File::create(&tmp)?;
+                f.write_all(&header)?;
+                f.write_all(data)?;
+            }
             match fs::rename(&tmp, &dest) {
                 // A purge moved the directory away meanwhile: make it again, once.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -210,7 +239,7 @@ impl DiskStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(DiskError::Missing),
             Err(e) => return Err(e.into()),
         };
-        read_entry(&f, key, from, to, read_exact_at)
+        read_entry(&f, key, from, to, self.pooled, read_exact_at)
     }
 
     /// [`DiskStore::read`] if it can be done without waiting for the disk: the entry's path is
@@ -221,7 +250,7 @@ impl DiskStore {
     /// hand-off to a blocking thread and back, which cost more than all of them.
     pub fn read_cached(&self, key: &Key, from: usize, to: usize) -> Result<Option<(Bytes, usize)>, DiskError> {
         let Some(f) = nowait::open(&self.path(key))? else { return Ok(None) };
-        match read_entry(&f, key, from, to, nowait::read_exact_at) {
+        match read_entry(&f, key, from, to, self.pooled, nowait::read_exact_at) {
             Err(DiskError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             other => other.map(Some),
         }
@@ -286,13 +315,14 @@ impl DiskStore {
     }
 }
 
-/// `from..to` of the entry open as `f` (the entry of `key`), read with `read_exact`, the
-/// chunks it covers verified; and the block's full length.
+/// `from..to` of the entry open as `f` (the entry of `key`), read with `read_exact` (into a
+/// reused buffer if `pooled`), the chunks it covers verified; and the block's full length.
 fn read_entry(
     f: &File,
     key: &Key,
     from: usize,
     to: usize,
+    pooled: bool,
     read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
 ) -> Result<(Bytes, usize), DiskError> {
     let mut fixed = [0u8; FIXED_HEADER];
@@ -316,8 +346,15 @@ fn read_entry(
     read_exact(f, &mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
     let start = c0 * CHUNK;
     let end = ((c1 + 1) * CHUNK).min(h.len);
-    let mut buf = vec![0u8; end - start];
-    read_exact(f, &mut buf, (off + start) as u64).map_err(short)?;
+    let buf = if pooled {
+        let mut buf = BlockBuf::zeroed(end - start);
+        read_exact(f, buf.as_mut_slice(), (off + start) as u64).map_err(short)?;
+        buf.freeze()
+    } else {
+        let mut buf = vec![0u8; end - start];
+        read_exact(f, &mut buf, (off + start) as u64).map_err(short)?;
+        Bytes::from(buf)
+    };
     for (i, chunk) in buf.chunks(CHUNK).enumerate() {
         let mut tag = [0u8; TAG];
         tag.copy_from_slice(&tags[i * TAG..(i + 1) * TAG]);
@@ -325,7 +362,6 @@ fn read_entry(
             return Err(DiskError::Corrupt("chunk checksum mismatch"));
         }
     }
-    let buf = Bytes::from(buf);
     Ok((buf.slice(from - start..to - start), h.len))
 }
 
@@ -380,6 +416,103 @@ mod nowait {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// Writing new entries around the page cache.
+#[cfg(target_os = "linux")]
+mod direct {
+    use std::fs::File;
+    use std::io;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use rustix::fs::{CWD, Mode, OFlags};
+    use rustix::io::Errno;
+
+    use super::ALIGN;
+    use crate::pio::write_all_at;
+
+    /// Cleared for good when the file system refuses `O_DIRECT` (tmpfs before 6.6, some FUSE
+    /// or network file systems): entries are then written through the page cache.
+    pub(super) static SUPPORTED: AtomicBool = AtomicBool::new(true);
+
+    /// `len` bytes whose start is aligned for `O_DIRECT` (the first `ALIGN` bytes of a
+    /// larger buffer are skipped as needed, so no `unsafe` allocation is needed).
+    struct Aligned {
+        buf: Vec<u8>,
+        start: usize,
+        len: usize,
+    }
+
+    impl Aligned {
+        fn zeroed(len: usize) -> Self {
+            let buf = vec![0u8; len + ALIGN];
+            let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+            Self { buf, start, len }
+        }
+
+        fn bytes_mut(&mut self) -> &mut [u8] {
+            &mut self.buf[self.start..self.start + self.len]
+        }
+    }
+
+    fn aligned(data: &[u8]) -> bool {
+        data.as_ptr().align_offset(ALIGN) == 0 && data.len().is_multiple_of(ALIGN)
+    }
+
+    /// Writes a new file at `path` holding `header` then `data` with `O_DIRECT`. `Ok(false)`:
+    /// this file system does not take it (nothing was created); the caller writes it the usual
+    /// way. `header`'s length is a multiple of [`ALIGN`]; `data` is written from where it is
+    /// when it is aligned (the drive's fetched blocks are), else from an aligned copy padded
+    /// to a multiple of [`ALIGN`] and the file cut back to its length.
+    pub(super) fn write_new(path: &Path, header: &[u8], data: &[u8]) -> io::Result<bool> {
+        if !SUPPORTED.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::DIRECT;
+        let f = match rustix::fs::openat(CWD, path, flags, Mode::from_raw_mode(0o644)) {
+            Ok(fd) => File::from(fd),
+            Err(Errno::INVAL | Errno::OPNOTSUPP) => {
+                SUPPORTED.store(false, Ordering::Relaxed);
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let hl = header.len();
+        let result = if aligned(data) {
+            let mut h = Aligned::zeroed(hl);
+            h.bytes_mut().copy_from_slice(header);
+            write_all_at(&f, h.bytes_mut(), 0).and_then(|()| write_all_at(&f, data, hl as u64))
+        } else {
+            let mut all = Aligned::zeroed(hl + data.len().div_ceil(ALIGN) * ALIGN);
+            let b = all.bytes_mut();
+            b[..hl].copy_from_slice(header);
+            b[hl..hl + data.len()].copy_from_slice(data);
+            write_all_at(&f, b, 0).and_then(|()| f.set_len((hl + data.len()) as u64))
+        };
+        match result {
+            Ok(()) => Ok(true),
+            // Refused at the first write (alignment rules this file system has and others do
+            // not): the caller writes the file again the usual way.
+            Err(e) if e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
+                SUPPORTED.store(false, Ordering::Relaxed);
+                drop(f);
+                std::fs::remove_file(path)?;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod direct {
+    use std::io;
+    use std::path::Path;
+
+    pub(super) fn write_new(_: &Path, _: &[u8], _: &[u8]) -> io::Result<bool> {
+        Ok(false)
     }
 }
 
@@ -462,6 +595,34 @@ mod tests {
         let _first = DiskStore::open(dir.path(), "gateway")?;
         let second = DiskStore::open(dir.path(), "gateway");
         assert!(matches!(second, Err(OpenError::InUse(m)) if m.contains("in use by another gateway")));
+        Ok(())
+    }
+
+    /// Entries written around the page cache are the same files as buffered ones, whether the
+    /// block sits at an aligned address with an aligned length (written from where it is) or
+    /// not (written from a padded copy, the file cut back to its length); read back into
+    /// reused buffers, they are the same blocks.
+    #[test]
+    fn direct_writes_make_the_same_entries() -> anyhow::Result<()> {
+        let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        let buffered = DiskStore::open(a.path(), "gateway")?;
+        let direct = DiskStore::open(b.path(), "mount")?.with_direct_writes().with_pooled_reads();
+        // Aligned: a page-aligned slice of a larger buffer, as the client receives blocks.
+        let mut big = Bytes::from((0..4 * 1024 * 1024 + 2 * ALIGN).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        let pad = big.as_ptr().align_offset(ALIGN);
+        big = big.slice(pad..pad + 4 * 1024 * 1024);
+        let blocks = [big, Bytes::from_static(b""), Bytes::from_static(b"x"), Bytes::from(vec![7u8; 3 * ALIGN + 5])];
+        for data in blocks {
+            let k = key(&data);
+            let v = Verified::hash_new(data.clone()).1;
+            buffered.write(&k, &v)?;
+            direct.write(&k, &v)?;
+            assert_eq!(fs::read(direct.path(&k))?, fs::read(buffered.path(&k))?, "{} bytes", data.len());
+            assert_eq!(direct.read_whole(&k)?, data);
+        }
+        assert_eq!(direct.scan().len(), 4);
+        #[cfg(target_os = "linux")]
+        assert!(direct::SUPPORTED.load(std::sync::atomic::Ordering::Relaxed), "this file system took O_DIRECT");
         Ok(())
     }
 

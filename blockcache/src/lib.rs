@@ -14,8 +14,12 @@
 //!   counters and purge; its user supplies only how a block (and, if it can, a range of one and
 //!   its outboard) is fetched ([`tiered::Fetcher`]) and its budgets.
 //!
+//! - [`buf`]: page-aligned, reused buffers that the drive receives blocks into and reads whole
+//!   blocks back into.
+//!
 //! Blocks are immutable, so nothing here ever invalidates; callers decide what to admit.
 
+pub mod buf;
 pub mod coalesce;
 pub mod disk;
 pub mod pio; // positional reads and writes on a shared file, on Unix and Windows

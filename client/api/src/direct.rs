@@ -11,12 +11,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use reqwest::{Response, StatusCode, header};
 
 pub use nimbus_proto::ACCEPT_REDIRECT_HEADER;
 
 use crate::error::{Error, Result};
+use nimbus_blockcache::buf::BlockBuf;
 
 /// How long direct reads stay off after one failed.
 pub const PAUSE: Duration = Duration::from_secs(300);
@@ -60,7 +61,7 @@ pub async fn read_block(mut resp: Response, limit: u64, idle: Option<Duration>) 
     if announced > limit {
         return Err(Error::Protocol(format!("a block of {announced} bytes, more than any block may hold")));
     }
-    let mut buf = BytesMut::with_capacity(announced as usize);
+    let mut buf = BlockBuf::with_capacity(announced as usize);
     loop {
         let chunk = match idle {
             // From the store: its URL carries the signature, so it stays out of the error.
@@ -163,8 +164,11 @@ mod tests {
         assert_eq!(redirects.load(Ordering::SeqCst), 2);
         // The plain read never asks.
         client.direct.paused_until_ms.store(0, Ordering::Relaxed);
-        assert_eq!(client.get_block_for(&hash, None).await?.as_ref(), b"hello");
+        let block = client.get_block_for(&hash, None).await?;
+        assert_eq!(block.as_ref(), b"hello");
         assert_eq!(redirects.load(Ordering::SeqCst), 2);
+        // Received page-aligned: the drive writes it to disk from where it is (`O_DIRECT`).
+        assert_eq!(block.as_ptr().align_offset(nimbus_blockcache::buf::PAGE), 0);
         Ok(())
     }
 

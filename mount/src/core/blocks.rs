@@ -159,7 +159,12 @@ impl BlockCache {
         let budget = MemBudget::split(mem_capacity, block_size);
         let disk = match dir {
             Some(dir) if disk_capacity > 0 => Some(DiskTierConfig {
-                store: DiskStore::open(dir, "mount").map_err(|e| e.to_string())?,
+                // What the drive reads is in its memory tier and the reader's page cache
+                // already; a sequential reader reads block after block back.
+                store: DiskStore::open(dir, "mount")
+                    .map_err(|e| e.to_string())?
+                    .with_direct_writes()
+                    .with_pooled_reads(),
                 capacity: disk_capacity,
             }),
             _ => None,
