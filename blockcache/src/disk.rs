@@ -46,6 +46,10 @@ pub const CHUNK: usize = crate::verify::PIECE;
 const FIXED_HEADER: usize = 56;
 const TAG: usize = 32;
 const ALIGN: usize = 4096;
+/// With [`DiskStore::with_direct_writes`], entries of blocks this large and up are written
+/// with `O_DIRECT`. Smaller ones cost little to copy into the page cache, and a direct write
+/// waits for the device: a drive reading many small files would wait on each one.
+const DIRECT_FROM: usize = 1 << 20;
 
 /// Why the SSD tier could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -168,8 +172,8 @@ impl DiskStore {
         Ok(Self { root: root.to_path_buf(), _lock: lock, direct: false, pooled: false })
     }
 
-    /// Writes entries with `O_DIRECT` where the file system takes it (Linux; elsewhere, and
-    /// where it is refused, through the page cache as before). For a writer whose entries
+    /// Writes entries of 1 MiB and up ([`DIRECT_FROM`]) with `O_DIRECT` where the file system
+    /// takes it (Linux; elsewhere, and where it is refused, through the page cache as before). For a writer whose entries
     /// are not read again soon (the drive: what it reads is in its memory tier and in the
     /// reader's page cache already), a buffered write costs several times the CPU of a
     /// direct one: a copy into the page cache, then writeback, then reclaim. Measured with
@@ -208,7 +212,7 @@ impl DiskStore {
         let tmp = tmp_dir.join(uuid::Uuid::new_v4().to_string());
         let result = (|| {
             let header = encode_header(&key.1, block);
-            let written = self.direct && direct::write_new(&tmp, &header, data)?;
+            let written = self.direct && data.len() >= DIRECT_FROM && direct::write_new(&tmp, &header, data)?;
             if !written {
                 let mut f = File::create(&tmp)?;
                 f.write_all(&header)?;
@@ -600,8 +604,8 @@ mod tests {
 
     /// Entries written around the page cache are the same files as buffered ones, whether the
     /// block sits at an aligned address with an aligned length (written from where it is) or
-    /// not (written from a padded copy, the file cut back to its length); read back into
-    /// reused buffers, they are the same blocks.
+    /// not (written from a padded copy, the file cut back to its length); small ones are
+    /// written through the page cache. Read back into reused buffers, they are the same blocks.
     #[test]
     fn direct_writes_make_the_same_entries() -> anyhow::Result<()> {
         let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
@@ -611,7 +615,7 @@ mod tests {
         let mut big = Bytes::from((0..4 * 1024 * 1024 + 2 * ALIGN).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
         let pad = big.as_ptr().align_offset(ALIGN);
         big = big.slice(pad..pad + 4 * 1024 * 1024);
-        let blocks = [big, Bytes::from_static(b""), Bytes::from_static(b"x"), Bytes::from(vec![7u8; 3 * ALIGN + 5])];
+        let blocks = [big, Bytes::from_static(b""), Bytes::from_static(b"x"), Bytes::from(vec![7u8; DIRECT_FROM + 5])];
         for data in blocks {
             let k = key(&data);
             let v = Verified::hash_new(data.clone()).1;
