@@ -6,10 +6,11 @@
 //! one ([`crate::disk::DiskStore::with_pooled_reads`]); the gateway, whose memory bound is tight,
 //! allocates its own.
 //!
-//! Only block-sized buffers are kept ([`KEEP_FROM`] and up, [`KEEP`] of them), and one is
-//! reused only for a body close to its size: a cached block's memory is counted by its length,
-//! so a small block must not pin a large buffer.
+//! Only large buffers are kept (room for [`KEEP_FROM`] bytes and up, at most [`KEEP_UNTIL`]),
+//! the [`KEEP`] last freed, and one is reused only for a body close to its size: a cached
+//! block's memory is counted by its length, so a small block must not pin a large buffer.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -17,24 +18,45 @@ use bytes::Bytes;
 /// The alignment of a received block's first byte (a page: what `O_DIRECT` asks of memory).
 pub const PAGE: usize = 4096;
 /// Free buffers kept at most. A streaming reader frees a block about as often as it receives
-/// one, so a few catch nearly every reuse; each kept one is 4 MiB of resident memory while the
-/// drive is idle.
+/// one, so a few catch nearly every reuse; each kept one is a block (4 MiB by default) of
+/// resident memory while the drive is idle.
 const KEEP: usize = 4;
-/// Smaller buffers are not kept: faulting them in costs little.
+/// Buffers for smaller bodies are not kept: faulting them in costs little.
 const KEEP_FROM: usize = 1 << 20;
+/// Nor larger ones: no block is larger (the gateway's largest block size), and a body without
+/// a length that grew a buffer by doubling should not stay resident.
+const KEEP_UNTIL: usize = 16 << 20;
 
-/// The free buffers.
-struct Pool(Mutex<Vec<Vec<u8>>>);
+/// The free buffers, the most recently freed last.
+struct Pool(Mutex<VecDeque<Vec<u8>>>);
 
-static POOL: Pool = Pool(Mutex::new(Vec::new()));
+static POOL: Pool = Pool::new();
 
 impl Pool {
-    fn free(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+    const fn new() -> Self {
+        Self(Mutex::new(VecDeque::new()))
+    }
+
+    fn free(&self) -> std::sync::MutexGuard<'_, VecDeque<Vec<u8>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `vec` if it can serve a later body; the oldest goes when there are too many, so
+    /// buffers of an odd size (a file's last block) do not hold the places for good.
+    fn give_back(&self, vec: Vec<u8>) {
+        if !(KEEP_FROM + PAGE..=KEEP_UNTIL + PAGE).contains(&vec.capacity()) {
+            return;
+        }
+        let mut free = self.free();
+        free.push_back(vec);
+        if free.len() > KEEP {
+            free.pop_front();
+        }
     }
 }
 
-/// A block being received or read: bytes from a page-aligned start.
+/// A block being received or read: bytes from a page-aligned start (unless more bytes came
+/// than the buffer was made for: it then grows where the allocator puts it).
 pub struct BlockBuf {
     vec: Vec<u8>,
     start: usize,
@@ -52,8 +74,8 @@ impl BlockBuf {
         let reused = if len >= KEEP_FROM {
             let mut free = pool.free();
             // Not much larger than asked: a buffer's whole capacity stays held by the block.
-            let fit = free.iter().position(|v| v.capacity() >= want && v.capacity() - want <= want / 8);
-            fit.map(|i| free.swap_remove(i))
+            let fit = free.iter().rposition(|v| v.capacity() >= want && v.capacity() - want <= want / 8);
+            fit.and_then(|i| free.remove(i))
         } else {
             None
         };
@@ -105,13 +127,7 @@ impl AsRef<[u8]> for BlockBuf {
 
 impl Drop for BlockBuf {
     fn drop(&mut self) {
-        if self.vec.capacity() < KEEP_FROM {
-            return;
-        }
-        let mut free = self.pool.free();
-        if free.len() < KEEP {
-            free.push(std::mem::take(&mut self.vec));
-        }
+        self.pool.give_back(std::mem::take(&mut self.vec));
     }
 }
 
@@ -122,7 +138,7 @@ mod tests {
     #[test]
     fn buffers_are_aligned_and_reused_only_for_a_body_of_their_size() {
         // A pool of its own: other tests' blocks do not come and go in it.
-        let pool: &'static Pool = Box::leak(Box::new(Pool(Mutex::new(Vec::new()))));
+        let pool: &'static Pool = Box::leak(Box::new(Pool::new()));
         let free_list = || pool.free();
         let take = |len| BlockBuf::from_pool(pool, len);
         let mib = 1 << 20;
@@ -153,9 +169,23 @@ mod tests {
         assert_eq!(z.as_mut_slice().as_ptr(), first);
         assert!(z.as_mut_slice().iter().all(|&b| b == 0) && z.len() == 4 * mib);
         drop(z);
-        // At most KEEP are kept.
+        // A body of half its size does not take it.
+        let half = take(2 * mib);
+        assert_eq!(free_list().len(), 1, "a 2 MiB body took the 4 MiB buffer");
+        drop(half);
+        assert_eq!(free_list().len(), 2);
+        // At most KEEP are kept, the last freed: the 4 MiB one, freed first, is gone.
         let many: Vec<_> = (0..KEEP + 3).map(|_| take(2 * mib)).collect();
         drop(many);
         assert_eq!(free_list().len(), KEEP);
+        assert!(free_list().iter().all(|v| v.capacity() < 3 * mib));
+        // Nor one that cannot serve a kept size: grown past the largest block, or made for a
+        // body under the smallest kept one.
+        free_list().clear();
+        let mut grown = take(2 * mib);
+        grown.extend_from_slice(&vec![1u8; 2 * KEEP_UNTIL]);
+        drop(grown);
+        drop(take(KEEP_FROM - 100));
+        assert!(free_list().is_empty());
     }
 }

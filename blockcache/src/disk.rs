@@ -183,9 +183,9 @@ impl DiskStore {
         self
     }
 
-    /// Reads of whole blocks go into [`crate::buf`]'s reused buffers instead of fresh ones
-    /// (for the drive: a sequential reader of a cached file reads block after block). A
-    /// gateway, whose memory bound is tight, does not keep idle buffers.
+    /// Reads of 1 MiB and up (whole blocks, mostly) go into [`crate::buf`]'s reused buffers
+    /// instead of fresh ones (for the drive: a sequential reader of a cached file reads block
+    /// after block). A gateway, whose memory bound is tight, does not keep idle buffers.
     pub fn with_pooled_reads(mut self) -> Self {
         self.pooled = true;
         self
@@ -439,7 +439,7 @@ mod direct {
 
     /// Cleared for good when the file system refuses `O_DIRECT` (tmpfs before 6.6, some FUSE
     /// or network file systems): entries are then written through the page cache.
-    pub(super) static SUPPORTED: AtomicBool = AtomicBool::new(true);
+    static SUPPORTED: AtomicBool = AtomicBool::new(true);
 
     /// `len` bytes whose start is aligned for `O_DIRECT` (the first `ALIGN` bytes of a
     /// larger buffer are skipped as needed, so no `unsafe` allocation is needed).
@@ -465,11 +465,19 @@ mod direct {
         data.as_ptr().align_offset(ALIGN) == 0 && data.len().is_multiple_of(ALIGN)
     }
 
+    /// Direct writes made (the tests check that large entries took this path).
+    #[cfg(test)]
+    pub(super) static WRITTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn refused(e: &io::Error) -> bool {
+        e.raw_os_error() == Some(Errno::INVAL.raw_os_error())
+    }
+
     /// Writes a new file at `path` holding `header` then `data` with `O_DIRECT`. `Ok(false)`:
-    /// this file system does not take it (nothing was created); the caller writes it the usual
-    /// way. `header`'s length is a multiple of [`ALIGN`]; `data` is written from where it is
-    /// when it is aligned (the drive's fetched blocks are), else from an aligned copy padded
-    /// to a multiple of [`ALIGN`] and the file cut back to its length.
+    /// it was refused, and nothing is left at `path`; the caller writes it the usual way.
+    /// `header`'s length is a multiple of [`ALIGN`]; `data` is written from where it is when it
+    /// is aligned (the drive's fetched blocks are), else from an aligned copy padded to a
+    /// multiple of [`ALIGN`] and the file cut back to its length.
     pub(super) fn write_new(path: &Path, header: &[u8], data: &[u8]) -> io::Result<bool> {
         if !SUPPORTED.load(Ordering::Relaxed) {
             return Ok(false);
@@ -477,30 +485,46 @@ mod direct {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::DIRECT;
         let f = match rustix::fs::openat(CWD, path, flags, Mode::from_raw_mode(0o644)) {
             Ok(fd) => File::from(fd),
+            // The file system does not do it. Linux creates the file before it finds out, and
+            // `O_EXCL` made it ours: remove it.
             Err(Errno::INVAL | Errno::OPNOTSUPP) => {
                 SUPPORTED.store(false, Ordering::Relaxed);
+                let _ = std::fs::remove_file(path);
                 return Ok(false);
             }
             Err(e) => return Err(e.into()),
         };
         let hl = header.len();
-        let result = if aligned(data) {
+        // The first write tells whether this file system takes our alignment at all; a later
+        // refusal (a short write left the rest unaligned) gives up on this entry only.
+        let (first, rest) = if aligned(data) {
             let mut h = Aligned::zeroed(hl);
             h.bytes_mut().copy_from_slice(header);
-            write_all_at(&f, h.bytes_mut(), 0).and_then(|()| write_all_at(&f, data, hl as u64))
+            match write_all_at(&f, h.bytes_mut(), 0) {
+                Ok(()) => (Ok(()), write_all_at(&f, data, hl as u64)),
+                Err(e) => (Err(e), Ok(())),
+            }
         } else {
             let mut all = Aligned::zeroed(hl + data.len().div_ceil(ALIGN) * ALIGN);
             let b = all.bytes_mut();
             b[..hl].copy_from_slice(header);
             b[hl..hl + data.len()].copy_from_slice(data);
-            write_all_at(&f, b, 0).and_then(|()| f.set_len((hl + data.len()) as u64))
+            match write_all_at(&f, b, 0) {
+                Ok(()) => (Ok(()), f.set_len((hl + data.len()) as u64)),
+                Err(e) => (Err(e), Ok(())),
+            }
         };
-        match result {
-            Ok(()) => Ok(true),
-            // Refused at the first write (alignment rules this file system has and others do
-            // not): the caller writes the file again the usual way.
-            Err(e) if e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
-                SUPPORTED.store(false, Ordering::Relaxed);
+        let first_refused = matches!(&first, Err(e) if refused(e));
+        match first.and(rest) {
+            Ok(()) => {
+                #[cfg(test)]
+                WRITTEN.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Err(e) if refused(&e) => {
+                if first_refused {
+                    SUPPORTED.store(false, Ordering::Relaxed);
+                }
                 drop(f);
                 std::fs::remove_file(path)?;
                 Ok(false)
@@ -625,8 +649,9 @@ mod tests {
             assert_eq!(direct.read_whole(&k)?, data);
         }
         assert_eq!(direct.scan().len(), 4);
+        // The two large ones went the direct way, the small ones through the page cache.
         #[cfg(target_os = "linux")]
-        assert!(direct::SUPPORTED.load(std::sync::atomic::Ordering::Relaxed), "this file system took O_DIRECT");
+        assert_eq!(direct::WRITTEN.load(std::sync::atomic::Ordering::Relaxed), 2, "this file system takes O_DIRECT");
         Ok(())
     }
 
