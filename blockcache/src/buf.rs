@@ -23,8 +23,8 @@ pub const PAGE: usize = 4096;
 const KEEP: usize = 4;
 /// Buffers for smaller bodies are not kept: faulting them in costs little.
 const KEEP_FROM: usize = 1 << 20;
-/// Nor larger ones: no block is larger (the gateway's largest block size), and a body without
-/// a length that grew a buffer by doubling should not stay resident.
+/// Nor larger ones: blocks are 4 MiB (`nimbus_proto::DEFAULT_BLOCK_SIZE`), and a buffer that a
+/// body without a length grew by doubling should not stay resident.
 const KEEP_UNTIL: usize = 16 << 20;
 
 /// The free buffers, the most recently freed last.
