@@ -46,6 +46,8 @@ pub const CHUNK: usize = crate::verify::PIECE;
 const FIXED_HEADER: usize = 56;
 const TAG: usize = 32;
 const ALIGN: usize = 4096;
+// `O_DIRECT` writes go from `BlockBuf`s, aligned to their page: the same alignment.
+const _: () = assert!(ALIGN == crate::buf::PAGE);
 /// With [`DiskStore::with_direct_writes`], entries of blocks this large and up are written
 /// with `O_DIRECT`. Smaller ones cost little to copy into the page cache, and a direct write
 /// waits for the device: a drive reading many small files would wait on each one.
@@ -435,31 +437,12 @@ mod direct {
     use rustix::io::Errno;
 
     use super::ALIGN;
+    use crate::buf::BlockBuf;
     use crate::pio::write_all_at;
 
     /// Cleared for good when the file system refuses `O_DIRECT` (tmpfs before 6.6, some FUSE
     /// or network file systems): entries are then written through the page cache.
     static SUPPORTED: AtomicBool = AtomicBool::new(true);
-
-    /// `len` bytes whose start is aligned for `O_DIRECT` (the first `ALIGN` bytes of a
-    /// larger buffer are skipped as needed, so no `unsafe` allocation is needed).
-    struct Aligned {
-        buf: Vec<u8>,
-        start: usize,
-        len: usize,
-    }
-
-    impl Aligned {
-        fn zeroed(len: usize) -> Self {
-            let buf = vec![0u8; len + ALIGN];
-            let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
-            Self { buf, start, len }
-        }
-
-        fn bytes_mut(&mut self) -> &mut [u8] {
-            &mut self.buf[self.start..self.start + self.len]
-        }
-    }
 
     fn aligned(data: &[u8]) -> bool {
         data.as_ptr().align_offset(ALIGN) == 0 && data.len().is_multiple_of(ALIGN)
@@ -498,15 +481,16 @@ mod direct {
         // The first write tells whether this file system takes our alignment at all; a later
         // refusal (a short write left the rest unaligned) gives up on this entry only.
         let (first, rest) = if aligned(data) {
-            let mut h = Aligned::zeroed(hl);
-            h.bytes_mut().copy_from_slice(header);
-            match write_all_at(&f, h.bytes_mut(), 0) {
+            let mut h = BlockBuf::zeroed(hl);
+            h.as_mut_slice().copy_from_slice(header);
+            match write_all_at(&f, h.as_mut_slice(), 0) {
                 Ok(()) => (Ok(()), write_all_at(&f, data, hl as u64)),
                 Err(e) => (Err(e), Ok(())),
             }
         } else {
-            let mut all = Aligned::zeroed(hl + data.len().div_ceil(ALIGN) * ALIGN);
-            let b = all.bytes_mut();
+            // Page-aligned like every `BlockBuf` (`buf::PAGE` is `ALIGN`).
+            let mut all = BlockBuf::zeroed(hl + data.len().div_ceil(ALIGN) * ALIGN);
+            let b = all.as_mut_slice();
             b[..hl].copy_from_slice(header);
             b[hl..hl + data.len()].copy_from_slice(data);
             match write_all_at(&f, b, 0) {
