@@ -12,6 +12,7 @@ pub mod config;
 pub mod conn_limits;
 pub mod describe;
 pub mod doors;
+pub mod envelope;
 pub mod error;
 pub mod headers;
 pub mod ldap;

@@ -10,13 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use axum::Router;
-use axum::http::{HeaderName, Request};
 use axum_server::tls_rustls::RustlsConfig;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::auth::{PasswordGate, Throttle, generate_password, hash_password};
 use crate::backends::{open_meta, open_store};
@@ -24,8 +19,6 @@ use crate::cache::{BlockCache, CacheConfig};
 use crate::config::ServeArgs;
 use crate::meta::Meta;
 use crate::state::{AppState, Settings};
-
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Opens everything the gateway needs and returns the shared state.
 pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
@@ -92,7 +85,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
 pub fn app(state: AppState) -> Router {
     let tls = state.settings.tls;
     let router = crate::api::router(state, crate::doors::dav::router());
-    layered(router.layer(axum::middleware::from_fn(crate::metrics::track)), tls)
+    layered(router.layer(crate::metrics::Track::ROUTES), tls)
 }
 
 /// The S3 door with the same layers: what `--s3-listen` serves.
@@ -130,77 +123,17 @@ async fn serve(listener: std::net::TcpListener, router: Router, how: &Listening)
     }
 }
 
-/// The layers every listener's router gets (the REST API's and the S3 door's); `tls`: the
-/// listener serves HTTPS. They wrap the router as one service, not each route (`Router::layer`
-/// would box every layer around every route, and each request would clone that boxed stack: a
-/// profile of hot 4 KiB reads showed about 8 % of the gateway's CPU in those clones and drops).
+/// What every listener's router gets (the REST API's and the S3 door's); `tls`: the listener
+/// serves HTTPS. The envelope (request ids, tracing span, panics, browser headers, ...) and,
+/// inside it, a sender that stops sending (slow-loris, dead client) freeing its request after
+/// 60 s. They wrap the router as one service, not each route (`Router::layer` would box them
+/// around every route, and each request would clone that boxed stack).
 fn layered(router: Router, tls: bool) -> Router {
-    let stack = tower::ServiceBuilder::new()
-        // Outermost, so that every answer (the panic layer's too) gets its finishing touches.
-        .layer(axum::middleware::from_fn_with_state(tls, finish))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, RequestIds::new()))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path())
-        }))
-        .layer(CatchPanicLayer::custom(|_| {
-            // A bug must not take the connection down silently or leak a backtrace.
-            axum::response::IntoResponse::into_response(crate::error::ApiError::internal(anyhow::anyhow!(
-                "handler panicked"
-            )))
-        }))
-        // A sender that stops sending (slow-loris, dead client) frees its request after this.
+    let inner = tower::ServiceBuilder::new()
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
+        .map_response(|r: axum::http::Response<_>| r.map(axum::body::Body::new))
         .service(router);
-    Router::new().fallback_service(stack)
-}
-
-/// Request ids: this process's random 64-bit prefix and a counter (`3f2a9c0d1e4b5a67-1b`).
-/// Unique across gateways and restarts like a UUID, without asking the kernel for randomness
-/// on every request (a profile of hot 4 KiB reads showed that cost).
-#[derive(Clone)]
-struct RequestIds {
-    prefix: u64,
-    next: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl RequestIds {
-    fn new() -> Self {
-        Self { prefix: uuid::Uuid::new_v4().as_u64_pair().0, next: Default::default() }
-    }
-}
-
-impl MakeRequestId for RequestIds {
-    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        axum::http::HeaderValue::from_str(&format!("{:016x}-{n:x}", self.prefix)).ok().map(RequestId::new)
-    }
-}
-
-/// What every answer gets on its way out, in one layer (each layer costs a service clone and a
-/// boxed future per request): the browser headers (`browser::apply`), a count for the
-/// console's charts, and `Connection: close` after a refused upload: one refused before its
-/// body was read (quota, bad name, stale If-Match, ...) leaves unread bytes on an HTTP/1
-/// connection, and closing it keeps the client's next request on that connection from being
-/// read as garbage.
-async fn finish(
-    axum::extract::State(tls): axum::extract::State<bool>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::http::{HeaderValue, Method, Version, header};
-    let has_body = matches!(*req.method(), Method::PUT | Method::POST | Method::PATCH);
-    let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
-    let mut resp = next.run(req).await;
-    let status = resp.status();
-    crate::metrics::history::count(status.as_u16());
-    if has_body && http1 && (status.is_client_error() || status.is_server_error()) {
-        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    crate::browser::apply(resp.headers_mut(), tls);
-    resp
+    Router::new().fallback_service(crate::envelope::Envelope::new(inner, tls))
 }
 
 /// Creates the first administrator on an empty database.
@@ -509,22 +442,4 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     f.write_all(data)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_ids_are_distinct_and_share_the_process_prefix() {
-        let mut ids = RequestIds::new();
-        let req = Request::new(());
-        let a = ids.make_request_id(&req).expect("an id");
-        let b = ids.clone().make_request_id(&req).expect("an id");
-        let (a, b) = (a.header_value().to_str().expect("ascii"), b.header_value().to_str().expect("ascii"));
-        assert_ne!(a, b);
-        assert_eq!(a.split('-').next(), b.split('-').next());
-        assert_eq!(a.len(), 18);
-        assert_ne!(RequestIds::new().prefix, ids.prefix);
-    }
 }

@@ -4,11 +4,11 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -45,23 +45,73 @@ pub fn recorder() -> PrometheusHandle {
         .clone()
 }
 
-/// Counts and times a request of the main listener by its route template (`unmatched` for
-/// paths no route matches).
-pub async fn track(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| intern(m.as_str()));
-    timed(route, req, next).await
+/// The layer that counts and times every request: [`Track::ROUTES`] on the main listener's
+/// routes (by route template, `unmatched` for paths no route matches), [`Track::S3`] on the
+/// S3 door. A service of its own rather than `from_fn` middleware, which clones a boxed
+/// service per request.
+#[derive(Clone, Copy)]
+pub struct Track {
+    s3: bool,
 }
 
-/// The S3 door's requests: one route per shape of path-style address (the door has no route
+impl Track {
+    pub const ROUTES: Track = Track { s3: false };
+    pub const S3: Track = Track { s3: true };
+}
+
+impl<S> tower::Layer<S> for Track {
+    type Service = Tracked<S>;
+
+    fn layer(&self, inner: S) -> Tracked<S> {
+        Tracked { inner, s3: self.s3 }
+    }
+}
+
+#[derive(Clone)]
+pub struct Tracked<S> {
+    inner: S,
+    s3: bool,
+}
+
+impl<S> tower::Service<Request> for Tracked<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let route = if self.s3 {
+            s3_route(req.uri().path())
+        } else {
+            req.extensions().get::<MatchedPath>().map_or("unmatched", |m| intern(m.as_str()))
+        };
+        let method = method_label(req.method().as_str());
+        let start = Instant::now();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            record(method, route, resp.status().as_u16(), start);
+            Ok(resp)
+        })
+    }
+}
+
+/// The S3 door's route of a path: one per shape of path-style address (the door has no route
 /// table; bucket names and keys would be unbounded).
-pub async fn track_s3(req: Request, next: Next) -> Response {
-    let path = req.uri().path().trim_start_matches('/');
-    let route = match path.split_once('/') {
+fn s3_route(path: &str) -> &'static str {
+    let path = path.trim_start_matches('/');
+    match path.split_once('/') {
         _ if path.is_empty() => "s3:/",
         None | Some((_, "")) => "s3:/{bucket}",
         Some(_) => "s3:/{bucket}/{*key}",
-    };
-    timed(route, req, next).await
+    }
 }
 
 /// A route template as a `&'static str`: templates are few and fixed (the router's), so each is
@@ -94,11 +144,7 @@ thread_local! {
     static SERIES: RefCell<HashMap<SeriesKey, Series>> = RefCell::new(HashMap::new());
 }
 
-async fn timed(route: &'static str, req: Request, next: Next) -> Response {
-    let method = method_label(req.method().as_str());
-    let start = Instant::now();
-    let resp = next.run(req).await;
-    let status = resp.status().as_u16();
+fn record(method: &'static str, route: &'static str, status: u16, start: Instant) {
     let elapsed = start.elapsed().as_secs_f64();
     SERIES.with_borrow_mut(|series| {
         let (requests, duration) = series.entry((method, (route.as_ptr() as usize, route.len()), status)).or_insert_with(|| {
@@ -111,7 +157,6 @@ async fn timed(route: &'static str, req: Request, next: Next) -> Response {
         requests.increment(1);
         duration.record(elapsed);
     });
-    resp
 }
 
 /// A method as a label: those of HTTP and WebDAV; anything else a client makes up is `other`,

@@ -51,7 +51,7 @@ pub fn service(state: AppState) -> S3Service {
 /// The door as an axum router, so it shares the main listener's layers (request ids,
 /// tracing, panics, body timeouts) and its TLS.
 pub fn router(state: AppState) -> Router {
-    Router::new().fallback(handle).with_state(service(state)).layer(axum::middleware::from_fn(crate::metrics::track_s3))
+    Router::new().fallback(handle).with_state(service(state)).layer(crate::metrics::Track::S3)
 }
 
 async fn handle(State(svc): State<S3Service>, req: Request) -> Response {

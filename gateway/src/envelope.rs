@@ -1,0 +1,255 @@
+//! What every request and answer of a listener gets, in one service: a request id (kept from
+//! the client's `X-Request-Id`, else made here) echoed in the answer, the request's tracing
+//! span, `Authorization` and `Cookie` marked sensitive, a panic turned into a 500, a log line
+//! for every 5xx, the browser headers (`browser::apply`), a count for the console's charts and
+//! `Connection: close` after a refused upload.
+//!
+//! One service instead of a stack of tower-http layers and `from_fn` middleware: each of
+//! those cost a service clone, a boxed future and a response-body wrapper per request, and
+//! together about a third of the CPU of a hot 4 KiB read (docs/BENCHMARKS.md, 2026-11-27 15:00).
+
+use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Version, header};
+use axum::response::IntoResponse;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tracing::Instrument;
+
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Request ids: this process's random 64-bit prefix and a counter (`3f2a9c0d1e4b5a67-1b`).
+/// Unique across gateways and restarts like a UUID, without asking the kernel for randomness
+/// on every request (a profile of hot 4 KiB reads showed that cost).
+#[derive(Clone)]
+struct RequestIds {
+    prefix: u64,
+    next: Arc<AtomicU64>,
+}
+
+impl RequestIds {
+    fn new() -> Self {
+        Self { prefix: uuid::Uuid::new_v4().as_u64_pair().0, next: Default::default() }
+    }
+
+    fn make(&self) -> HeaderValue {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        // Hex digits and a dash only: always a valid header value.
+        HeaderValue::from_str(&format!("{:016x}-{n:x}", self.prefix)).unwrap_or_else(|_| HeaderValue::from_static("-"))
+    }
+}
+
+/// The envelope around a listener's router; `tls`: the listener serves HTTPS.
+#[derive(Clone)]
+pub struct Envelope<S> {
+    inner: S,
+    ids: RequestIds,
+    tls: bool,
+}
+
+impl<S> Envelope<S> {
+    pub fn new(inner: S, tls: bool) -> Self {
+        Envelope { inner, ids: RequestIds::new(), tls }
+    }
+}
+
+impl<S> tower::Service<Request<Body>> for Envelope<S>
+where
+    S: tower::Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
+        let id = match req.headers().get(REQUEST_ID) {
+            Some(v) => v.clone(),
+            None => {
+                let v = self.ids.make();
+                req.headers_mut().insert(REQUEST_ID, v.clone());
+                v
+            }
+        };
+        mark_sensitive(req.headers_mut());
+        let span = tracing::info_span!(
+            "request",
+            request_id = %id.to_str().unwrap_or("-"),
+            method = %req.method(),
+            path = %req.uri().path()
+        );
+        let has_body = matches!(*req.method(), Method::PUT | Method::POST | Method::PATCH);
+        let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
+        let tls = self.tls;
+        let start = Instant::now();
+        // The service that was polled ready serves this request; a clone takes its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let handled = async move {
+            tracing::debug!("started processing request");
+            // A panic in routing (`call`) or in the handler must not take the connection down
+            // silently or leak a backtrace.
+            match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(req))) {
+                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await.map(|r| match r {
+                    Ok(resp) => resp,
+                    Err(never) => match never {},
+                }),
+                Err(p) => Err(p),
+            }
+        }
+        .instrument(span.clone());
+        Box::pin(async move {
+            let mut resp = handled.await.unwrap_or_else(|_| {
+                crate::error::ApiError::internal(anyhow::anyhow!("handler panicked")).into_response()
+            });
+            let status = resp.status();
+            let ms = start.elapsed().as_millis() as u64;
+            if status.is_server_error() {
+                span.in_scope(|| tracing::error!(status = status.as_u16(), latency_ms = ms, "response failed"));
+            } else {
+                span.in_scope(|| {
+                    tracing::debug!(status = status.as_u16(), latency_ms = ms, "finished processing request")
+                });
+            }
+            crate::metrics::history::count(status.as_u16());
+            let headers = resp.headers_mut();
+            // A refused upload (quota, bad name, stale If-Match, ...) may leave unread bytes on an
+            // HTTP/1 connection: closing it keeps the client's next request from being read as
+            // garbage.
+            if has_body && http1 && (status.is_client_error() || status.is_server_error()) {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            crate::browser::apply(headers, tls);
+            if !headers.contains_key(REQUEST_ID) {
+                headers.insert(REQUEST_ID, id);
+            }
+            Ok(resp)
+        })
+    }
+}
+
+/// Credentials never show in a debug print of the request (logs, traces).
+fn mark_sensitive(headers: &mut HeaderMap) {
+    for name in [header::AUTHORIZATION, header::COOKIE] {
+        if let header::Entry::Occupied(mut e) = headers.entry(name) {
+            for v in e.iter_mut() {
+                v.set_sensitive(true);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tower::{Service, ServiceExt};
+
+    #[test]
+    fn request_ids_are_distinct_and_share_the_process_prefix() {
+        let ids = RequestIds::new();
+        let (a, b) = (ids.make(), ids.clone().make());
+        let (a, b) = (a.to_str().expect("ascii"), b.to_str().expect("ascii"));
+        assert_ne!(a, b);
+        assert_eq!(a.split('-').next(), b.split('-').next());
+        assert_eq!(a.len(), 18);
+        assert_ne!(RequestIds::new().prefix, ids.prefix);
+    }
+
+    fn app() -> Envelope<axum::Router> {
+        let router = axum::Router::new()
+            .route("/ok", get(|| async { "ok" }))
+            .route("/boom", get(boom))
+            .route("/fail", get(|| async { (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down") }))
+            .route("/refuse", axum::routing::put(|| async { axum::http::StatusCode::FORBIDDEN }))
+            .route(
+                "/seen",
+                get(|h: HeaderMap| async move {
+                    let auth = h.get(header::AUTHORIZATION).map(|v| v.is_sensitive());
+                    let id = h.get(REQUEST_ID).is_some();
+                    format!("{auth:?} {id}")
+                }),
+            );
+        Envelope::new(router, false)
+    }
+
+    async fn boom() -> &'static str {
+        panic!("boom")
+    }
+
+    async fn send(req: Request<Body>) -> Response<Body> {
+        app().oneshot(req).await.expect("infallible")
+    }
+
+    async fn text(resp: Response<Body>) -> String {
+        String::from_utf8(axum::body::to_bytes(resp.into_body(), 1 << 20).await.expect("body").to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test]
+    async fn answers_carry_a_request_id_the_browser_headers_and_keep_a_given_id() {
+        let resp = send(Request::get("/ok").body(Body::empty()).expect("request")).await;
+        assert_eq!(resp.status(), 200);
+        let id = resp.headers().get(REQUEST_ID).expect("an id").to_str().expect("ascii").to_string();
+        assert!(id.len() > 17 && id.contains('-'), "{id}");
+        assert_eq!(resp.headers().get(header::X_CONTENT_TYPE_OPTIONS).expect("nosniff"), "nosniff");
+        let other = send(Request::get("/ok").body(Body::empty()).expect("request")).await;
+        assert_ne!(
+            other.headers().get(REQUEST_ID).expect("an id").to_str().expect("ascii"),
+            id,
+            "ids differ per request"
+        );
+
+        let given = send(Request::get("/ok").header(REQUEST_ID, "abc-1").body(Body::empty()).expect("request")).await;
+        assert_eq!(given.headers().get(REQUEST_ID).expect("an id"), "abc-1");
+    }
+
+    #[tokio::test]
+    async fn the_handler_sees_the_id_and_credentials_marked_sensitive() {
+        let req = Request::get("/seen").header(header::AUTHORIZATION, "Bearer x").body(Body::empty()).expect("request");
+        assert_eq!(text(send(req).await).await, "Some(true) true");
+    }
+
+    #[tokio::test]
+    async fn a_panic_becomes_a_json_500_and_the_service_keeps_serving() {
+        let mut svc = app();
+        let resp = svc
+            .ready()
+            .await
+            .expect("ready")
+            .call(Request::get("/boom").body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        assert_eq!(resp.status(), 500);
+        assert!(resp.headers().get(REQUEST_ID).is_some());
+        let body = text(resp).await;
+        assert!(body.contains("\"code\"") && !body.contains("boom"), "{body}");
+        let again = svc
+            .ready()
+            .await
+            .expect("ready")
+            .call(Request::get("/ok").body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        assert_eq!(again.status(), 200);
+    }
+
+    #[tokio::test]
+    async fn a_refused_upload_closes_the_connection_a_refused_read_does_not() {
+        let put = send(Request::put("/refuse").body(Body::from("data")).expect("request")).await;
+        assert_eq!(put.status(), 403);
+        assert_eq!(put.headers().get(header::CONNECTION).expect("Connection"), "close");
+        let get = send(Request::get("/fail").body(Body::empty()).expect("request")).await;
+        assert_eq!(get.status(), 503);
+        assert!(get.headers().get(header::CONNECTION).is_none());
+    }
+}
