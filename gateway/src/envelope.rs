@@ -133,8 +133,38 @@ where
             if !headers.contains_key(REQUEST_ID) {
                 headers.insert(REQUEST_ID, id);
             }
-            Ok(resp)
+            // What is logged while the body streams (a store read failing halfway) still
+            // carries the request's id.
+            Ok(resp.map(|body| Body::new(InSpan { inner: body, span })))
         })
+    }
+}
+
+/// A response body whose frames are produced inside the request's span.
+struct InSpan {
+    inner: Body,
+    span: tracing::Span,
+}
+
+impl http_body::Body for InSpan {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        std::pin::Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -170,6 +200,7 @@ mod tests {
         let router = axum::Router::new()
             .route("/ok", get(|| async { "ok" }))
             .route("/boom", get(boom))
+            .route("/streamed", get(streamed))
             .route("/fail", get(|| async { (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down") }))
             .route("/refuse", axum::routing::put(|| async { axum::http::StatusCode::FORBIDDEN }))
             .route(
@@ -181,6 +212,47 @@ mod tests {
                 }),
             );
         Envelope::new(router, false)
+    }
+
+    /// A body whose one frame logs a warning when it is produced (a store read failing
+    /// halfway through a download).
+    async fn streamed() -> Body {
+        let frame = futures::stream::once(async {
+            tracing::warn!("mid-stream trouble");
+            Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"data"))
+        });
+        Body::from_stream(frame)
+    }
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn what_is_logged_in_a_request_and_its_body_carries_its_id() {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let req = Request::get("/streamed").header(REQUEST_ID, "id-streamed").body(Body::empty()).expect("request");
+        assert_eq!(text(send(req).await).await, "data");
+        let req = Request::get("/fail").header(REQUEST_ID, "id-failed").body(Body::empty()).expect("request");
+        assert_eq!(send(req).await.status(), 503);
+        let log = String::from_utf8(out.0.lock().expect("log").clone()).expect("utf-8");
+        let line = |needle: &str| log.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+        let streamed = line("mid-stream trouble");
+        assert!(streamed.contains("request_id=id-streamed") && streamed.contains("path=/streamed"), "{log}");
+        let failed = line("response failed");
+        assert!(failed.contains("request_id=id-failed") && failed.contains("status=503"), "{log}");
     }
 
     async fn boom() -> &'static str {
