@@ -263,6 +263,12 @@ mod tests {
         app().oneshot(req).await.expect("infallible")
     }
 
+    /// A GET through one service that stays in use between requests.
+    async fn call(svc: &mut Envelope<axum::Router>, path: &str) -> Response<Body> {
+        let req = Request::get(path).body(Body::empty()).expect("request");
+        svc.ready().await.expect("ready").call(req).await.expect("infallible")
+    }
+
     async fn text(resp: Response<Body>) -> String {
         String::from_utf8(axum::body::to_bytes(resp.into_body(), 1 << 20).await.expect("body").to_vec()).expect("utf-8")
     }
@@ -294,24 +300,12 @@ mod tests {
     #[tokio::test]
     async fn a_panic_becomes_a_json_500_and_the_service_keeps_serving() {
         let mut svc = app();
-        let resp = svc
-            .ready()
-            .await
-            .expect("ready")
-            .call(Request::get("/boom").body(Body::empty()).expect("request"))
-            .await
-            .expect("infallible");
+        let resp = call(&mut svc, "/boom").await;
         assert_eq!(resp.status(), 500);
         assert!(resp.headers().get(REQUEST_ID).is_some());
         let body = text(resp).await;
         assert!(body.contains("\"code\"") && !body.contains("boom"), "{body}");
-        let again = svc
-            .ready()
-            .await
-            .expect("ready")
-            .call(Request::get("/ok").body(Body::empty()).expect("request"))
-            .await
-            .expect("infallible");
+        let again = call(&mut svc, "/ok").await;
         assert_eq!(again.status(), 200);
     }
 
