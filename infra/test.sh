@@ -120,6 +120,9 @@ if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/nimbus/target}
+# A suite run builds each clone once: incremental state would only pile up in the shared
+# target dir, one set per checkout path (33 GB of it once filled this machine's disk).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 
 # First, in both tiers: they take seconds and need nothing built.

@@ -78,13 +78,13 @@ const ATTR: &AsciiSet = &NON_ALPHANUMERIC
 /// `Content-Disposition: attachment` naming the file (RFC 6266): an ASCII `filename` for old
 /// clients and the exact UTF-8 name in `filename*`.
 pub fn attachment(name: &str) -> HeaderValue {
-    let ascii: String = name
-        .chars()
-        .map(|c| if (c.is_ascii_graphic() && c != '"' && c != '\\') || c == ' ' { c } else { '_' })
-        .collect();
-    let exact = utf8_percent_encode(name, ATTR);
-    HeaderValue::from_str(&format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{exact}"))
-        .unwrap_or_else(|_| HeaderValue::from_static("attachment"))
+    // Written into one buffer that becomes the value: every download sends this header.
+    let mut v = String::with_capacity(48 + 4 * name.len());
+    v.push_str("attachment; filename=\"");
+    v.extend(name.chars().map(|c| if (c.is_ascii_graphic() && c != '"' && c != '\\') || c == ' ' { c } else { '_' }));
+    v.push_str("\"; filename*=UTF-8''");
+    v.extend(utf8_percent_encode(name, ATTR));
+    HeaderValue::try_from(v).unwrap_or_else(|_| HeaderValue::from_static("attachment"))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! router in the cross-cutting layers (request ids, tracing, panics, metrics, limits), bind,
 //! and serve plain HTTP or TLS until shutdown.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,13 +11,15 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use axum::Router;
+use axum::extract::{ConnectInfo, Request};
 use axum_server::tls_rustls::RustlsConfig;
-use tower_http::timeout::RequestBodyTimeoutLayer;
+use tower_http::timeout::RequestBodyTimeout;
 
 use crate::auth::{PasswordGate, Throttle, generate_password, hash_password};
 use crate::backends::{open_meta, open_store};
 use crate::cache::{BlockCache, CacheConfig};
 use crate::config::ServeArgs;
+use crate::envelope::Envelope;
 use crate::meta::Meta;
 use crate::state::{AppState, Settings};
 
@@ -82,16 +85,21 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
 
 /// The REST API and the WebDAV door with every cross-cutting layer: what the main listener
 /// serves, and what tests drive in-process with `oneshot`.
-pub fn app(state: AppState) -> Router {
+pub fn app(state: AppState) -> Api {
     let tls = state.settings.tls;
-    let router = crate::api::router(state, crate::doors::dav::router());
-    layered(router.layer(crate::metrics::Track::ROUTES), tls)
+    let router = crate::api::router(state.clone(), crate::doors::dav::router()).layer(crate::metrics::Track::ROUTES);
+    Envelope::new(crate::api::Shortcut::new(state, timed(router)), tls)
 }
 
+/// What the main listener serves: [`app`].
+pub type Api = Envelope<crate::api::Shortcut<RequestBodyTimeout<Router>>>;
+/// What `--s3-listen` serves: [`s3_app`].
+pub type S3Api = Envelope<RequestBodyTimeout<Router>>;
+
 /// The S3 door with the same layers: what `--s3-listen` serves.
-pub fn s3_app(state: AppState) -> Router {
+pub fn s3_app(state: AppState) -> S3Api {
     let tls = state.settings.tls;
-    layered(crate::doors::s3::router(state), tls)
+    Envelope::new(timed(crate::doors::s3::router(state)), tls)
 }
 
 /// How every listener serves: TLS or plain, the connection limits, the shared shutdown.
@@ -102,11 +110,17 @@ struct Listening {
     handle: axum_server::Handle<SocketAddr>,
 }
 
-/// Serves `router` on `listener` until the shared shutdown: the one place a listener is set
+/// Serves `service` on `listener` until the shared shutdown: the one place a listener is set
 /// up, so the API and the S3 door get the same TLS, limits and HTTP tuning.
-async fn serve(listener: std::net::TcpListener, router: Router, how: &Listening) -> std::io::Result<()> {
+async fn serve<S>(listener: std::net::TcpListener, service: S, how: &Listening) -> std::io::Result<()>
+where
+    S: tower::Service<Request, Response = axum::response::Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     listener.set_nonblocking(true)?;
-    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    let service = tower::service_fn(move |peer: SocketAddr| {
+        std::future::ready(Ok::<_, Infallible>(Connection { inner: service.clone(), peer }))
+    });
     let limits = how.limits.clone();
     match how.tls.clone() {
         Some(cfg) => {
@@ -123,17 +137,41 @@ async fn serve(listener: std::net::TcpListener, router: Router, how: &Listening)
     }
 }
 
-/// What every listener's router gets (the REST API's and the S3 door's); `tls`: the listener
-/// serves HTTPS. The envelope (request ids, tracing span, panics, browser headers, ...) and,
-/// inside it, a sender that stops sending (slow-loris, dead client) freeing its request after
-/// 60 s. They wrap the router as one service, not each route (`Router::layer` would box them
-/// around every route, and each request would clone that boxed stack).
-fn layered(router: Router, tls: bool) -> Router {
-    let inner = tower::ServiceBuilder::new()
-        .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(60)))
-        .map_response(|r: axum::http::Response<_>| r.map(axum::body::Body::new))
-        .service(router);
-    Router::new().fallback_service(crate::envelope::Envelope::new(inner, tls))
+/// A router whose request bodies must keep arriving: a sender that stops sending
+/// (slow-loris, dead client) frees its request after 60 s.
+fn timed(router: Router) -> RequestBodyTimeout<Router> {
+    RequestBodyTimeout::new(router, Duration::from_secs(60))
+}
+
+/// A listener's service on one connection: requests get the peer's address (`ConnectInfo`,
+/// as `Router::into_make_service_with_connect_info` gives) and axum's body type. The envelope
+/// is served as it is, not as the fallback of a router around it (one more route lookup,
+/// boxed service clone and response future per request).
+#[derive(Clone)]
+struct Connection<S> {
+    inner: S,
+    peer: SocketAddr,
+}
+
+impl<S, B> tower::Service<axum::http::Request<B>> for Connection<S>
+where
+    S: tower::Service<Request>,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: axum::http::Request<B>) -> S::Future {
+        let mut req = req.map(axum::body::Body::new);
+        req.extensions_mut().insert(ConnectInfo(self.peer));
+        self.inner.call(req)
+    }
 }
 
 /// Creates the first administrator on an empty database.

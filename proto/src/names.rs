@@ -98,6 +98,19 @@ fn printable(name: &str) -> String {
 fn is_reserved(name: &str) -> bool {
     // Windows ignores everything from the first dot, and trailing spaces before it.
     let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ');
+    // Uppercasing never yields fewer characters, so a stem of more than seven (`CONOUT$`) is
+    // none of these; an ASCII one is compared without building its uppercase (every request's
+    // path passes through here).
+    if stem.chars().nth(7).is_some() {
+        return false;
+    }
+    if stem.is_ascii() {
+        let b = stem.as_bytes();
+        return ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"].iter().any(|r| stem.eq_ignore_ascii_case(r))
+            || (b.len() == 4
+                && (b[..3].eq_ignore_ascii_case(b"COM") || b[..3].eq_ignore_ascii_case(b"LPT"))
+                && b[3].is_ascii_digit());
+    }
     let upper = stem.to_uppercase();
     match upper.as_str() {
         "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$" => true,
@@ -322,6 +335,69 @@ mod tests {
         ] {
             assert!(validate_name(n).is_err(), "{n:?} should be rejected");
         }
+    }
+
+    /// The rule stated plainly (uppercase the stem, then compare), which the allocation-free
+    /// check must agree with.
+    fn is_reserved_reference(name: &str) -> bool {
+        let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ').to_uppercase();
+        let numbered = ["COM", "LPT"].iter().any(|p| {
+            stem.strip_prefix(p).is_some_and(|d| {
+                let mut c = d.chars();
+                matches!((c.next(), c.next()), (Some(x), None) if x.is_ascii_digit() || "¹²³".contains(x))
+            })
+        });
+        numbered || ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"].contains(&stem.as_str())
+    }
+
+    #[test]
+    fn reserved_names_agree_with_the_reference_check() {
+        let stems = [
+            "con",
+            "CON",
+            "cOn",
+            "prn",
+            "Aux",
+            "nul",
+            "conin$",
+            "CONOUT$",
+            "conout$x",
+            "conout",
+            "com",
+            "COM1",
+            "com0",
+            "lpt9",
+            "lpt",
+            "lpt10",
+            "comx",
+            "com¹",
+            "COM²",
+            "lpt³",
+            "com⁴",
+            "ßcon",
+            "con ",
+            "aux  ",
+            " con",
+            "c",
+            "",
+            "f00001",
+            "report",
+            "ǅon",
+            "ıon",
+            "cᴏn",
+            "ﬀ",
+            "lptﬀ",
+            "coms",
+            "nul\u{301}",
+        ];
+        for stem in stems {
+            for suffix in ["", ".txt", " ", " .a", "..b", ".tar.gz"] {
+                let name = format!("{stem}{suffix}");
+                assert_eq!(is_reserved(&name), is_reserved_reference(&name), "{name:?}");
+            }
+        }
+        assert!(is_reserved("Com7.txt") && is_reserved("CONOUT$") && is_reserved("LPT¹"));
+        assert!(!is_reserved("console") && !is_reserved("com10") && !is_reserved("nulls.txt"));
     }
 
     #[test]

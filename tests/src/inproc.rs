@@ -20,7 +20,7 @@ use crate::http::{Resp, encode_path, files_url};
 
 /// One gateway state and its router; dropped with its directory.
 pub struct InProcess {
-    app: axum::Router,
+    app: nimbus_gateway::server::Api,
     state: AppState,
     _dir: tempfile::TempDir,
 }
@@ -69,7 +69,7 @@ impl InProcess {
 /// Requests to the in-process router as one user (or as nobody: [`InProcess::anonymous`]).
 #[derive(Clone)]
 pub struct Client {
-    app: axum::Router,
+    app: nimbus_gateway::server::Api,
     token: Option<String>,
     /// The user's id (0 for the anonymous client).
     pub id: i64,

@@ -97,6 +97,79 @@ async fn invalid_names() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// File reads (`GET`/`HEAD /api/v1/files/...`) are served ahead of the router
+/// (`api/shortcut.rs`): every answer, good or refused, is the one the router gives, status,
+/// headers and body (the request id aside).
+#[tokio::test]
+async fn file_reads_ahead_of_the_router_answer_as_the_router() -> anyhow::Result<()> {
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let gw = InProcess::start().await?;
+    let alice = gw.user("alice").await?;
+    let v = alice.put_file("/d/r.txt", "hello, shortcut").await?.entry(201)?.version.context("version")?;
+    let token = format!("Bearer {}", alice.token().context("token")?);
+    let state = gw.state().clone();
+    let routed = nimbus_gateway::api::router(state.clone(), nimbus_gateway::doors::dav::router())
+        .layer(nimbus_gateway::metrics::Track::ROUTES);
+    let routed = nimbus_gateway::envelope::Envelope::new(routed, false);
+    let app = nimbus_gateway::server::app(state);
+    let etag = format!("\"{v}\"");
+    let version = format!("/api/v1/files/d/r.txt?version={v}");
+    // Method, target, headers.
+    type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        ("GET", "/api/v1/files/d/r.txt", vec![]),
+        ("HEAD", "/api/v1/files/d/r.txt", vec![]),
+        ("GET", "/api/v1/files/D/R.TXT", vec![]),
+        ("GET", "/api/v1/files/d/r.txt", vec![("range", "bytes=2-5")]),
+        ("GET", "/api/v1/files/d/r.txt", vec![("range", "bytes=99-")]),
+        ("HEAD", "/api/v1/files/d/r.txt", vec![("range", "bytes=0-0")]),
+        ("GET", "/api/v1/files/d/r.txt", vec![("if-none-match", &etag)]),
+        ("GET", "/api/v1/files/d/r.txt", vec![("if-match", "\"1234567\"")]),
+        ("GET", "/api/v1/files/d/r.txt", vec![("x-nimbus-cache", "bypass")]),
+        ("GET", "/api/v1/files/d/r.txt", vec![("x-nimbus-cache", "sideways")]),
+        ("GET", &version, vec![]),
+        ("GET", "/api/v1/files/d/r.txt?version=abc", vec![]),
+        ("GET", "/api/v1/files/d/r.txt?version=999999", vec![]),
+        ("GET", "/api/v1/files/d/missing.txt", vec![]),
+        ("HEAD", "/api/v1/files/d/missing.txt", vec![]),
+        ("GET", "/api/v1/files/d", vec![]),
+        ("GET", "/api/v1/files//d/r.txt", vec![]),
+        ("GET", "/api/v1/files/d/%2e%2e/d/r.txt", vec![]),
+        ("GET", "/api/v1/files/d/a%00b", vec![]),
+        ("GET", "/api/v1/files/Shared%20with%20me/x", vec![]),
+        ("GET", "/api/v1/files/", vec![]),
+    ];
+    for (method, target, headers) in &cases {
+        for auth in [Some(token.as_str()), None, Some("Bearer not-a-token")] {
+            let request = || -> anyhow::Result<axum::http::Request<Body>> {
+                let mut r = axum::http::Request::builder().method(*method).uri(*target);
+                if let Some(a) = auth {
+                    r = r.header("authorization", a);
+                }
+                for (k, v) in headers {
+                    r = r.header(*k, *v);
+                }
+                Ok(r.body(Body::empty())?)
+            };
+            let what = format!("{method} {target} {headers:?} signed in: {}", auth == Some(token.as_str()));
+            let (a, b) = (app.clone().oneshot(request()?).await?, routed.clone().oneshot(request()?).await?);
+            ensure!(a.status() == b.status(), "{what}: {} ahead of the router, {} through it", a.status(), b.status());
+            let strip = |h: &axum::http::HeaderMap| {
+                let mut h = h.clone();
+                h.remove("x-request-id");
+                h
+            };
+            ensure!(strip(a.headers()) == strip(b.headers()), "{what}: {:?} against {:?}", a.headers(), b.headers());
+            let (a, b) = (a.into_body().collect().await?.to_bytes(), b.into_body().collect().await?.to_bytes());
+            ensure!(a == b, "{what}: {a:?} against {b:?}");
+        }
+    }
+    Ok(())
+}
+
 /// Every admin endpoint refuses a user (403 `forbidden`) and the anonymous (401
 /// `unauthorized`) with the error body, and nothing changes: no account made, no role, password
 /// or device of the administrator touched.

@@ -325,8 +325,8 @@ pub async fn get_manifest(
         modified: rfc3339(m.version.created_at),
         blocks: m
             .blocks
-            .into_iter()
-            .map(|b| nimbus_proto::wire::BlockRef { hash: b.hash, size: b.size.max(0) as u64 })
+            .iter()
+            .map(|b| nimbus_proto::wire::BlockRef { hash: b.hash.clone(), size: b.size.max(0) as u64 })
             .collect(),
     }))
 }

@@ -60,17 +60,48 @@ pub async fn get_file(
     headers: HeaderMap,
     Query(q): Query<VersionQuery>,
 ) -> ApiResult<Response> {
-    let asked = space_path(&uri, FILES)?;
-    let mode = cache_mode(&headers, &user)?;
-    let place = locate(&st, &user, &asked).await?;
+    read(&st, &user, &method, &uri, &headers, q).await
+}
+
+/// A file read (`GET`/`HEAD` of [`FILES`]) served ahead of the router (`shortcut.rs`): the
+/// same extractors as [`get_file`]'s, in the same order, then the same code.
+pub(crate) async fn get_file_direct(st: AppState, req: axum::extract::Request) -> Response {
+    use axum::extract::FromRequestParts;
+    let (mut parts, _) = req.into_parts();
+    let user = match AuthUser::from_request_parts(&mut parts, &st).await {
+        Ok(user) => user,
+        Err(e) => return e.into_response(),
+    };
+    // No query string is what almost every read has: nothing to parse.
+    let q = match parts.uri.query() {
+        None => VersionQuery { version: None },
+        Some(_) => match Query::<VersionQuery>::from_request_parts(&mut parts, &st).await {
+            Ok(Query(q)) => q,
+            Err(e) => return e.into_response(),
+        },
+    };
+    read(&st, &user, &parts.method, &parts.uri, &parts.headers, q).await.into_response()
+}
+
+async fn read(
+    st: &AppState,
+    user: &AuthUser,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    q: VersionQuery,
+) -> ApiResult<Response> {
+    let asked = space_path(uri, FILES)?;
+    let mode = cache_mode(headers, user)?;
+    let place = locate(st, user, &asked).await?;
     let (space, path) = place.target(Want::Read)?;
     let m = st.meta.manifest(space, &path, q.version).await.map_err(|e| place.scrub(e))?;
     let name = path.name().unwrap_or("file").to_string();
-    let plan = Download::plan(m.version, m.blocks, &name, &headers)?;
+    let plan = Download::plan(&m.version, m.blocks.clone(), &name, headers)?;
     if method == Method::GET {
-        place.audit_access(&st.meta, &actor(&user), "read", &asked).await?;
+        place.audit_access(&st.meta, &actor(user), "read", &asked).await?;
     }
-    plan.respond(&st, space, &method, mode).await
+    plan.respond(st, space, method, mode).await
 }
 
 /// A file download decided from the request's headers, before any content is read: the REST
@@ -78,7 +109,7 @@ pub async fn get_file(
 pub(crate) struct Download {
     status: StatusCode,
     headers: HeaderMap,
-    blocks: Vec<crate::meta::BlockEntry>,
+    blocks: std::sync::Arc<[crate::meta::BlockEntry]>,
     /// The bytes to send, inclusive; None: no body (304, or an empty file).
     range: Option<(u64, u64)>,
 }
@@ -87,8 +118,8 @@ impl Download {
     /// Evaluates the conditionals and the range of a GET or HEAD of `version` (made of
     /// `blocks`), a file named `name`.
     pub(crate) fn plan(
-        version: crate::meta::VersionRow,
-        blocks: Vec<crate::meta::BlockEntry>,
+        version: &crate::meta::VersionRow,
+        blocks: std::sync::Arc<[crate::meta::BlockEntry]>,
         name: &str,
         headers: &HeaderMap,
     ) -> ApiResult<Download> {
@@ -107,7 +138,8 @@ impl Download {
                 version.id
             )));
         }
-        let mut resp_headers = HeaderMap::new();
+        // Room for these and the envelope's (request id, browser headers) without regrowing.
+        let mut resp_headers = HeaderMap::with_capacity(16);
         resp_headers.typed_insert(etag.clone());
         resp_headers.typed_insert(lm);
         resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
@@ -174,16 +206,18 @@ impl Download {
         mode: crate::cache::CacheMode,
     ) -> ApiResult<Response> {
         let Download { status, headers, blocks, range } = self;
-        match range {
-            Some(r) if *method != Method::HEAD => {
-                if let Some(body) = space::read_within_block(st, space, &blocks, r, mode).await? {
-                    return Ok((status, headers, body).into_response());
-                }
-                let stream = space::open_range(st, space, blocks, r, mode).await?;
-                Ok((status, headers, Body::from_stream(stream)).into_response())
-            }
-            _ => Ok((status, headers, Body::empty()).into_response()),
-        }
+        let body = match range {
+            Some(r) if *method != Method::HEAD => match space::read_within_block(st, space, &blocks, r, mode).await? {
+                Some(body) => body,
+                None => Body::from_stream(space::open_range(st, space, &blocks, r, mode).await?),
+            },
+            _ => Body::empty(),
+        };
+        // The headers as they are, not merged one by one into an empty map.
+        let mut resp = Response::new(body);
+        *resp.status_mut() = status;
+        *resp.headers_mut() = headers;
+        Ok(resp)
     }
 }
 

@@ -21,6 +21,7 @@ use crate::state::AppState;
 pub use crate::headers::{LOCK_TOKEN_HEADER, lock_tokens};
 pub use crate::timefmt::rfc3339;
 pub use health::{LIVENESS_PATH, READINESS_PATH};
+pub use shortcut::Shortcut;
 
 mod admin;
 mod admin_devices;
@@ -38,6 +39,7 @@ mod oidc;
 pub mod openapi;
 pub mod public_links;
 mod shares;
+mod shortcut;
 mod thumbnails;
 mod totp;
 mod trash;

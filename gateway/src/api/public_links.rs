@@ -473,7 +473,7 @@ async fn send(
         Err(MetaError::NotFound) => return Err(ApiError::not_found()),
         Err(e) => return Err(e.into()),
     };
-    let plan = Download::plan(version, blocks, &node.name, headers)?;
+    let plan = Download::plan(&version, blocks.into(), &node.name, headers)?;
     if plan.starts_download(method) && !st.meta.count_link_download(v.link.link.id).await? {
         return Err(gone());
     }
@@ -625,7 +625,7 @@ async fn write_zip(st: AppState, space: SpaceId, root: NodeRow, out: tokio::io::
                     zip.write_entry_whole(entry, &[]).await?;
                     continue;
                 }
-                let mut content = space::open_range(&st, space, blocks, (0, size - 1), CacheMode::Normal)
+                let mut content = space::open_range(&st, space, &blocks, (0, size - 1), CacheMode::Normal)
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
                 let mut w = zip.write_entry_stream(entry).await?;

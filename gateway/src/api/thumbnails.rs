@@ -108,7 +108,7 @@ pub async fn get_thumbnail(
             metrics::counter!("nimbus_thumbnails_served_kept_total").increment(1);
             kept
         }
-        None => make(&st, space, &key, size, m.blocks).await?,
+        None => make(&st, space, &key, size, &m.blocks).await?,
     };
     let mime = HeaderValue::from_str(&thumb.mime).map_err(ApiError::internal)?;
     out.insert(header::CONTENT_TYPE, mime);
@@ -121,7 +121,7 @@ async fn make(
     space: SpaceId,
     key: &str,
     size: u32,
-    blocks: Vec<BlockEntry>,
+    blocks: &[BlockEntry],
 ) -> ApiResult<crate::meta::StoredThumbnail> {
     // The permit bounds the sources held in memory and the decodes running at once; a request
     // waits for one (within the API's minute) rather than adding to the load.

@@ -99,7 +99,7 @@ impl Warmer {
         for (path, _) in files {
             // A file deleted or replaced meanwhile is simply skipped.
             let Ok(m) = meta.manifest(user, &path, None).await else { continue };
-            let reads = m.blocks.into_iter().map(|b| async move {
+            let reads = m.blocks.iter().cloned().map(|b| async move {
                 let size = b.size.max(0) as usize;
                 cache.read(user.get(), &b.hash, 0..size, size, CacheMode::Normal).await.map(|_| size as u64)
             });

@@ -38,7 +38,8 @@ pub struct Manifest {
     /// The file's canonical path (stored spelling).
     pub path: RemotePath,
     pub version: VersionRow,
-    pub blocks: Vec<BlockEntry>,
+    /// Shared, so that a manifest from the hot cache lends its blocks to a download for free.
+    pub blocks: std::sync::Arc<[BlockEntry]>,
 }
 
 /// What an upload of one block must do, as decided by [`Meta::claim_block`].
@@ -426,7 +427,12 @@ impl Meta {
 
     /// The block list of the file's current version, or of `version` if given (it must be a
     /// version of this very file).
-    pub async fn manifest(&self, space: SpaceId, path: &RemotePath, version: Option<i64>) -> MetaResult<Manifest> {
+    pub async fn manifest(
+        &self,
+        space: SpaceId,
+        path: &RemotePath,
+        version: Option<i64>,
+    ) -> MetaResult<std::sync::Arc<Manifest>> {
         let space = space.get();
         // Stamp first: a change committed while we read makes this entry stale at once.
         let stamp = self.hot.manifest_stamp(space);
@@ -434,7 +440,7 @@ impl Meta {
         if let Some(m) = self.hot.manifest(&key) {
             return Ok(m);
         }
-        let m = self.manifest_uncached(space, path, version).await?;
+        let m = std::sync::Arc::new(self.manifest_uncached(space, path, version).await?);
         self.hot.put_manifest(key, stamp, &m);
         Ok(m)
     }
@@ -460,7 +466,7 @@ impl Meta {
                     .bind(vid)
                     .fetch_all(&mut db)
                     .await?;
-            Ok(Manifest { node, path: canon, version: v, blocks })
+            Ok(Manifest { node, path: canon, version: v, blocks: blocks.into() })
         }
     }
 

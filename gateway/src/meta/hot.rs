@@ -37,6 +37,8 @@ const MAX_MANIFESTS: usize = 20_000;
 const MAX_MANIFEST_BLOCKS: usize = 256;
 
 type ManifestKey = (i64, String, Option<i64>);
+/// A manifest, shared with the reads that use it, and when and under what stamp it was read.
+type ManifestEntry = (ManifestStamp, Instant, Arc<Manifest>);
 
 /// What a token lookup saw before going to the database (see [`HotCache::token_stamp`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +66,7 @@ pub(crate) struct HotCache {
     epoch: AtomicU64,
     tokens: Mutex<Tokens>,
     generations: Mutex<HashMap<i64, u64>>,
-    manifests: Mutex<HashMap<ManifestKey, (ManifestStamp, Instant, Manifest)>>,
+    manifests: Mutex<HashMap<ManifestKey, ManifestEntry>>,
     /// One channel per space that has change-feed readers waiting; removed with the last one.
     signals: Mutex<HashMap<i64, watch::Sender<()>>>,
 }
@@ -211,17 +213,17 @@ impl HotCache {
         ChangeWatch { space, rx: Some(rx), hot: Arc::clone(self) }
     }
 
-    pub fn manifest(&self, key: &ManifestKey) -> Option<Manifest> {
+    pub fn manifest(&self, key: &ManifestKey) -> Option<Arc<Manifest>> {
         if !self.trusted() {
             return None;
         }
         let current = self.manifest_stamp(key.0);
         let manifests = lock(&self.manifests);
         let (stamp, at, m) = manifests.get(key)?;
-        (*stamp == current && at.elapsed() < MANIFEST_TTL).then(|| m.clone())
+        (*stamp == current && at.elapsed() < MANIFEST_TTL).then(|| Arc::clone(m))
     }
 
-    pub fn put_manifest(&self, key: ManifestKey, stamp: ManifestStamp, m: &Manifest) {
+    pub fn put_manifest(&self, key: ManifestKey, stamp: ManifestStamp, m: &Arc<Manifest>) {
         if m.blocks.len() > MAX_MANIFEST_BLOCKS || !is_trusted(stamp.epoch) || stamp != self.manifest_stamp(key.0) {
             // Stale on arrival (or nothing may be stored now): not worth keeping.
             return;
@@ -239,7 +241,7 @@ impl HotCache {
                 manifests.clear();
             }
         }
-        manifests.insert(key, (stamp, Instant::now(), m.clone()));
+        manifests.insert(key, (stamp, Instant::now(), Arc::clone(m)));
     }
 }
 
@@ -298,7 +300,7 @@ mod tests {
         }
     }
 
-    fn manifest() -> Manifest {
+    fn manifest() -> Arc<Manifest> {
         let node = NodeRow {
             id: 1,
             space_id: 1,
@@ -311,7 +313,7 @@ mod tests {
             modified_at: 0,
         };
         let version = VersionRow { id: 1, node_id: 1, size: 0, block_size: 4, device: None, created_at: 0 };
-        Manifest { node, path: nimbus_proto::RemotePath::root(), version, blocks: vec![] }
+        Arc::new(Manifest { node, path: nimbus_proto::RemotePath::root(), version, blocks: Arc::new([]) })
     }
 
     fn put(h: &HotCache, hash: &str, r: TokenAuthRow) {

@@ -103,6 +103,12 @@ where
     }
 }
 
+/// Counts and times a request that a service ahead of the router answered
+/// (`api::shortcut`), under the template of the route the router would have matched.
+pub(crate) fn observe(method: &str, route: &'static str, status: u16, start: Instant) {
+    record(method_label(method), route, status, start);
+}
+
 /// The S3 door's route of a path: one per shape of path-style address (the door has no route
 /// table; bucket names and keys would be unbounded).
 fn s3_route(path: &str) -> &'static str {

@@ -188,7 +188,7 @@ async fn copy_file(
         let empty = futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
         space::put_stream(st, to_space, dst, empty, opts, held).await?;
     } else {
-        let body = space::open_range(st, from_space, m.blocks, (0, size - 1), CacheMode::Normal).await?;
+        let body = space::open_range(st, from_space, &m.blocks, (0, size - 1), CacheMode::Normal).await?;
         space::put_stream(st, to_space, dst, body.boxed(), opts, held).await?;
     }
     Ok(())

@@ -366,7 +366,7 @@ async fn started(
 pub async fn open_range(
     state: &AppState,
     space: SpaceId,
-    blocks: Vec<BlockEntry>,
+    blocks: &[BlockEntry],
     (start, end): (u64, u64),
     mode: CacheMode,
 ) -> ApiResult<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static> {
@@ -376,7 +376,7 @@ pub async fn open_range(
 fn read_range(
     state: &AppState,
     space: SpaceId,
-    blocks: Vec<BlockEntry>,
+    blocks: &[BlockEntry],
     start: u64,
     end: u64,
     mode: CacheMode,
@@ -391,7 +391,7 @@ fn read_range(
         }
         let from = start.saturating_sub(b_start) as usize;
         let to = ((end + 1).min(b_end) - b_start) as usize;
-        wanted.push((b.hash, from, to, b.size.max(0) as usize));
+        wanted.push((b.hash.clone(), from, to, b.size.max(0) as usize));
     }
     let cache = state.cache.clone();
     stream::iter(wanted)

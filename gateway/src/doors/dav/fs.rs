@@ -628,7 +628,7 @@ impl SpaceFs {
             st: self.st.clone(),
             space,
             meta: NodeMeta::of(&m.node, 0),
-            blocks: m.blocks,
+            blocks: m.blocks.clone(),
             size: m.version.size.max(0) as u64,
             pos: 0,
             stream: None,
@@ -695,7 +695,7 @@ struct ReadFile {
     st: AppState,
     space: SpaceId,
     meta: NodeMeta,
-    blocks: Vec<crate::meta::BlockEntry>,
+    blocks: std::sync::Arc<[crate::meta::BlockEntry]>,
     size: u64,
     pos: u64,
     stream: Option<ReadWindow>,
@@ -731,7 +731,7 @@ impl ReadFile {
             (self.window * 2).max(self.st.settings.block_size).min(MAX_READ_WINDOW)
         };
         let end = (self.pos + self.window - 1).min(self.size - 1);
-        let pieces = space::open_range(&self.st, self.space, self.blocks.clone(), (self.pos, end), CacheMode::Normal)
+        let pieces = space::open_range(&self.st, self.space, &self.blocks, (self.pos, end), CacheMode::Normal)
             .await
             .map_err(fs_error)?;
         self.stream =

@@ -252,7 +252,7 @@ pub async fn complete(
                 .0
         } else {
             let stream =
-                space::open_range(st, user.space, blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
+                space::open_range(st, user.space, &blocks, (0, total - 1), CacheMode::Normal).await.map_err(s3)?;
             space::put_stream(st, user.space, &path, Box::pin(stream), opts, LockTokens::NONE)
                 .await
                 .map_err(super::error::write)?

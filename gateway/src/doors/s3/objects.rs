@@ -287,7 +287,7 @@ pub(super) struct Reach {
 }
 
 /// An object's current version, its ETag, its stored S3 metadata, and where it is.
-type Head = (crate::meta::Manifest, String, Option<S3ObjectMeta>, Reach);
+type Head = (std::sync::Arc<crate::meta::Manifest>, String, Option<S3ObjectMeta>, Reach);
 
 /// The ETag of an empty object (what an empty folder's `name/` marker carries).
 const EMPTY_ETAG: &str = "\"d41d8cd98f00b204e9800998ecf8427e\"";
@@ -665,7 +665,7 @@ impl S3 for Door {
         let body = if len == 0 {
             StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>())
         } else {
-            let stream = space::open_range(&self.state, at.space, m.blocks, (start, end - 1), CacheMode::Normal)
+            let stream = space::open_range(&self.state, at.space, &m.blocks, (start, end - 1), CacheMode::Normal)
                 .await
                 .map_err(s3)?;
             StreamingBlob::wrap(sync_wrapper::SyncStream::new(stream))
