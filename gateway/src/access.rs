@@ -8,7 +8,7 @@
 //! folder, listed from the caller's incoming shares; nothing can be written there.
 
 use nimbus_proto::RemotePath;
-use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+use nimbus_proto::names::{SHARED_WITH_ME, is_shared_with_me, name_key};
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{Grant, Meta, NewAudit, SharePermission, SpaceId};
@@ -119,6 +119,10 @@ impl Place {
     /// path as the recipient sees it. Listings and stats are not recorded. Nothing for the
     /// caller's own space.
     pub async fn audit_access(&self, meta: &Meta, actor: &Actor<'_>, what: &str, shown: &RemotePath) -> ApiResult<()> {
+        // Described only when recorded: every read of one's own files comes through here.
+        if !matches!(self, Place::Shared { .. }) {
+            return Ok(());
+        }
         self.audit_detail(meta, actor, &format!("{what} {shown}")).await
     }
 
@@ -174,7 +178,7 @@ pub async fn audit_transfer(
 pub fn share_entry_rename(from: &RemotePath, to: &RemotePath) -> Option<(String, String)> {
     let index = |p: &RemotePath| -> Option<String> {
         match p.components() {
-            [top, name] if name_key(top) == name_key(SHARED_WITH_ME) => Some(name.clone()),
+            [top, name] if is_shared_with_me(top) => Some(name.clone()),
             _ => None,
         }
     };
@@ -190,7 +194,7 @@ pub fn shared_root() -> RemotePath {
 /// was revoked, or whose node is in the trash) is NotFound, as any missing path.
 pub async fn locate(meta: &Meta, caller: SpaceId, path: &RemotePath) -> ApiResult<Place> {
     let comps = path.components();
-    if comps.first().is_none_or(|c| name_key(c) != name_key(SHARED_WITH_ME)) {
+    if comps.first().is_none_or(|c| !is_shared_with_me(c)) {
         return Ok(Place::Own { space: caller, path: path.clone() });
     }
     let Some(name) = comps.get(1) else { return Ok(Place::SharedIndex) };

@@ -575,22 +575,7 @@ impl ServeArgs {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let mut out = self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?;
-            out.extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::logfmt::Captured;
 
     /// What the gateway's log says, under `--log spec`, for s3s's line about a 404 and for an
     /// internal error of the S3 door.
@@ -606,8 +591,7 @@ mod tests {
             tracing::error!(target: "s3s::ops", "op returns error: NoSuchKey");
             tracing::error!(target: "nimbus_gateway::doors::s3::error", "S3 door: internal error");
         });
-        let bytes = out.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
-        Ok(String::from_utf8(bytes)?)
+        Ok(out.text())
     }
 
     #[test]

@@ -193,6 +193,7 @@ fn mark_sensitive(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logfmt::Captured;
     use axum::routing::get;
     use tower::{Service, ServiceExt};
 
@@ -244,19 +245,6 @@ mod tests {
         Body::from_stream(frame)
     }
 
-    #[derive(Clone, Default)]
-    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[tokio::test]
     async fn what_is_logged_in_a_request_and_its_body_carries_its_id() {
         let out = Captured::default();
@@ -267,7 +255,7 @@ mod tests {
         assert_eq!(text(send(req).await).await, "data");
         let req = Request::get("/fail").header(REQUEST_ID, "id-failed").body(Body::empty()).expect("request");
         assert_eq!(send(req).await.status(), 503);
-        let log = String::from_utf8(out.0.lock().expect("log").clone()).expect("utf-8");
+        let log = out.text();
         let line = |needle: &str| log.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
         let streamed = line("mid-stream trouble");
         assert!(streamed.contains("request_id=id-streamed") && streamed.contains("path=/streamed"), "{log}");

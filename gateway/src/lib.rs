@@ -16,6 +16,7 @@ pub mod envelope;
 pub mod error;
 pub mod headers;
 pub mod ldap;
+pub mod logfmt;
 pub mod meta;
 pub mod metrics;
 pub mod ops;

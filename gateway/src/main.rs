@@ -33,6 +33,7 @@ async fn run(cli: Cli) -> std::process::ExitCode {
                 // Colour codes are for a terminal; in a log file they are noise (and formatting
                 // them into every request's span cost CPU on the hot path).
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .fmt_fields(nimbus_gateway::logfmt::Fields)
                 .init();
             nimbus_gateway::server::run(*args, shutdown_signal()).await
         }

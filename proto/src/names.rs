@@ -25,6 +25,13 @@ pub const MAX_DEPTH: usize = 256;
 /// space; one made there before sharing existed is hidden behind it.
 pub const SHARED_WITH_ME: &str = "Shared with me";
 
+/// Whether a name is [`SHARED_WITH_ME`] (as names compare: `name_key`). Every path a request
+/// names is checked, so an ASCII name is compared without building keys; others can still
+/// fold to it (the Kelvin sign lowercases to `k`).
+pub fn is_shared_with_me(name: &str) -> bool {
+    if name.is_ascii() { name.eq_ignore_ascii_case(SHARED_WITH_ME) } else { name_key(name) == name_key(SHARED_WITH_ME) }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     #[error("the name is empty")]
@@ -61,7 +68,8 @@ pub fn validate_name(raw: &str) -> Result<String, NameError> {
     if name == "." || name == ".." {
         return Err(NameError::Dot(name));
     }
-    if name.len() > MAX_NAME_LEN || name.encode_utf16().count() > MAX_NAME_LEN {
+    // An ASCII name is as many UTF-16 units as bytes.
+    if name.len() > MAX_NAME_LEN || (!name.is_ascii() && name.encode_utf16().count() > MAX_NAME_LEN) {
         return Err(NameError::TooLong);
     }
     for ch in name.chars() {
@@ -204,6 +212,23 @@ impl RemotePath {
     pub fn starts_with(&self, other: &RemotePath) -> bool {
         other.parts.len() <= self.parts.len()
             && other.parts.iter().zip(&self.parts).all(|(a, b)| name_key(a) == name_key(b))
+    }
+
+    /// `name_key` of the path as displayed (`/a/b`, `/` for the root): what a lookup by path
+    /// is keyed by. An ASCII path is lowercased in one buffer (every hot read builds this key).
+    pub fn name_key(&self) -> String {
+        if !self.parts.iter().all(|p| p.is_ascii()) {
+            return name_key(&self.to_string());
+        }
+        if self.parts.is_empty() {
+            return "/".to_string();
+        }
+        let mut key = String::with_capacity(self.parts.iter().map(|p| p.len() + 1).sum());
+        for p in &self.parts {
+            key.push('/');
+            key.extend(p.chars().map(|c| c.to_ascii_lowercase()));
+        }
+        key
     }
 
     /// The path percent-encoded for a URL, each component encoded separately.
@@ -436,6 +461,34 @@ mod tests {
         }
         assert_eq!(RemotePath::parse_url_encoded("a%20b/c").map(|p| p.to_string()).as_deref(), Ok("/a b/c"));
         assert!(RemotePath::parse("/").is_ok_and(|p| p.is_root()));
+    }
+
+    #[test]
+    fn shared_with_me_compares_as_names_do() {
+        assert!(SHARED_WITH_ME.is_ascii(), "the ASCII comparison rests on it");
+        for n in [
+            "Shared with me",
+            "shared WITH me",
+            "SHARED WITH ME",
+            "Shared with me\u{212A}",
+            "Shared wit\u{0127} me",
+            "Shared",
+            "",
+            "Shared with me ",
+        ] {
+            assert_eq!(is_shared_with_me(n), name_key(n) == name_key(SHARED_WITH_ME), "{n:?}");
+        }
+        assert!(is_shared_with_me("Shared with me"));
+        assert!(!is_shared_with_me("Shared with m\u{212A}e"));
+    }
+
+    #[test]
+    fn a_paths_key_is_the_key_of_its_display() {
+        for raw in ["/", "/a", "/Docs/Report.PDF", "/a b/C~d", "/Ünïcode/Straße", "/ß/x", "/e\u{301}/A"] {
+            let p = RemotePath::parse(raw).unwrap_or_default();
+            assert!(raw == "/" || !p.is_root(), "{raw:?} parses");
+            assert_eq!(p.name_key(), name_key(&p.to_string()), "{raw:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use headers::{ETag, HeaderMapExt, IfMatch, IfNoneMatch, IfRange, LastModified};
 use nimbus_proto::RemotePath;
-use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+use nimbus_proto::names::{SHARED_WITH_ME, is_shared_with_me, name_key};
 use nimbus_proto::wire::{DirListing, Entry, EntryKind, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -26,7 +26,7 @@ use crate::meta::{Base, LockTokens, NewAudit};
 use crate::space::{self, PutOptions, across};
 use crate::state::AppState;
 
-const FILES: &str = "/api/v1/files/";
+pub(crate) const FILES: &str = "/api/v1/files/";
 const TRASH_ID: &str = "x-nimbus-trash-id";
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -40,8 +40,16 @@ fn etag_of(version: i64) -> Option<ETag> {
     format!("\"{version}\"").parse().ok()
 }
 
-fn last_modified(ms: i64) -> LastModified {
-    LastModified::from(UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64))
+/// [`etag_of`] as a header value, made without parsing it back.
+fn etag_value(version: i64) -> Option<HeaderValue> {
+    use std::fmt::Write;
+    let mut v = String::with_capacity(22);
+    write!(v, "\"{version}\"").ok()?;
+    HeaderValue::try_from(v).ok()
+}
+
+fn modified_time(ms: i64) -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }
 
 #[utoipa::path(
@@ -96,8 +104,7 @@ async fn read(
     let place = locate(st, user, &asked).await?;
     let (space, path) = place.target(Want::Read)?;
     let m = st.meta.manifest(space, &path, q.version).await.map_err(|e| place.scrub(e))?;
-    let name = path.name().unwrap_or("file").to_string();
-    let plan = Download::plan(&m.version, m.blocks.clone(), &name, headers)?;
+    let plan = Download::plan(&m.version, m.blocks.clone(), path.name().unwrap_or("file"), headers)?;
     if method == Method::GET {
         place.audit_access(&st.meta, &actor(user), "read", &asked).await?;
     }
@@ -124,14 +131,21 @@ impl Download {
         headers: &HeaderMap,
     ) -> ApiResult<Download> {
         let size = version.size.max(0) as u64;
-        let etag = etag_of(version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
         // Seconds precision: HTTP dates cannot carry more.
-        let lm = last_modified(version.created_at / 1000 * 1000);
+        let lm_time = modified_time(version.created_at / 1000 * 1000);
+        let lm = LastModified::from(lm_time);
+        // The typed ETag only for the conditionals that compare with it: most reads have none.
+        let conditional =
+            [header::IF_MATCH, header::IF_NONE_MATCH, header::IF_RANGE].iter().any(|h| headers.contains_key(h));
+        let etag = match conditional {
+            true => Some(etag_of(version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?),
+            false => None,
+        };
 
         // Conditionals are evaluated only now, after authorization and lookup in the caller's
         // own space: they cannot reveal anything about another space.
-        if let Some(im) = headers.typed_get::<IfMatch>()
-            && !im.precondition_passes(&etag)
+        if let (Some(im), Some(etag)) = (headers.typed_get::<IfMatch>(), &etag)
+            && !im.precondition_passes(etag)
         {
             return Err(ApiError::PreconditionFailed(format!(
                 "`{name}` is at version {}, not the one given in If-Match",
@@ -140,22 +154,25 @@ impl Download {
         }
         // Room for these and the envelope's (request id, browser headers) without regrowing.
         let mut resp_headers = HeaderMap::with_capacity(16);
-        resp_headers.typed_insert(etag.clone());
-        resp_headers.typed_insert(lm);
+        let etag_header = etag_value(version.id).ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad etag")))?;
+        resp_headers.insert(header::ETAG, etag_header);
+        // As the typed header would write it, without its extra string and copy.
+        let lm_value = HeaderValue::try_from(httpdate::fmt_http_date(lm_time)).map_err(ApiError::internal)?;
+        resp_headers.insert(header::LAST_MODIFIED, lm_value);
         resp_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         resp_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
         // A download API: a browser that is sent here saves the file, never shows it as a page of
         // this origin (browser.rs adds nosniff and the sandbox CSP).
         resp_headers.insert(header::CONTENT_DISPOSITION, crate::browser::attachment(name));
-        if let Some(inm) = headers.typed_get::<IfNoneMatch>()
-            && !inm.precondition_passes(&etag)
+        if let (Some(inm), Some(etag)) = (headers.typed_get::<IfNoneMatch>(), &etag)
+            && !inm.precondition_passes(etag)
         {
             return Ok(Download { status: StatusCode::NOT_MODIFIED, headers: resp_headers, blocks, range: None });
         }
 
         let mut range: Option<(u64, u64)> = None;
         let range_applies = match headers.typed_get::<IfRange>() {
-            Some(ir) => !ir.is_modified(Some(&etag), Some(&lm)),
+            Some(ir) => !ir.is_modified(etag.as_ref(), Some(&lm)),
             None => true,
         };
         if let (Some(raw), true) = (headers.get(header::RANGE), range_applies) {
@@ -403,7 +420,7 @@ pub async fn list_dir(
     let at_top = shown.is_root();
     if at_top {
         // A folder of the space named like the virtual one is hidden behind it.
-        rows.retain(|n| name_key(&n.name) != name_key(SHARED_WITH_ME));
+        rows.retain(|n| !is_shared_with_me(&n.name));
     }
     let (rows, next_cursor) = page(rows, limit, |n| URL_SAFE_NO_PAD.encode(name_key(&n.name)));
     let mut entries = rows.iter().map(|n| shown.join(&n.name).map(|p| entry(n, &p))).collect::<Result<Vec<_>, _>>()?;
@@ -709,4 +726,31 @@ async fn ends(st: &AppState, user: &AuthUser, from: &RemotePath, to: &RemotePath
     let from_t = from_place.target(if op == Op::Move { Want::Write } else { Want::Read })?;
     let to_t = to_place.target(Want::Write)?;
     Ok(Ends { from_place, to_place, from: from_t, to: to_t })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_modified_header_is_the_typed_one() {
+        for ms in [0, 1_000, 1_700_000_000_000, 4_102_444_800_000] {
+            let t = modified_time(ms);
+            let mut typed = HeaderMap::new();
+            typed.typed_insert(LastModified::from(t));
+            assert_eq!(
+                HeaderValue::try_from(httpdate::fmt_http_date(t)).ok().as_ref(),
+                typed.get(header::LAST_MODIFIED)
+            );
+        }
+    }
+
+    #[test]
+    fn the_etag_header_is_the_typed_etag() {
+        for v in [0, 1, 17, -3, i64::MAX] {
+            let mut typed = HeaderMap::new();
+            typed.typed_insert(etag_of(v).expect("an etag"));
+            assert_eq!(etag_value(v).as_ref(), typed.get(header::ETAG), "{v}");
+        }
+    }
 }

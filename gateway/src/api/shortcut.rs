@@ -21,7 +21,6 @@ use crate::state::AppState;
 
 /// The router's template for the route served here (the metrics label).
 const ROUTE: &str = "/api/v1/files/{*path}";
-const PREFIX: &str = "/api/v1/files/";
 
 /// The router `inner` with file reads served ahead of it.
 #[derive(Clone)]
@@ -40,7 +39,7 @@ impl<S> Shortcut<S> {
 /// answers both) of a path with something after the prefix (`{*path}` needs a segment).
 fn is_file_read(req: &Request) -> bool {
     matches!(*req.method(), Method::GET | Method::HEAD)
-        && req.uri().path().strip_prefix(PREFIX).is_some_and(|rest| !rest.is_empty())
+        && req.uri().path().strip_prefix(super::files::FILES).is_some_and(|rest| !rest.is_empty())
 }
 
 impl<S> tower::Service<Request> for Shortcut<S>

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use nimbus_proto::wire::Role;
 
 use super::AuthState;
-use super::token::token_hash;
+use super::token::token_key;
 use crate::error::ApiError;
 use crate::meta::{SpaceId, now_ms};
 
@@ -67,8 +67,8 @@ impl<S: AuthState> FromRequestParts<S> for SignedIn {
             .map(str::trim)
             .filter(|t| !t.is_empty() && t.len() <= 256)
             .ok_or(ApiError::Unauthorized)?;
-        let ClientIp(ip) = ClientIp::of(parts, state);
-        AuthUser::from_token_any(state, token, ip).await
+        // The client's address is worked out only if the token's use is to be recorded.
+        AuthUser::from_token_any(state, token, || ClientIp::of(parts, state).0).await
     }
 }
 
@@ -78,7 +78,7 @@ impl AuthUser {
     /// client's address) is recorded with the token's last use for the device list. Never
     /// throttled: a token is 256 random bits, there is nothing to guess.
     pub async fn from_token(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
-        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, ip).await?;
+        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, || ip).await?;
         if totp_setup_only {
             return Err(ApiError::TotpSetupRequired);
         }
@@ -86,18 +86,22 @@ impl AuthUser {
     }
 
     /// [`AuthUser::from_token`], also for a token that may only set up two-factor sign-in.
-    async fn from_token_any(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<SignedIn, ApiError> {
+    async fn from_token_any(
+        state: &impl AuthState,
+        token: &str,
+        ip: impl FnOnce() -> Option<IpAddr>,
+    ) -> Result<SignedIn, ApiError> {
         if token.is_empty() || token.len() > 256 {
             return Err(ApiError::Unauthorized);
         }
         // Found by the hash of the secret; the secret itself is never compared or logged.
-        let row = state.meta().token_auth(&token_hash(token)).await?.ok_or(ApiError::Unauthorized)?;
+        let row = state.meta().token_auth(&token_key(token)).await?.ok_or(ApiError::Unauthorized)?;
         let now = now_ms();
         if row.revoked_at.is_some() || row.expires_at <= now || row.disabled {
             return Err(ApiError::Unauthorized);
         }
         if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
-            let ip = ip.map(|i| i.to_string());
+            let ip = ip().map(|i| i.to_string());
             state.meta().mark_token_used(row.token_id, now, ip.as_deref());
             let meta = state.meta().clone();
             let id = row.token_id;
@@ -110,10 +114,10 @@ impl AuthUser {
         let user = AuthUser {
             id: row.user_id,
             space: SpaceId::authenticated(row.user_id),
-            username: row.username,
+            username: row.username.clone(),
             role: Role::parse(&row.role).unwrap_or(Role::User),
             token_id: row.token_id,
-            device: row.device,
+            device: row.device.clone(),
         };
         Ok(SignedIn { user, totp_setup_only: row.totp_setup_only })
     }

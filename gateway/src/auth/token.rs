@@ -17,8 +17,14 @@ pub fn new_token() -> (String, String) {
     (token, hash)
 }
 
+/// What the database keeps of a token: the hex of [`token_key`].
 pub fn token_hash(token: &str) -> String {
-    blake3::hash(token.as_bytes()).to_hex().to_string()
+    token_key(token).to_hex().to_string()
+}
+
+/// A token's BLAKE3 hash, what it is looked up by.
+pub fn token_key(token: &str) -> blake3::Hash {
+    blake3::hash(token.as_bytes())
 }
 
 #[cfg(test)]

@@ -436,8 +436,8 @@ impl Meta {
         let space = space.get();
         // Stamp first: a change committed while we read makes this entry stale at once.
         let stamp = self.hot.manifest_stamp(space);
-        let key = (space, name_key(&path.to_string()), version);
-        if let Some(m) = self.hot.manifest(&key) {
+        let key = (space, path.name_key(), version);
+        if let Some(m) = self.hot.manifest(&key, stamp) {
             return Ok(m);
         }
         let m = std::sync::Arc::new(self.manifest_uncached(space, path, version).await?);

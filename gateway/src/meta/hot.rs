@@ -54,10 +54,14 @@ pub(crate) struct ManifestStamp {
     generation: u64,
 }
 
+/// A token's BLAKE3 hash, the bytes of what the database keeps in hex.
+pub(crate) type TokenKey = [u8; 32];
+
 struct Tokens {
     /// Bumped (under this lock) by every token or user invalidation.
     revocations: u64,
-    rows: HashMap<String, (TokenAuthRow, Instant)>,
+    /// Shared with the requests that use them: a hit copies no strings.
+    rows: HashMap<TokenKey, (Arc<TokenAuthRow>, Instant)>,
 }
 
 pub(crate) struct HotCache {
@@ -137,18 +141,18 @@ impl HotCache {
         TokenStamp { epoch: self.epoch(), revocations }
     }
 
-    pub fn token(&self, hash: &str) -> Option<TokenAuthRow> {
+    pub fn token(&self, hash: &TokenKey) -> Option<Arc<TokenAuthRow>> {
         if !self.trusted() {
             return None;
         }
         let tokens = lock(&self.tokens);
         let (row, at) = tokens.rows.get(hash)?;
-        (at.elapsed() < TOKEN_TTL).then(|| row.clone())
+        (at.elapsed() < TOKEN_TTL).then(|| Arc::clone(row))
     }
 
     /// Keeps a row looked up under `stamp`, unless a revocation, user change or loss of trust
     /// happened since: the row may predate it.
-    pub fn put_token(&self, hash: String, row: TokenAuthRow, stamp: TokenStamp) {
+    pub fn put_token(&self, hash: TokenKey, row: Arc<TokenAuthRow>, stamp: TokenStamp) {
         let mut tokens = lock(&self.tokens);
         // Checked under the lock invalidations take, after they bumped their counters.
         if !is_trusted(stamp.epoch) || stamp.epoch != self.epoch() || stamp.revocations != tokens.revocations {
@@ -167,6 +171,8 @@ impl HotCache {
     pub fn mark_used(&self, token_id: i64, at_ms: i64, ip: Option<&str>) {
         for (row, _) in lock(&self.tokens).rows.values_mut() {
             if row.token_id == token_id {
+                // Requests still holding the old row keep it; the next lookup sees this one.
+                let row = Arc::make_mut(row);
                 row.last_used_at = Some(at_ms);
                 if let Some(ip) = ip {
                     row.last_ip = Some(ip.to_string());
@@ -213,11 +219,12 @@ impl HotCache {
         ChangeWatch { space, rx: Some(rx), hot: Arc::clone(self) }
     }
 
-    pub fn manifest(&self, key: &ManifestKey) -> Option<Arc<Manifest>> {
+    /// The manifest kept under `key`, if it was read under `current`, the space's stamp as the
+    /// caller just took it (the stamp it would store a database read under).
+    pub fn manifest(&self, key: &ManifestKey, current: ManifestStamp) -> Option<Arc<Manifest>> {
         if !self.trusted() {
             return None;
         }
-        let current = self.manifest_stamp(key.0);
         let manifests = lock(&self.manifests);
         let (stamp, at, m) = manifests.get(key)?;
         (*stamp == current && at.elapsed() < MANIFEST_TTL).then(|| Arc::clone(m))
@@ -316,8 +323,13 @@ mod tests {
         Arc::new(Manifest { node, path: nimbus_proto::RemotePath::root(), version, blocks: Arc::new([]) })
     }
 
+    /// The key of a token named `name` in these tests.
+    fn k(name: &str) -> TokenKey {
+        *blake3::hash(name.as_bytes()).as_bytes()
+    }
+
     fn put(h: &HotCache, hash: &str, r: TokenAuthRow) {
-        h.put_token(hash.into(), r, h.token_stamp());
+        h.put_token(k(hash), Arc::new(r), h.token_stamp());
     }
 
     #[test]
@@ -327,11 +339,11 @@ mod tests {
         put(&h, "b", row(2, 10));
         put(&h, "c", row(3, 11));
         h.forget_token(1);
-        assert!(h.token("a").is_none());
-        assert!(h.token("b").is_some());
+        assert!(h.token(&k("a")).is_none());
+        assert!(h.token(&k("b")).is_some());
         h.forget_user(10);
-        assert!(h.token("b").is_none());
-        assert!(h.token("c").is_some());
+        assert!(h.token(&k("b")).is_none());
+        assert!(h.token(&k("c")).is_some());
     }
 
     #[test]
@@ -343,16 +355,16 @@ mod tests {
         // ... the revocation commits and invalidates (here, or notified by another node) ...
         h.forget_token(1);
         // ... and only then does the lookup try to keep what it read.
-        h.put_token("a".into(), stale.clone(), stamp);
-        assert!(h.token("a").is_none(), "the revoked row came back");
+        h.put_token(k("a"), Arc::new(stale.clone()), stamp);
+        assert!(h.token(&k("a")).is_none(), "the revoked row came back");
         // The same for a user change (disabled, deleted, all tokens revoked).
         let stamp = h.token_stamp();
         h.forget_user(10);
-        h.put_token("a".into(), stale.clone(), stamp);
-        assert!(h.token("a").is_none());
+        h.put_token(k("a"), Arc::new(stale.clone()), stamp);
+        assert!(h.token(&k("a")).is_none());
         // A lookup that began after the revocation reads the new row and may keep it.
         put(&h, "a", stale);
-        assert!(h.token("a").is_some());
+        assert!(h.token(&k("a")).is_some());
     }
 
     #[test]
@@ -361,14 +373,14 @@ mod tests {
         let key = (1, "/a".to_string(), None);
         let g = h.manifest_stamp(1);
         h.put_manifest(key.clone(), g, &manifest());
-        assert!(h.manifest(&key).is_some());
+        assert!(h.manifest(&key, h.manifest_stamp(key.0)).is_some());
         h.space_changed(2);
-        assert!(h.manifest(&key).is_some(), "other spaces do not matter");
+        assert!(h.manifest(&key, h.manifest_stamp(key.0)).is_some(), "other spaces do not matter");
         h.space_changed(1);
-        assert!(h.manifest(&key).is_none());
+        assert!(h.manifest(&key, h.manifest_stamp(key.0)).is_none());
         // An entry read before a change but stored after it is stale on arrival.
         h.put_manifest(key.clone(), g, &manifest());
-        assert!(h.manifest(&key).is_none());
+        assert!(h.manifest(&key, h.manifest_stamp(key.0)).is_none());
     }
 
     #[test]
@@ -377,31 +389,37 @@ mod tests {
         let key = (1, "/a".to_string(), None);
         h.put_manifest(key.clone(), h.manifest_stamp(1), &manifest());
         put(&h, "a", row(1, 10));
-        assert!(h.manifest(&key).is_none() && h.token("a").is_none(), "a new node trusts nothing yet");
+        assert!(
+            h.manifest(&key, h.manifest_stamp(key.0)).is_none() && h.token(&k("a")).is_none(),
+            "a new node trusts nothing yet"
+        );
 
         h.trust();
         h.put_manifest(key.clone(), h.manifest_stamp(1), &manifest());
         put(&h, "a", row(1, 10));
-        assert!(h.manifest(&key).is_some() && h.token("a").is_some());
+        assert!(h.manifest(&key, h.manifest_stamp(key.0)).is_some() && h.token(&k("a")).is_some());
 
         // Lookups that began before the channel went quiet ...
         let (ms, ts) = (h.manifest_stamp(1), h.token_stamp());
         h.distrust();
-        assert!(h.manifest(&key).is_none() && h.token("a").is_none(), "served while distrusted");
+        assert!(
+            h.manifest(&key, h.manifest_stamp(key.0)).is_none() && h.token(&k("a")).is_none(),
+            "served while distrusted"
+        );
         // ... and lookups made meanwhile cannot store what they read, even once trusted again.
         let (ms2, ts2) = (h.manifest_stamp(1), h.token_stamp());
         h.trust();
         for (m, t) in [(ms, ts), (ms2, ts2)] {
             h.put_manifest(key.clone(), m, &manifest());
-            h.put_token("a".into(), row(1, 10), t);
+            h.put_token(k("a"), Arc::new(row(1, 10)), t);
         }
-        assert!(h.manifest(&key).is_none(), "a manifest read before trust came back");
-        assert!(h.token("a").is_none(), "a token read before trust came back");
+        assert!(h.manifest(&key, h.manifest_stamp(key.0)).is_none(), "a manifest read before trust came back");
+        assert!(h.token(&k("a")).is_none(), "a token read before trust came back");
         // Everything held before the loss is gone too.
         put(&h, "b", row(2, 10));
         h.distrust();
         h.trust();
-        assert!(h.token("b").is_none());
+        assert!(h.token(&k("b")).is_none());
     }
 
     #[tokio::test]

@@ -36,7 +36,7 @@ const LOCK_COLS: &str =
 /// The key locks are matched by: the path with each component name-keyed (case-insensitive,
 /// like names in a folder).
 pub fn lock_key(path: &RemotePath) -> String {
-    name_key(&path.to_string())
+    path.name_key()
 }
 
 /// True if `key` lies strictly below `dir`.

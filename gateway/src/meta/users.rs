@@ -329,10 +329,10 @@ impl Meta {
         Ok(id)
     }
 
-    /// Looks a token up by its hash, with the user state needed to decide whether it works.
-    /// Served from memory when hot (see `hot.rs` for how it stays correct).
-    pub async fn token_auth(&self, token_hash: &str) -> MetaResult<Option<TokenAuthRow>> {
-        if let Some(row) = self.hot.token(token_hash) {
+    /// Looks a token up by its BLAKE3 hash, with the user state needed to decide whether it
+    /// works. Served from memory when hot (see `hot.rs` for how it stays correct).
+    pub async fn token_auth(&self, hash: &blake3::Hash) -> MetaResult<Option<std::sync::Arc<TokenAuthRow>>> {
+        if let Some(row) = self.hot.token(hash.as_bytes()) {
             return Ok(Some(row));
         }
         // Before the database: a revocation committing meanwhile keeps this row out of memory.
@@ -342,14 +342,15 @@ impl Meta {
             sql("SELECT t.id AS token_id, t.user_id, t.device, t.expires_at, t.revoked_at, t.last_used_at, t.last_ip, \
                     u.username, u.role, u.disabled, t.totp_setup_only \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = $1")
-            .bind(token_hash)
+            .bind(hash.to_hex().as_str())
             .fetch_optional::<TokenAuthRow, _>(&mut db)
             .await?
         };
-        if let Some(r) = &row {
-            self.hot.put_token(token_hash.to_string(), r.clone(), stamp);
-        }
-        Ok(row)
+        Ok(row.map(|r| {
+            let r = std::sync::Arc::new(r);
+            self.hot.put_token(*hash.as_bytes(), std::sync::Arc::clone(&r), stamp);
+            r
+        }))
     }
 
     /// Notes in memory that a token was just used (from client address `ip`); `touch_token`

@@ -325,10 +325,12 @@ pub async fn read_within_block(
         if start >= b_start && end < b_end {
             let range = (start - b_start) as usize..(end + 1 - b_start) as usize;
             let len = b.size as usize;
+            // Boxed: the streamed read's future is about 10 KiB, which every hot read's future
+            // would otherwise carry (and its box be copied) without ever using it.
             if mode == CacheMode::Bypass
-                && let Some(pieces) = state.cache.bypass_stream(space.get(), &b.hash, range.clone(), len).await?
+                && let Some(body) = Box::pin(bypass_within_block(state, space, b, range.clone())).await?
             {
-                return Ok(Some(axum::body::Body::from_stream(started(pieces).await?)));
+                return Ok(Some(body));
             }
             let bytes = state.cache.read(space.get(), &b.hash, range, len, mode).await?;
             return Ok(Some(axum::body::Body::from(bytes)));
@@ -338,6 +340,20 @@ pub async fn read_within_block(
         }
     }
     Ok(None)
+}
+
+/// Bytes `range` of block `b`, bypassing the cache, streamed piece by piece from the store;
+/// `None` when the block cannot be read so (see `BlockCache::bypass_stream`).
+async fn bypass_within_block(
+    state: &AppState,
+    space: SpaceId,
+    b: &BlockEntry,
+    range: std::ops::Range<usize>,
+) -> ApiResult<Option<axum::body::Body>> {
+    match state.cache.bypass_stream(space.get(), &b.hash, range, b.size as usize).await? {
+        Some(pieces) => Ok(Some(axum::body::Body::from_stream(started(pieces).await?))),
+        None => Ok(None),
+    }
 }
 
 /// `pieces` with its first item already read (an error there is the caller's, as a status);

@@ -20,7 +20,7 @@ use dav_server::fs::{
 };
 use futures::{FutureExt, Stream, StreamExt};
 use nimbus_proto::RemotePath;
-use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+use nimbus_proto::names::{SHARED_WITH_ME, is_shared_with_me, name_key};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -113,7 +113,7 @@ impl DirPager {
                     self.done = (rows.len() as i64) < LIST_PAGE;
                     self.after = rows.last().map(|r| name_key(&r.node.name));
                     if self.top {
-                        rows.retain(|r| name_key(&r.node.name) != name_key(SHARED_WITH_ME));
+                        rows.retain(|r| !is_shared_with_me(&r.node.name));
                     }
                     let mut hints = self.hints.lock().unwrap_or_else(|p| p.into_inner());
                     hints.dir_key.clone_from(&self.dir_key);

@@ -15,7 +15,7 @@ use dav_server::davpath::DavPath;
 use dav_server::ls::{DavLock, DavLockSystem, LsFuture};
 use futures::FutureExt;
 use nimbus_proto::RemotePath;
-use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+use nimbus_proto::names::{is_shared_with_me, name_key};
 use xmltree::Element;
 
 use super::fs::{Held, remote};
@@ -137,7 +137,7 @@ impl SpaceLocks {
         let (Some(top), Some(name)) = (comps.first(), comps.get(1)) else {
             return Some(Target { space: self.space, path: p, grant: None });
         };
-        if name_key(top) != name_key(SHARED_WITH_ME) {
+        if !is_shared_with_me(top) {
             return Some(Target { space: self.space, path: p, grant: None });
         }
         let key = name_key(name);

@@ -17,7 +17,7 @@ use super::objects::{Md5Stream, finish_md5, key_path, owner};
 use crate::cache::CacheMode;
 use crate::meta::{Base, BlockEntry, CommitSpec, LockTokens, UploadRow};
 use crate::space::{self, PutOptions};
-use nimbus_proto::names::{SHARED_WITH_ME, name_key};
+use nimbus_proto::names::{SHARED_WITH_ME, is_shared_with_me};
 
 const MAX_PART_NUMBER: i32 = 10_000;
 
@@ -46,7 +46,7 @@ pub async fn create(
     }
     // Parts are blocks of the uploader's own space, charged as they arrive; a share's files
     // are another space's, so they take single PUTs (up to 5 GiB each).
-    if path.components().first().is_some_and(|c| name_key(c) == name_key(SHARED_WITH_ME)) {
+    if path.components().first().is_some_and(|c| is_shared_with_me(c)) {
         return Err(s3_error!(
             NotImplemented,
             "multipart uploads into `{SHARED_WITH_ME}/` are not supported; upload with a single PUT"
