@@ -309,8 +309,9 @@ impl DiskStore {
         result
     }
 
-    /// Stops keeping `key`'s file (all files, for `None`), before its entry is removed or
-    /// replaced.
+    /// Stops keeping `key`'s file (all files, for `None`): after its entry is replaced, and
+    /// both before and after it is removed (a read that opened it in between then cannot keep
+    /// it).
     fn let_go_of(&self, key: Option<&Key>) {
         let mut open = lock(&self.open);
         open.changes += 1;
@@ -351,6 +352,8 @@ impl DiskStore {
     pub fn remove(&self, key: &Key) {
         self.let_go(key);
         let _ = fs::remove_file(self.path(key));
+        // Again: a read that opened the file in between must not keep it.
+        self.let_go(key);
     }
 
     /// Every entry present at start, with its on-disk size; broken ones are deleted.
@@ -392,7 +395,9 @@ impl DiskStore {
     pub fn purge(&self) -> io::Result<()> {
         self.let_go_of(None);
         let aside = self.root.join(format!("purged-{}", uuid::Uuid::new_v4()));
-        match fs::rename(self.root.join("blocks"), &aside) {
+        let moved = fs::rename(self.root.join("blocks"), &aside);
+        self.let_go_of(None);
+        match moved {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
