@@ -29,8 +29,8 @@
 //! A few recently read entries are kept open ([`MAX_OPEN`], Unix): a read of one skips the
 //! path walk, the open and the close, which were about a tenth of the CPU of a 4 KiB read from
 //! this tier. Each read still checks the header and the size and finds a deleted file
-//! deleted, so a kept file answers as a fresh open would; removals and rewrites through this
-//! store let go of it first.
+//! deleted, so a kept file answers as a fresh open would; removals, rewrites and purges through
+//! this store let go of it (see [`DiskStore::remove`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -349,10 +349,11 @@ impl DiskStore {
         self.read(key, 0, len).map(|(data, _)| data)
     }
 
+    /// Deletes `key`'s entry. A file kept open for it is let go of before and after the
+    /// unlink, so a read that opened it in between cannot keep it (and hold the space).
     pub fn remove(&self, key: &Key) {
         self.let_go(key);
         let _ = fs::remove_file(self.path(key));
-        // Again: a read that opened the file in between must not keep it.
         self.let_go(key);
     }
 
