@@ -6,7 +6,7 @@
 //! one ([`crate::disk::DiskStore::with_pooled_reads`]); the gateway, whose memory bound is tight,
 //! allocates its own.
 //!
-//! Only large buffers are kept (room for [`KEEP_FROM`] bytes and up, at most [`KEEP_UNTIL`]),
+//! Only large buffers are kept (room for `KEEP_FROM` bytes and up, at most `KEEP_UNTIL`),
 //! the [`KEEP`] last freed, and one is reused only for a body close to its size: a cached
 //! block's memory is counted by its length, so a small block must not pin a large buffer.
 

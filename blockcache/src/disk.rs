@@ -26,7 +26,7 @@
 //!
 //! A `LOCK` file held with an exclusive lock keeps a second gateway off the same directory.
 //!
-//! A few recently read entries are kept open ([`MAX_OPEN`], Unix): a read of one skips the
+//! A few recently read entries are kept open (`MAX_OPEN`, Unix): a read of one skips the
 //! path walk, the open and the close, which were about a tenth of the CPU of a 4 KiB read from
 //! this tier. Each read still checks the header and the size and finds a deleted file
 //! deleted, so a kept file answers as a fresh open would; removals, rewrites and purges through
@@ -196,7 +196,7 @@ impl DiskStore {
         Ok(Self { root: root.to_path_buf(), open: Default::default(), _lock: lock, direct: false, pooled: false })
     }
 
-    /// Writes entries of 1 MiB and up ([`DIRECT_FROM`]) with `O_DIRECT` where the file system
+    /// Writes entries of 1 MiB and up (`DIRECT_FROM`) with `O_DIRECT` where the file system
     /// takes it (Linux; elsewhere, and where it is refused, through the page cache as before). For a writer whose entries
     /// are not read again soon (the drive: what it reads is in its memory tier and in the
     /// reader's page cache already), a buffered write costs several times the CPU of a
@@ -710,7 +710,7 @@ mod tests {
 
     /// A file kept open answers as a fresh open would: another block's entry copied over it is
     /// refused, one deleted by hand is missing; removals and rewrites through the store let go
-    /// of it; a file opened across a removal is not kept; no more than [`MAX_OPEN`] are.
+    /// of it; a file opened across a removal is not kept; no more than `MAX_OPEN` are.
     #[cfg(unix)]
     #[test]
     fn kept_files_answer_as_fresh_opens() -> anyhow::Result<()> {

@@ -119,23 +119,20 @@ impl Place {
     /// path as the recipient sees it. Listings and stats are not recorded. Nothing for the
     /// caller's own space.
     pub async fn audit_access(&self, meta: &Meta, actor: &Actor<'_>, what: &str, shown: &RemotePath) -> ApiResult<()> {
-        // Described only when recorded: every read of one's own files comes through here.
-        if !matches!(self, Place::Shared { .. }) {
-            return Ok(());
-        }
-        self.audit_detail(meta, actor, &format!("{what} {shown}")).await
+        self.audit_detail(meta, actor, || format!("{what} {shown}")).await
     }
 
     /// [`Place::audit_access`] with the whole description given (`copy A to B`, for the share
-    /// a copy across its edge took from).
-    pub async fn audit_detail(&self, meta: &Meta, actor: &Actor<'_>, what: &str) -> ApiResult<()> {
+    /// a copy across its edge took from). `what` is called only when something is recorded:
+    /// every read of one's own files comes through here.
+    pub async fn audit_detail(&self, meta: &Meta, actor: &Actor<'_>, what: impl FnOnce() -> String) -> ApiResult<()> {
         let Place::Shared { grant, .. } = self else { return Ok(()) };
         meta.audit(NewAudit {
             actor_id: Some(actor.id),
             actor: Some(actor.name.to_string()),
             action: "share_access".into(),
             target: Some(format!("share:{}", grant.share_id)),
-            detail: Some(format!("{what} (shared by {})", grant.owner_name)),
+            detail: Some(format!("{} (shared by {})", what(), grant.owner_name)),
             ..Default::default()
         })
         .await?;
@@ -165,9 +162,10 @@ pub async fn audit_transfer(
 ) -> ApiResult<()> {
     let same_share = matches!((from_place, to_place),
         (Place::Shared { grant: a, .. }, Place::Shared { grant: b, .. }) if a.share_id == b.share_id);
-    to_place.audit_access(meta, actor, &format!("{op} {from} to"), to).await?;
+    let what = || format!("{op} {from} to {to}");
+    to_place.audit_detail(meta, actor, what).await?;
     if !same_share {
-        from_place.audit_detail(meta, actor, &format!("{op} {from} to {to}")).await?;
+        from_place.audit_detail(meta, actor, what).await?;
     }
     Ok(())
 }

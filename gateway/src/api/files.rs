@@ -36,11 +36,12 @@ pub struct VersionQuery {
     pub version: Option<i64>,
 }
 
+/// [`etag_value`] typed, for conditionals and answers that set it with `typed_insert`.
 fn etag_of(version: i64) -> Option<ETag> {
-    format!("\"{version}\"").parse().ok()
+    etag_value(version)?.to_str().ok()?.parse().ok()
 }
 
-/// [`etag_of`] as a header value, made without parsing it back.
+/// A version's strong ETag (`"<id>"`) as a header value, made without parsing it.
 fn etag_value(version: i64) -> Option<HeaderValue> {
     use std::fmt::Write;
     let mut v = String::with_capacity(22);

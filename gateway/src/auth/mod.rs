@@ -26,4 +26,4 @@ pub use password::{
     verify_password_or_dummy,
 };
 pub use throttle::{Attempt, Throttle};
-pub use token::{TOKEN_PREFIX, new_token, token_hash};
+pub use token::{TOKEN_PREFIX, new_token, token_hash, token_key};

@@ -325,7 +325,7 @@ mod tests {
 
     /// The key of a token named `name` in these tests.
     fn k(name: &str) -> TokenKey {
-        *blake3::hash(name.as_bytes()).as_bytes()
+        *crate::auth::token_key(name).as_bytes()
     }
 
     fn put(h: &HotCache, hash: &str, r: TokenAuthRow) {
