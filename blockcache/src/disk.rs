@@ -26,11 +26,16 @@
 //!
 //! A `LOCK` file held with an exclusive lock keeps a second gateway off the same directory.
 //!
-//! A few recently read entries are kept open (`MAX_OPEN`, Unix): a read of one skips the
-//! path walk, the open and the close, which were about a tenth of the CPU of a 4 KiB read from
-//! this tier. Each read still checks the header and the size and finds a deleted file
-//! deleted, so a kept file answers as a fresh open would; removals, rewrites and purges through
-//! this store let go of it (see [`DiskStore::remove`]).
+//! The entries read last are kept open (`MAX_OPEN`, Unix) with their header's length and tag
+//! table: a read of one skips the path walk, the open, the close and the two reads of the
+//! header. Entries are made whole and renamed into place, never changed in place by this
+//! store; so each read's `fstat` checks the size, finds a deleted file deleted, and compares
+//! the file's change time (`ctime`, which no call can set back) with the one seen at the open:
+//! a file written in place since (damaged, or another entry copied over it) is opened afresh,
+//! and answers as a fresh open would. Only a file whose change time is `SETTLED` in the past
+//! is kept, so that a later change cannot fall in the same tick of the coarse clock that file
+//! times come from. Removals, rewrites and purges through this store let go of it (see
+//! [`DiskStore::remove`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -139,12 +144,29 @@ fn parse_fixed(buf: &[u8]) -> Result<Header, DiskError> {
 
 /// Entries kept open between reads, where a deleted file can be told from an open one (Unix).
 const KEEP_OPEN: bool = cfg!(unix);
-const MAX_OPEN: usize = 64;
+/// A 1 GiB working set of 4 MiB blocks: file descriptors are cheap (deployments allow 65,536),
+/// and the tag tables take at most 8 KiB each.
+const MAX_OPEN: usize = 256;
+
+/// How long ago a file must have last changed to be kept open: file times come from a coarse
+/// clock (a few milliseconds), and a change in the same tick would look like none.
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// An entry's file and what its header said when it was opened.
+struct OpenEntry {
+    file: File,
+    /// The block's length.
+    len: usize,
+    /// The chunks' tags, `TAG` bytes each, for the reads to check against.
+    tags: Box<[u8]>,
+    /// The file's change time when its header was read.
+    changed: Changed,
+}
 
 /// The entries kept open, by key.
 #[derive(Default)]
 struct OpenEntries {
-    files: HashMap<Key, Arc<File>>,
+    files: HashMap<Key, Arc<OpenEntry>>,
     /// Bumped, under the lock, by every removal or rewrite: a file opened before one is not
     /// kept (it may be the old entry's, whose space it would hold).
     changes: u64,
@@ -159,6 +181,8 @@ pub struct DiskStore {
     direct: bool,
     /// Large reads go into reused buffers ([`DiskStore::with_pooled_reads`]).
     pooled: bool,
+    /// `SETTLED`, shortened by tests.
+    settled: std::time::Duration,
 }
 
 impl DiskStore {
@@ -193,7 +217,14 @@ impl DiskStore {
                 let _ = fs::remove_dir_all(e.path());
             }
         }
-        Ok(Self { root: root.to_path_buf(), open: Default::default(), _lock: lock, direct: false, pooled: false })
+        Ok(Self {
+            root: root.to_path_buf(),
+            open: Default::default(),
+            _lock: lock,
+            direct: false,
+            pooled: false,
+            settled: SETTLED,
+        })
     }
 
     /// Writes entries of 1 MiB and up (`DIRECT_FROM`) with `O_DIRECT` where the file system
@@ -263,33 +294,46 @@ impl DiskStore {
     /// Reads `from..to` of a cached block, verifying the chunks it covers. Also returns the
     /// block's full length.
     pub fn read(&self, key: &Key, from: usize, to: usize) -> Result<(Bytes, usize), DiskError> {
-        let opened = self.opened(key, |path| match File::open(path) {
-            Ok(f) => Ok(Some(f)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(DiskError::Missing),
-            Err(e) => Err(e.into()),
-        });
-        let Some(f) = opened? else { return Err(DiskError::Missing) };
-        self.kept_result(key, read_entry(&f, key, from, to, self.pooled, read_exact_at))
+        let opened = self.opened(
+            key,
+            |path| match File::open(path) {
+                Ok(f) => Ok(Some(f)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(DiskError::Missing),
+                Err(e) => Err(e.into()),
+            },
+            read_exact_at,
+        );
+        let Some((e, meta)) = self.kept_result(key, opened)? else { return Err(DiskError::Missing) };
+        self.kept_result(key, read_entry(&e, &meta, from, to, self.pooled, read_exact_at))
     }
 
-    /// The entry of `key`, kept open or opened with `open` (and then kept, unless a removal or
-    /// rewrite came in between). `Ok(None)`: `open` could not say without waiting.
+    /// The entry of `key` and its file's metadata: kept open (unless its file changed since),
+    /// or opened with `open` and its header read with `read_exact` (and then kept, if its file
+    /// has settled and no removal or rewrite came in between). `Ok(None)`: `open` could not say
+    /// without waiting.
     fn opened(
         &self,
         key: &Key,
         open: impl FnOnce(&Path) -> Result<Option<File>, DiskError>,
-    ) -> Result<Option<Arc<File>>, DiskError> {
-        let changes = {
+        read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
+    ) -> Result<Option<(Arc<OpenEntry>, fs::Metadata)>, DiskError> {
+        let (kept, changes) = {
             let open = lock(&self.open);
-            if let Some(f) = open.files.get(key) {
-                return Ok(Some(Arc::clone(f)));
-            }
-            open.changes
+            (open.files.get(key).cloned(), open.changes)
         };
-        let Some(f) = open(&self.path(key))? else { return Ok(None) };
-        let f = Arc::new(f);
+        if let Some(e) = kept {
+            let meta = e.file.metadata()?;
+            if changed(&meta) == e.changed {
+                return Ok(Some((e, meta)));
+            }
+            // Written in place since it was opened (by hand: this store never does).
+            lock(&self.open).files.remove(key);
+        }
+        let Some(file) = open(&self.path(key))? else { return Ok(None) };
+        let meta = file.metadata()?;
+        let f = Arc::new(open_entry(file, key, changed(&meta), read_exact)?);
         let mut open = lock(&self.open);
-        if KEEP_OPEN && open.changes == changes {
+        if KEEP_OPEN && open.changes == changes && settled(&meta, self.settled) {
             if open.files.len() >= MAX_OPEN
                 && let Some(old) = open.files.keys().next().copied()
             {
@@ -297,7 +341,7 @@ impl DiskStore {
             }
             open.files.insert(*key, Arc::clone(&f));
         }
-        Ok(Some(f))
+        Ok(Some((f, meta)))
     }
 
     /// Passes a read's result on; a failed read lets go of the entry's file (it is to be
@@ -330,15 +374,17 @@ impl DiskStore {
     /// [`DiskStore::read`] if it can be done without waiting for the disk: the entry's path is
     /// in the kernel's lookup cache and every byte read is in the page cache (Linux:
     /// `openat2(RESOLVE_CACHED)`, `preadv2(RWF_NOWAIT)`). `Ok(None)` otherwise, and on other
-    /// systems: the caller reads on a blocking thread instead. A hot small read then costs an open
-    /// (none for an entry kept open), an `fstat` and three `pread`s (header, tags, data) in the
-    /// caller's thread instead of a hand-off to a blocking thread and back, which cost more
-    /// than all of them.
+    /// systems: the caller reads on a blocking thread instead. A hot small read then costs an
+    /// `fstat` and one `pread` for an entry kept open (an open and two more `pread`s for its
+    /// header otherwise) in the caller's thread instead of a hand-off to a blocking thread and
+    /// back, which cost more than all of them.
     pub fn read_cached(&self, key: &Key, from: usize, to: usize) -> Result<Option<(Bytes, usize)>, DiskError> {
-        let Some(f) = self.opened(key, nowait::open)? else { return Ok(None) };
-        match read_entry(&f, key, from, to, self.pooled, nowait::read_exact_at) {
+        let read = self.opened(key, nowait::open, nowait::read_exact_at).and_then(|e| {
+            e.map(|(e, meta)| read_entry(&e, &meta, from, to, self.pooled, nowait::read_exact_at)).transpose()
+        });
+        match read {
             Err(DiskError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            other => self.kept_result(key, other).map(Some),
+            other => self.kept_result(key, other),
         }
     }
 
@@ -408,42 +454,55 @@ impl DiskStore {
     }
 }
 
-/// `from..to` of the entry open as `f` (the entry of `key`), read with `read_exact` (into a
-/// reused buffer if `pooled`), the chunks it covers verified; and the block's full length.
-fn read_entry(
-    f: &File,
+/// The entry of `key` open as `file`, with its header read with `read_exact`: the header
+/// must be of this format and name `key`'s block.
+fn open_entry(
+    file: File,
     key: &Key,
+    changed: Changed,
+    read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
+) -> Result<OpenEntry, DiskError> {
+    let mut fixed = [0u8; FIXED_HEADER];
+    read_exact(&file, &mut fixed, 0).map_err(short)?;
+    let h = parse_fixed(&fixed)?;
+    if h.hash != key.1 {
+        return Err(DiskError::Corrupt("entry holds another block"));
+    }
+    let mut tags = vec![0u8; h.len.div_ceil(CHUNK) * TAG].into_boxed_slice();
+    read_exact(&file, &mut tags, FIXED_HEADER as u64).map_err(short)?;
+    Ok(OpenEntry { file, len: h.len, tags, changed })
+}
+
+/// `from..to` of the entry `e` (its file's metadata `meta`), read with `read_exact` (into a
+/// reused buffer if `pooled`), the chunks it covers checked against its tags; and the block's
+/// full length.
+fn read_entry(
+    e: &OpenEntry,
+    meta: &fs::Metadata,
     from: usize,
     to: usize,
     pooled: bool,
     read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
 ) -> Result<(Bytes, usize), DiskError> {
-    let mut fixed = [0u8; FIXED_HEADER];
-    read_exact(f, &mut fixed, 0).map_err(short)?;
-    let h = parse_fixed(&fixed)?;
-    if h.hash != key.1 {
-        return Err(DiskError::Corrupt("entry holds another block"));
-    }
-    let off = data_offset(h.len);
-    let meta = f.metadata()?;
+    let (f, len) = (&e.file, e.len);
+    let off = data_offset(len);
     // A file kept open may have been deleted since (by hand, or the tree removed).
-    if is_deleted(&meta) {
+    if is_deleted(meta) {
         return Err(DiskError::Missing);
     }
-    if meta.len() != (off + h.len) as u64 {
+    if meta.len() != (off + len) as u64 {
         return Err(DiskError::Corrupt("truncated or oversized"));
     }
-    if from > to || to > h.len {
+    if from > to || to > len {
         return Err(DiskError::Corrupt("range outside the block"));
     }
     if from == to {
-        return Ok((Bytes::new(), h.len));
+        return Ok((Bytes::new(), len));
     }
     let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
-    let mut tags = vec![0u8; (c1 - c0 + 1) * TAG];
-    read_exact(f, &mut tags, (FIXED_HEADER + c0 * TAG) as u64).map_err(short)?;
+    let tags = &e.tags[c0 * TAG..(c1 + 1) * TAG];
     let start = c0 * CHUNK;
-    let end = ((c1 + 1) * CHUNK).min(h.len);
+    let end = ((c1 + 1) * CHUNK).min(len);
     let buf = if pooled {
         let mut buf = BlockBuf::zeroed(end - start);
         read_exact(f, buf.as_mut_slice(), (off + start) as u64).map_err(short)?;
@@ -456,11 +515,40 @@ fn read_entry(
     for (i, chunk) in buf.chunks(CHUNK).enumerate() {
         let mut tag = [0u8; TAG];
         tag.copy_from_slice(&tags[i * TAG..(i + 1) * TAG]);
-        if !piece_matches(&tag, c0 + i, chunk, h.len) {
+        if !piece_matches(&tag, c0 + i, chunk, len) {
             return Err(DiskError::Corrupt("chunk checksum mismatch"));
         }
     }
-    Ok((buf.slice(from - start..to - start), h.len))
+    Ok((buf.slice(from - start..to - start), len))
+}
+
+/// A file's change time: seconds and nanoseconds.
+type Changed = (i64, i64);
+
+#[cfg(unix)]
+fn changed(meta: &fs::Metadata) -> Changed {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ctime(), meta.ctime_nsec())
+}
+
+/// Whether the file last changed at least `settled` ago.
+#[cfg(unix)]
+fn settled(meta: &fs::Metadata, settled: std::time::Duration) -> bool {
+    let (secs, nanos) = changed(meta);
+    let at = std::time::Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    at + settled <= now
+}
+
+/// Files are not kept open here ([`KEEP_OPEN`]).
+#[cfg(not(unix))]
+fn changed(_: &fs::Metadata) -> Changed {
+    (0, 0)
+}
+
+#[cfg(not(unix))]
+fn settled(_: &fs::Metadata, _: std::time::Duration) -> bool {
+    false
 }
 
 #[cfg(unix)]
@@ -708,23 +796,48 @@ mod tests {
         Ok(())
     }
 
-    /// A file kept open answers as a fresh open would: another block's entry copied over it is
-    /// refused, one deleted by hand is missing; removals and rewrites through the store let go
-    /// of it; a file opened across a removal is not kept; no more than `MAX_OPEN` are.
+    /// A file kept open answers as a fresh open would: its data, magic or a tag changed in
+    /// place, or another block's entry copied over it, is refused; one deleted by hand is
+    /// missing; a file changed moments ago is not kept; removals and rewrites through the
+    /// store let go of it; a file opened across a removal is not kept; no more than
+    /// `MAX_OPEN` are.
     #[cfg(unix)]
     #[test]
     fn kept_files_answer_as_fresh_opens() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let d = DiskStore::open(dir.path(), "gateway")?;
-        let kept = |k: &Key| lock(&d.open).files.contains_key(k);
+        let mut d = DiskStore::open(dir.path(), "gateway")?;
         let (a, b) = (vec![1u8; 40_000], vec![2u8; 40_000]);
         let (ka, kb) = (key(&a), key(&b));
         d.write(&ka, &verified(&a))?;
+        d.settled = std::time::Duration::from_secs(3600);
+        assert!(
+            d.read(&ka, 0, 10).is_ok() && !lock(&d.open).files.contains_key(&ka),
+            "a file just written is not kept"
+        );
+        // Files count as settled at once; each change below comes a clock tick after the last.
+        d.settled = std::time::Duration::ZERO;
+        let tick = || std::thread::sleep(std::time::Duration::from_millis(30));
+        let kept = |k: &Key| lock(&d.open).files.contains_key(k);
         d.write(&kb, &verified(&b))?;
         assert_eq!(&d.read(&ka, 0, 10)?.0[..], &a[..10]);
         assert!(kept(&ka), "kept after a read");
         assert_eq!(&d.read(&ka, 30_000, 30_010)?.0[..], &a[30_000..30_010]);
 
+        // Changed in place under the open file (data, magic, a tag): opened afresh, refused.
+        let off = data_offset(a.len());
+        for (what, at) in [("a flipped byte", off + 5), ("a damaged magic", 0), ("a flipped tag", FIXED_HEADER)] {
+            let mut raw = fs::read(d.path(&ka))?;
+            raw[at] ^= 1;
+            tick();
+            fs::write(d.path(&ka), &raw)?;
+            assert!(matches!(d.read(&ka, 0, 10), Err(DiskError::Corrupt(_))), "{what}");
+            assert!(!kept(&ka), "let go of after a failed read ({what})");
+            d.write(&ka, &verified(&a))?;
+            assert_eq!(&d.read(&ka, 0, 10)?.0[..], &a[..10]);
+            assert!(kept(&ka));
+        }
+
+        tick();
         fs::copy(d.path(&kb), d.path(&ka))?;
         assert!(matches!(d.read(&ka, 0, 10), Err(DiskError::Corrupt(_))), "another block's entry");
         assert!(!kept(&ka), "let go of after a failed read");
@@ -750,11 +863,15 @@ mod tests {
         assert!(!kept(&kb), "rewritten through the store");
 
         d.write(&ka, &verified(&a))?;
-        let f = d.opened(&ka, |p| {
-            let f = File::open(p)?;
-            d.remove(&ka);
-            Ok(Some(f))
-        })?;
+        let f = d.opened(
+            &ka,
+            |p| {
+                let f = File::open(p)?;
+                d.remove(&ka);
+                Ok(Some(f))
+            },
+            read_exact_at,
+        )?;
         assert!(f.is_some() && !kept(&ka), "opened across a removal");
 
         for i in 0..MAX_OPEN + 10 {
