@@ -40,6 +40,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -157,8 +158,10 @@ struct OpenEntry {
     file: File,
     /// The block's length.
     len: usize,
-    /// The chunks' tags, `TAG` bytes each, for the reads to check against.
+    /// Tags of the chunks from `first` on, `TAG` bytes each, for the reads to check against:
+    /// all of them for an entry kept open, those of the one read otherwise.
     tags: Box<[u8]>,
+    first: usize,
     /// The file's change time when its header was read.
     changed: Changed,
 }
@@ -302,20 +305,23 @@ impl DiskStore {
                 Err(e) => Err(e.into()),
             },
             read_exact_at,
+            from..to,
         );
         let Some((e, meta)) = self.kept_result(key, opened)? else { return Err(DiskError::Missing) };
         self.kept_result(key, read_entry(&e, &meta, from, to, self.pooled, read_exact_at))
     }
 
-    /// The entry of `key` and its file's metadata: kept open (unless its file changed since),
-    /// or opened with `open` and its header read with `read_exact` (and then kept, if its file
-    /// has settled and no removal or rewrite came in between). `Ok(None)`: `open` could not say
-    /// without waiting.
+    /// The entry of `key` and its file's metadata, for a read of bytes `range`: kept open
+    /// (unless its file changed since), or opened with `open` and its header read with
+    /// `read_exact` (and then kept, if its file has settled and no removal or rewrite came in
+    /// between; an entry not kept reads only the tags of `range`). `Ok(None)`: `open` could not
+    /// say without waiting.
     fn opened(
         &self,
         key: &Key,
         open: impl FnOnce(&Path) -> Result<Option<File>, DiskError>,
         read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
+        range: Range<usize>,
     ) -> Result<Option<(Arc<OpenEntry>, fs::Metadata)>, DiskError> {
         let (kept, changes) = {
             let open = lock(&self.open);
@@ -331,9 +337,10 @@ impl DiskStore {
         }
         let Some(file) = open(&self.path(key))? else { return Ok(None) };
         let meta = file.metadata()?;
-        let f = Arc::new(open_entry(file, key, changed(&meta), read_exact)?);
+        let keep = KEEP_OPEN && settled(&meta, self.settled);
+        let f = Arc::new(open_entry(file, key, changed(&meta), (!keep).then_some(range), read_exact)?);
         let mut open = lock(&self.open);
-        if KEEP_OPEN && open.changes == changes && settled(&meta, self.settled) {
+        if keep && open.changes == changes {
             if open.files.len() >= MAX_OPEN
                 && let Some(old) = open.files.keys().next().copied()
             {
@@ -379,7 +386,7 @@ impl DiskStore {
     /// header otherwise) in the caller's thread instead of a hand-off to a blocking thread and
     /// back, which cost more than all of them.
     pub fn read_cached(&self, key: &Key, from: usize, to: usize) -> Result<Option<(Bytes, usize)>, DiskError> {
-        let read = self.opened(key, nowait::open, nowait::read_exact_at).and_then(|e| {
+        let read = self.opened(key, nowait::open, nowait::read_exact_at, from..to).and_then(|e| {
             e.map(|(e, meta)| read_entry(&e, &meta, from, to, self.pooled, nowait::read_exact_at)).transpose()
         });
         match read {
@@ -455,11 +462,13 @@ impl DiskStore {
 }
 
 /// The entry of `key` open as `file`, with its header read with `read_exact`: the header
-/// must be of this format and name `key`'s block.
+/// must be of this format and name `key`'s block. Its tags: those of the chunks that bytes
+/// `only` cover, or all of them.
 fn open_entry(
     file: File,
     key: &Key,
     changed: Changed,
+    only: Option<Range<usize>>,
     read_exact: impl Fn(&File, &mut [u8], u64) -> io::Result<()>,
 ) -> Result<OpenEntry, DiskError> {
     let mut fixed = [0u8; FIXED_HEADER];
@@ -468,9 +477,16 @@ fn open_entry(
     if h.hash != key.1 {
         return Err(DiskError::Corrupt("entry holds another block"));
     }
-    let mut tags = vec![0u8; h.len.div_ceil(CHUNK) * TAG].into_boxed_slice();
-    read_exact(&file, &mut tags, FIXED_HEADER as u64).map_err(short)?;
-    Ok(OpenEntry { file, len: h.len, tags, changed })
+    let chunks = match only {
+        // An empty or impossible range reads no bytes, so needs no tag (read_entry refuses
+        // the impossible one).
+        Some(r) if r.start >= r.end || r.end > h.len => 0..0,
+        Some(r) => r.start / CHUNK..(r.end - 1) / CHUNK + 1,
+        None => 0..h.len.div_ceil(CHUNK),
+    };
+    let mut tags = vec![0u8; chunks.len() * TAG].into_boxed_slice();
+    read_exact(&file, &mut tags, (FIXED_HEADER + chunks.start * TAG) as u64).map_err(short)?;
+    Ok(OpenEntry { file, len: h.len, tags, first: chunks.start, changed })
 }
 
 /// `from..to` of the entry `e` (its file's metadata `meta`), read with `read_exact` (into a
@@ -500,7 +516,10 @@ fn read_entry(
         return Ok((Bytes::new(), len));
     }
     let (c0, c1) = (from / CHUNK, (to - 1) / CHUNK);
-    let tags = &e.tags[c0 * TAG..(c1 + 1) * TAG];
+    let tags = c0
+        .checked_sub(e.first)
+        .and_then(|i| e.tags.get(i * TAG..(c1 + 1 - e.first) * TAG))
+        .ok_or(DiskError::Corrupt("tags of another range"))?;
     let start = c0 * CHUNK;
     let end = ((c1 + 1) * CHUNK).min(len);
     let buf = if pooled {
@@ -871,6 +890,7 @@ mod tests {
                 Ok(Some(f))
             },
             read_exact_at,
+            0..10,
         )?;
         assert!(f.is_some() && !kept(&ka), "opened across a removal");
 
