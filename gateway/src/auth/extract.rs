@@ -95,14 +95,15 @@ impl AuthUser {
             return Err(ApiError::Unauthorized);
         }
         // Found by the hash of the secret; the secret itself is never compared or logged.
-        let row = state.meta().token_auth(&token_key(token)).await?.ok_or(ApiError::Unauthorized)?;
+        let key = token_key(token);
+        let row = state.meta().token_auth(&key).await?.ok_or(ApiError::Unauthorized)?;
         let now = now_ms();
         if row.revoked_at.is_some() || row.expires_at <= now || row.disabled {
             return Err(ApiError::Unauthorized);
         }
         if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
             let ip = ip().map(|i| i.to_string());
-            state.meta().mark_token_used(row.token_id, now, ip.as_deref());
+            state.meta().mark_token_used(&key, now, ip.as_deref());
             let meta = state.meta().clone();
             let id = row.token_id;
             tokio::spawn(async move {

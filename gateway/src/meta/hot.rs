@@ -167,16 +167,15 @@ impl HotCache {
         tokens.rows.insert(hash, (row, Instant::now()));
     }
 
-    /// Records a use in the cached row, so the next requests don't write it again.
-    pub fn mark_used(&self, token_id: i64, at_ms: i64, ip: Option<&str>) {
-        for (row, _) in lock(&self.tokens).rows.values_mut() {
-            if row.token_id == token_id {
-                // Requests still holding the old row keep it; the next lookup sees this one.
-                let row = Arc::make_mut(row);
-                row.last_used_at = Some(at_ms);
-                if let Some(ip) = ip {
-                    row.last_ip = Some(ip.to_string());
-                }
+    /// Records a use in the cached row of the token whose hash is `hash`, so the next requests
+    /// don't write it again. One row per token: a token has one hash.
+    pub fn mark_used(&self, hash: &TokenKey, at_ms: i64, ip: Option<&str>) {
+        if let Some((row, _)) = lock(&self.tokens).rows.get_mut(hash) {
+            // Requests still holding the old row keep it; the next lookup sees this one.
+            let row = Arc::make_mut(row);
+            row.last_used_at = Some(at_ms);
+            if let Some(ip) = ip {
+                row.last_ip = Some(ip.to_string());
             }
         }
     }
@@ -330,6 +329,26 @@ mod tests {
 
     fn put(h: &HotCache, hash: &str, r: TokenAuthRow) {
         h.put_token(k(hash), Arc::new(r), h.token_stamp());
+    }
+
+    #[test]
+    fn a_use_is_noted_in_that_tokens_row_only() {
+        let h = HotCache::default();
+        put(&h, "a", row(1, 10));
+        put(&h, "b", row(2, 10));
+        let held = h.token(&k("a")).expect("cached");
+        h.mark_used(&k("a"), 42, Some("127.0.0.2"));
+        let a = h.token(&k("a")).expect("cached");
+        assert_eq!((a.last_used_at, a.last_ip.as_deref()), (Some(42), Some("127.0.0.2")));
+        // Without an address the last one known stays.
+        h.mark_used(&k("a"), 43, None);
+        let a = h.token(&k("a")).expect("cached");
+        assert_eq!((a.last_used_at, a.last_ip.as_deref()), (Some(43), Some("127.0.0.2")));
+        assert_eq!(held.last_used_at, None, "a request's row is its own");
+        assert_eq!(h.token(&k("b")).expect("cached").last_used_at, None);
+        // A token not in memory: nothing to note, nothing put in.
+        h.mark_used(&k("z"), 44, None);
+        assert!(h.token(&k("z")).is_none());
     }
 
     #[test]

@@ -355,8 +355,8 @@ impl Meta {
 
     /// Notes in memory that a token was just used (from client address `ip`); `touch_token`
     /// then records it durably.
-    pub fn mark_token_used(&self, token_id: i64, at_ms: i64, ip: Option<&str>) {
-        self.hot.mark_used(token_id, at_ms, ip);
+    pub fn mark_token_used(&self, hash: &blake3::Hash, at_ms: i64, ip: Option<&str>) {
+        self.hot.mark_used(hash.as_bytes(), at_ms, ip);
     }
 
     pub async fn touch_token(&self, token_id: i64, ip: Option<&str>) -> MetaResult<()> {
