@@ -435,7 +435,7 @@ impl DiskStore {
 
     fn check_entry(path: &Path, space: i64) -> Option<(Key, u64)> {
         let name = path.file_name()?.to_str()?;
-        let hash = *blake3::Hash::from_hex(name).ok()?.as_bytes();
+        let hash = crate::hash_from_hex(name)?;
         let f = File::open(path).ok()?;
         let mut fixed = [0u8; FIXED_HEADER];
         read_exact_at(&f, &mut fixed, 0).ok()?;

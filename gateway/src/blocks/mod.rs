@@ -169,8 +169,8 @@ pub async fn put_verified(store: &dyn BlockStore, space: i64, hash: &str, block:
 /// Reads a block and checks its BLAKE3 hash, so a reader never gets bytes that differ from
 /// what was written (bitrot, a truncated object, a wrong key).
 pub async fn get_verified(store: &dyn BlockStore, space: i64, hash: &str) -> StoreResult<Bytes> {
-    let key = blake3::Hash::from_hex(hash).map_err(|_| StoreError::Corrupt(hash.to_string()))?;
-    get_verified_block(store, space, key.as_bytes()).await.map(Verified::into_data)
+    let key = nimbus_blockcache::hash_from_hex(hash).ok_or_else(|| StoreError::Corrupt(hash.to_string()))?;
+    get_verified_block(store, space, &key).await.map(Verified::into_data)
 }
 
 /// [`get_verified`] for the cache: the same check, in the one pass that also yields the tags

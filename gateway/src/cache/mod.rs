@@ -219,41 +219,7 @@ fn stream_fault(e: StreamFault, space: i64, hash: &str) -> StoreError {
 }
 
 pub fn parse_key(space: i64, hash: &str) -> Result<Key, StoreError> {
-    hash_from_hex(hash).map(|h| (space, h)).ok_or_else(|| StoreError::Corrupt(hash.to_string()))
-}
-
-/// The value of each hex digit (either case); [`NOT_HEX`] for any other byte.
-const HEX_VALUE: [u8; 256] = {
-    let mut t = [NOT_HEX; 256];
-    let mut i = 0;
-    while i < 10 {
-        t[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        t[b'a' as usize + i] = 10 + i as u8;
-        t[b'A' as usize + i] = 10 + i as u8;
-        i += 1;
-    }
-    t
-};
-const NOT_HEX: u8 = 0xff;
-
-/// A block hash from its 64 hex digits, as `blake3::Hash::from_hex` reads it, by table:
-/// that one branches on every digit, and on random digits the mispredictions cost a hot read
-/// 2.7 % of its CPU (every read parses its block's hash).
-fn hash_from_hex(hex: &str) -> Option<[u8; 32]> {
-    let digits: &[u8; 64] = hex.as_bytes().try_into().ok()?;
-    let mut out = [0u8; 32];
-    // Digits are below 16; one byte that is not a digit sets the high bits.
-    let mut seen = 0u8;
-    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-        let (hi, lo) = (HEX_VALUE[usize::from(pair[0])], HEX_VALUE[usize::from(pair[1])]);
-        seen |= hi | lo;
-        *byte = (hi << 4) | lo;
-    }
-    (seen < 16).then_some(out)
+    nimbus_blockcache::hash_from_hex(hash).map(|h| (space, h)).ok_or_else(|| StoreError::Corrupt(hash.to_string()))
 }
 
 impl BlockCache {
@@ -419,39 +385,7 @@ mod tests {
     use super::*;
     use crate::blocks::{BlockStore, LocalStore};
     use nimbus_blockcache::disk::entry_size;
-    use proptest::prelude::*;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-    fn blake3_reads(hex: &str) -> Option<[u8; 32]> {
-        blake3::Hash::from_hex(hex).ok().map(|h| *h.as_bytes())
-    }
-
-    #[test]
-    fn hashes_parse_as_blake3_parses_them() {
-        let h = blake3::hash(b"a block");
-        let lower = h.to_hex().to_string();
-        assert_eq!(hash_from_hex(&lower), Some(*h.as_bytes()));
-        assert_eq!(hash_from_hex(&lower.to_uppercase()), Some(*h.as_bytes()));
-        for bad in ["", "0", &lower[1..], &format!("{lower}0"), &format!("{}g", &lower[1..])] {
-            assert_eq!(hash_from_hex(bad), None, "{bad:?}");
-        }
-        // Every byte that is not a digit, at either place of a pair.
-        for b in 0..=255u8 {
-            for at in [0, 63] {
-                let mut s = lower.clone().into_bytes();
-                s[at] = b;
-                let Ok(s) = String::from_utf8(s) else { continue };
-                assert_eq!(hash_from_hex(&s), blake3_reads(&s), "byte {b} at {at}");
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn any_string_parses_as_blake3_parses_it(s in "[0-9a-fA-F]{60,68}|[0-9a-fA-Fg-z/ .\\x00]{64}|.{0,70}") {
-            prop_assert_eq!(hash_from_hex(&s), blake3_reads(&s));
-        }
-    }
 
     struct Counting {
         inner: LocalStore,

@@ -125,9 +125,8 @@ pub struct BlockCache {
 }
 
 pub fn parse_hash(hex: &str) -> VfsResult<Hash> {
-    blake3::Hash::from_hex(hex)
-        .map(|h| *h.as_bytes())
-        .map_err(|_| VfsError::Io(format!("the server sent a malformed block hash `{hex}`")))
+    nimbus_blockcache::hash_from_hex(hex)
+        .ok_or_else(|| VfsError::Io(format!("the server sent a malformed block hash `{hex}`")))
 }
 
 fn vfs_error(e: ReadError<Arc<VfsError>>) -> VfsError {
