@@ -22,15 +22,23 @@ pub fn configured_bin() -> Option<PathBuf> {
 
 /// A free TCP port on 127.0.0.1 (bound, then released), below Linux's ephemeral range
 /// (32768–60999) so that no outgoing connection takes it while MinIO is down for a restart.
+/// A port is handed out once per test process: between the release here and the server's own
+/// bind, a parallel test drawing the same number would otherwise take it.
 pub fn free_port() -> anyhow::Result<u16> {
+    static GIVEN: Mutex<Option<std::collections::HashSet<u16>>> = Mutex::new(None);
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let given = given.get_or_insert_with(Default::default);
     for _ in 0..200 {
         let port = rand::random_range(20_000..32_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return Ok(port);
         }
     }
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("cannot bind a free port")?;
-    Ok(l.local_addr()?.port())
+    let port = l.local_addr()?.port();
+    given.insert(port);
+    Ok(port)
 }
 
 pub struct Minio {
@@ -61,7 +69,7 @@ impl Minio {
         }
         let dir = tempfile::Builder::new().prefix("nimbus-e2e-minio-").tempdir()?;
         std::fs::create_dir_all(dir.path().join("data"))?;
-        let m = Minio {
+        let mut m = Minio {
             bin: bin.to_path_buf(),
             dir,
             port: free_port()?,
@@ -69,8 +77,24 @@ impl Minio {
             certs,
             child: Mutex::new(None),
         };
-        m.spawn_and_wait().await?;
-        Ok(m)
+        // Another process on this machine (a second test binary, a benchmark) may take a port
+        // between `free_port`'s check and MinIO's bind: then start again on fresh ports.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match m.spawn_and_wait().await {
+                Ok(()) => return Ok(m),
+                Err(e) if attempt < 4 && m.log_tail(30).contains("port is already in use") => {
+                    eprintln!("MinIO start-up: {e:#}\nretrying on other ports");
+                    m.kill().await;
+                    // A fresh log, so the next attempt is judged by its own lines.
+                    let _ = std::fs::remove_file(m.log_path());
+                    m.port = free_port()?;
+                    m.console_port = free_port()?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// `http://127.0.0.1:PORT` (`https://` with [`Minio::start_tls`]).
