@@ -20,7 +20,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, 
 use axum::response::IntoResponse;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tracing::Instrument;
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -106,28 +105,39 @@ where
         // The service that was polled ready serves this request; a clone takes its place.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let handled = async move {
-            tracing::debug!("started processing request");
-            // A panic in routing (`call`) or in the handler must not take the connection down
-            // silently or leak a backtrace.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(req))) {
-                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await.map(|r| match r {
-                    Ok(resp) => resp,
-                    Err(never) => match never {},
-                }),
-                Err(p) => Err(p),
-            }
-        }
-        .instrument(span.clone());
         Box::pin(async move {
-            let mut resp = handled.await.unwrap_or_else(|_| {
+            // The handler runs in the span, entered around each poll by reference rather than
+            // through `Instrument`, which would hold a second handle to the span (a registry
+            // reference taken and dropped per request). A handler dropped unfinished (the client
+            // went away) is dropped outside it: what it drops logs only from spawned tasks,
+            // which never carried the span.
+            let mut handled = std::pin::pin!(async move {
+                tracing::debug!("started processing request");
+                // A panic in routing (`call`) or in the handler must not take the connection
+                // down silently or leak a backtrace.
+                match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(req))) {
+                    Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await.map(|r| match r {
+                        Ok(resp) => resp,
+                        Err(never) => match never {},
+                    }),
+                    Err(p) => Err(p),
+                }
+            });
+            let handled = std::future::poll_fn(|cx| {
+                let _entered = span.enter();
+                handled.as_mut().poll(cx)
+            })
+            .await;
+            let mut resp = handled.unwrap_or_else(|_| {
                 crate::error::ApiError::internal(anyhow::anyhow!("handler panicked")).into_response()
             });
             let status = resp.status();
             let ms = start.elapsed().as_millis() as u64;
             if status.is_server_error() {
                 span.in_scope(|| tracing::error!(status = status.as_u16(), latency_ms = ms, "response failed"));
-            } else {
+            } else if tracing::level_filters::LevelFilter::current() >= tracing::Level::DEBUG {
+                // Entered only when a debug line can be logged at all (a filter may enable it
+                // for this span alone): entering and leaving cost every request otherwise.
                 span.in_scope(|| {
                     tracing::debug!(status = status.as_u16(), latency_ms = ms, "finished processing request")
                 });
@@ -261,6 +271,25 @@ mod tests {
         assert!(streamed.contains("request_id=id-streamed") && streamed.contains("path=/streamed"), "{log}");
         let failed = line("response failed");
         assert!(failed.contains("request_id=id-failed") && failed.contains("status=503"), "{log}");
+    }
+
+    #[tokio::test]
+    async fn the_debug_lines_of_a_request_carry_its_id() {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let req = Request::get("/ok").header(REQUEST_ID, "id-debug").body(Body::empty()).expect("request");
+        assert_eq!(text(send(req).await).await, "ok");
+        let log = out.text();
+        for needle in ["started processing request", "finished processing request"] {
+            let line = log.lines().find(|l| l.contains(needle)).unwrap_or_default();
+            assert!(line.contains("request_id=id-debug") && line.contains("path=/ok"), "{needle}: {log}");
+        }
     }
 
     async fn boom() -> &'static str {
