@@ -61,12 +61,8 @@ impl Garage {
             secret_key: String::new(),
             child: Mutex::new(None),
         };
-        let rpc_port = loop {
-            let p = crate::minio::free_port()?;
-            if p != g.s3_port {
-                break p;
-            }
-        };
+        // `free_port` never hands out a port twice in this process.
+        let rpc_port = crate::minio::free_port()?;
         std::fs::write(g.config_path(), g.config(rpc_port))?;
         g.spawn_and_wait().await?;
         if let Err(e) = g.configure().await {

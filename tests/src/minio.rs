@@ -67,9 +67,24 @@ impl Minio {
         if !bin.is_file() {
             bail!("{ENV_BIN}={} does not exist (run ./infra/install-deps.sh)", bin.display());
         }
+        // A port picked by `free_port` can be taken by another process (a benchmark, a server
+        // a test left) before MinIO binds it: start again, on fresh ports in a fresh directory.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(bin, certs.clone()).await {
+                Err(e) if attempt < 4 && format!("{e:#}").contains("port is already in use") => {
+                    eprintln!("{e:#}\nstarting MinIO again on other ports");
+                }
+                started => return started,
+            }
+        }
+    }
+
+    async fn start_once(bin: &Path, certs: Option<PathBuf>) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("nimbus-e2e-minio-").tempdir()?;
         std::fs::create_dir_all(dir.path().join("data"))?;
-        let mut m = Minio {
+        let m = Minio {
             bin: bin.to_path_buf(),
             dir,
             port: free_port()?,
@@ -77,24 +92,8 @@ impl Minio {
             certs,
             child: Mutex::new(None),
         };
-        // Another process on this machine (a second test binary, a benchmark) may take a port
-        // between `free_port`'s check and MinIO's bind: then start again on fresh ports.
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match m.spawn_and_wait().await {
-                Ok(()) => return Ok(m),
-                Err(e) if attempt < 4 && m.log_tail(30).contains("port is already in use") => {
-                    eprintln!("MinIO start-up: {e:#}\nretrying on other ports");
-                    m.kill().await;
-                    // A fresh log, so the next attempt is judged by its own lines.
-                    let _ = std::fs::remove_file(m.log_path());
-                    m.port = free_port()?;
-                    m.console_port = free_port()?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        m.spawn_and_wait().await?;
+        Ok(m)
     }
 
     /// `http://127.0.0.1:PORT` (`https://` with [`Minio::start_tls`]).
