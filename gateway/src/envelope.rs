@@ -1,8 +1,9 @@
 //! What every request and answer of a listener gets, in one service: a request id (kept from
 //! the client's `X-Request-Id`, else made here) echoed in the answer, the request's tracing
 //! span, `Authorization` and `Cookie` marked sensitive, a panic turned into a 500, a log line
-//! for every 5xx, the browser headers (`browser::apply`), a count for the console's charts and
-//! `Connection: close` after a refused upload.
+//! for every 5xx, the browser headers (`browser::apply`), a count for the console's charts,
+//! `Connection: close` after a refused upload, and the JSON error body on every error answer of
+//! the REST API (`error::as_json_error`: the framework's own rejections are text).
 //!
 //! One service instead of a stack of tower-http layers and `from_fn` middleware: each of
 //! those cost a service clone, a boxed future and a response-body wrapper per request, and
@@ -61,11 +62,20 @@ pub struct Envelope<S> {
     inner: S,
     ids: RequestIds,
     tls: bool,
+    /// The listener serves the REST API under `/api/` (not the S3 door, whose errors are
+    /// XML and whose paths are buckets).
+    rest_api: bool,
 }
 
 impl<S> Envelope<S> {
     pub fn new(inner: S, tls: bool) -> Self {
-        Envelope { inner, ids: RequestIds::new(), tls }
+        Envelope { inner, ids: RequestIds::new(), tls, rest_api: false }
+    }
+
+    /// Error answers under `/api/` get the JSON error body ([`crate::error::as_json_error`]).
+    pub fn rest_api(mut self) -> Self {
+        self.rest_api = true;
+        self
     }
 }
 
@@ -99,6 +109,7 @@ where
             path = %req.uri().path()
         );
         let has_body = matches!(*req.method(), Method::PUT | Method::POST | Method::PATCH);
+        let api = self.rest_api && req.uri().path().starts_with("/api/");
         let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
         let tls = self.tls;
         let start = Instant::now();
@@ -143,6 +154,9 @@ where
                 });
             }
             crate::metrics::history::count(status.as_u16());
+            if api && (status.is_client_error() || status.is_server_error()) {
+                resp = crate::error::as_json_error(resp).await;
+            }
             let headers = resp.headers_mut();
             // A refused upload (quota, bad name, stale If-Match, ...) may leave unread bytes on an
             // HTTP/1 connection: closing it keeps the client's next request from being read as
@@ -271,6 +285,52 @@ mod tests {
         assert!(streamed.contains("request_id=id-streamed") && streamed.contains("path=/streamed"), "{log}");
         let failed = line("response failed");
         assert!(failed.contains("request_id=id-failed") && failed.contains("status=503"), "{log}");
+    }
+
+    #[tokio::test]
+    async fn error_answers_of_the_rest_api_are_json_and_keep_their_status_and_headers() {
+        let router = axum::Router::new()
+            .route("/api/v1/move", axum::routing::post(|| async { "moved" }))
+            .route("/api/v1/shares/{id}", get(|axum::extract::Path(id): axum::extract::Path<String>| async move { id }))
+            .route("/api/v1/json", get(|| async { crate::error::ApiError::Forbidden("no".into()) }))
+            .route("/other", axum::routing::post(|| async { "x" }));
+        let api = Envelope::new(router.clone(), false).rest_api();
+        let send = |svc: Envelope<axum::Router>, method: Method, path: &str| {
+            let req = Request::builder().method(method).uri(path).body(Body::empty()).expect("request");
+            svc.oneshot(req)
+        };
+        let json = |r: Response<Body>| async move {
+            assert_eq!(r.headers().get(header::CONTENT_TYPE).expect("a type"), "application/json");
+            let v: serde_json::Value = serde_json::from_str(&text(r).await).expect("json");
+            (
+                v["error"]["code"].as_str().unwrap_or("").to_string(),
+                v["error"]["message"].as_str().unwrap_or("").to_string(),
+            )
+        };
+        // A method the route does not take: 405, Allow kept, a JSON body that says what to use.
+        let r = send(api.clone(), Method::DELETE, "/api/v1/move").await.expect("infallible");
+        assert_eq!(r.status(), 405);
+        assert_eq!(r.headers().get(header::ALLOW).expect("allow"), "POST");
+        assert!(r.headers().contains_key(REQUEST_ID));
+        let (code, message) = json(r).await;
+        assert_eq!(code, "bad_request");
+        assert!(message.contains("POST"), "{message}");
+        // A path parameter that is not UTF-8: the framework's text becomes the message.
+        let r = send(api.clone(), Method::GET, "/api/v1/shares/%ff").await.expect("infallible");
+        assert_eq!(r.status(), 400);
+        let (code, message) = json(r).await;
+        assert_eq!(code, "bad_request");
+        assert!(message.contains("UTF-8"), "{message}");
+        // Our own JSON errors pass as they are.
+        let r = send(api.clone(), Method::GET, "/api/v1/json").await.expect("infallible");
+        assert_eq!((r.status().as_u16(), json(r).await.0.as_str()), (403, "forbidden"));
+        // Outside /api/, and on a listener that is not the REST API's, answers stay as they are.
+        let r = send(api, Method::GET, "/other").await.expect("infallible");
+        assert_eq!(r.status(), 405);
+        assert!(r.headers().get(header::CONTENT_TYPE).is_none());
+        let r = send(Envelope::new(router, false), Method::DELETE, "/api/v1/move").await.expect("infallible");
+        assert_eq!(r.status(), 405);
+        assert!(r.headers().get(header::CONTENT_TYPE).is_none());
     }
 
     #[tokio::test]

@@ -138,9 +138,9 @@ impl ApiError {
         let code = match self {
             ApiError::NotFound(_) | ApiError::IsADirectory(_) => S3ErrorCode::NoSuchKey,
             ApiError::InvalidName(NameError::PathTooLong) => S3ErrorCode::KeyTooLongError,
-            ApiError::InvalidName(_) | ApiError::BadRequest(_) | ApiError::HashMismatch(_) => {
-                S3ErrorCode::InvalidArgument
-            }
+            ApiError::InvalidName(_) | ApiError::BadRequest(_) => S3ErrorCode::InvalidArgument,
+            // A body that is not what its digest says (Content-MD5, the content hash).
+            ApiError::HashMismatch(_) => S3ErrorCode::BadDigest,
             ApiError::MissingBlocks(_) => S3ErrorCode::InvalidArgument,
             ApiError::Unauthorized | ApiError::BasicAuthRequired(_) | ApiError::Forbidden(_) => {
                 S3ErrorCode::AccessDenied
@@ -204,6 +204,45 @@ impl From<StoreError> for ApiError {
             other => ApiError::StoreUnavailable(other),
         }
     }
+}
+
+/// An error answer of the REST API that is not our JSON error (a framework's rejection: a
+/// method a route does not take (405), a path parameter that is not UTF-8 (400), a raw body
+/// over its limit (413)) as the JSON error every API answer has (docs/API.md, Conventions):
+/// same status and headers (`Allow` stays), the code its status stands for, the framework's
+/// short text as the message. Anything else is handed back as it is.
+pub async fn as_json_error(resp: Response) -> Response {
+    let status = resp.status();
+    let json = resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return resp;
+    }
+    let code = match status {
+        StatusCode::UNAUTHORIZED => ErrorCode::Unauthorized,
+        StatusCode::FORBIDDEN => ErrorCode::Forbidden,
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::TOO_MANY_REQUESTS => ErrorCode::TooManyRequests,
+        s if s.is_server_error() => ErrorCode::Internal,
+        _ => ErrorCode::BadRequest,
+    };
+    let (mut parts, body) = resp.into_parts();
+    // Rejections are a line of text; anything longer is not worth reading.
+    let text = axum::body::to_bytes(body, 1024).await.ok().map(|b| String::from_utf8_lossy(&b).trim().to_string());
+    let message = match (status, text) {
+        (StatusCode::METHOD_NOT_ALLOWED, _) => {
+            let allowed = parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("none");
+            format!("this endpoint does not take this method; it takes: {allowed}")
+        }
+        (_, Some(t)) if !t.is_empty() && code != ErrorCode::Internal => t,
+        _ => status.canonical_reason().unwrap_or("error").to_string(),
+    };
+    let body = ErrorBody { error: ErrorDetail { code, message } };
+    let fresh = axum::Json(body).into_response();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::from_parts(parts, fresh.into_body())
 }
 
 impl IntoResponse for ApiError {

@@ -88,7 +88,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
 pub fn app(state: AppState) -> Api {
     let tls = state.settings.tls;
     let router = crate::api::router(state.clone(), crate::doors::dav::router()).layer(crate::metrics::Track::ROUTES);
-    Envelope::new(crate::api::Shortcut::new(state, timed(router)), tls)
+    Envelope::new(crate::api::Shortcut::new(state, timed(router)), tls).rest_api()
 }
 
 /// What the main listener serves: [`app`].

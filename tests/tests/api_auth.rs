@@ -59,6 +59,17 @@ backend_test!(login, |gw| async move {
     api.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
     let r = api.req(Method::GET, "/api/v1/me").header("authorization", &format!("Basic {}", l.token)).send().await?;
     r.check_error(401, "unauthorized")?;
+    // The scheme's name in any case (RFC 9110), but only that scheme.
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let r =
+            api.req(Method::GET, "/api/v1/me").header("authorization", &format!("{scheme} {}", l.token)).send().await?;
+        r.check(200).with_context(|| scheme.to_string())?;
+    }
+    let r = api.req(Method::GET, "/api/v1/me").header("authorization", &format!("Bearerx {}", l.token)).send().await?;
+    r.check_error(401, "unauthorized")?;
+    // A method a route does not take is answered with the JSON error body too.
+    let r = api.req(Method::DELETE, "/api/v1/move").send().await?;
+    r.check_error(405, "bad_request")?;
     Ok(())
 });
 

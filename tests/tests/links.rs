@@ -418,6 +418,13 @@ backend_test!(link_folders_pages_zips_and_path_tricks, |gw| async move {
         ensure!(r.status == 400 || r.status == 404, "{trick}: {r}");
         ensure!(!r.body.windows(secret.len()).any(|w| w == secret.as_slice()), "{trick} leaked: {r}");
     }
+    // An encoded slash is refused even where the plain spelling names a file inside (one
+    // spelling per path, docs/API.md).
+    public_get(&alice, &t, "/browse/sub/deep").await?.check(200)?;
+    for encoded in ["/download/sub%2Fdeep%2Fbig.bin", "/download/sub%2fdeep", "/browse/sub%2Fdeep"] {
+        let r = raw_request(&gw.url, "GET", &format!("/s/{t}{encoded}"), &[], b"").await?;
+        ensure!(r.status == 400, "{encoded}: {r}");
+    }
     // A file's link has nothing inside.
     let file_link = create(&alice, json!({"path": "/share/readme.txt", "mode": "view"})).await?;
     public_get(&alice, &file_link.token, "/download/readme.txt").await?.check(404)?;

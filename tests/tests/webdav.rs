@@ -472,13 +472,32 @@ backend_test!(webdav_auth_and_isolation, |gw| async move {
         (format!("{host}/dav/a%3ab.txt"), 400),
         ("/dav/CON".to_string(), 400),
         (format!("{host}/dav/x/../../b.txt"), 400),
+        // The root of the space is no destination (dav-server panicked on it).
+        (format!("{host}/dav"), 403),
+        (format!("{host}/dav/"), 403),
+        ("/dav/".to_string(), 403),
     ] {
         for m in ["MOVE", "COPY"] {
-            let r = dav(&alice, m, "/dav/a.txt", &[("destination", &d)], vec![]).await?;
-            ensure!(r.status == status, "{m} to {d}: expected {status}: {r}");
+            for overwrite in [None, Some("T")] {
+                let mut headers = vec![("destination", d.as_str())];
+                headers.extend(overwrite.map(|o| ("overwrite", o)));
+                let r = dav(&alice, m, "/dav/a.txt", &headers, vec![]).await?;
+                ensure!(r.status == status, "{m} to {d} ({overwrite:?}): expected {status}: {r}");
+            }
         }
     }
     ensure!(rest_bytes(&alice, "/a.txt").await? == b"stay");
+    // Overwrite is T or F, in either case; anything else is refused, not taken for T.
+    alice.put_file("/kept.txt", "kept").await?.check(201)?;
+    let kept = format!("{host}/dav/kept.txt");
+    for (overwrite, status) in [("X", 400), ("", 400), ("f", 412), ("F", 412)] {
+        for m in ["COPY", "MOVE"] {
+            let r = dav(&alice, m, "/dav/a.txt", &[("destination", &kept), ("overwrite", overwrite)], vec![]).await?;
+            ensure!(r.status == status, "{m} with Overwrite {overwrite:?}: expected {status}: {r}");
+        }
+    }
+    ensure!(rest_bytes(&alice, "/kept.txt").await? == b"kept" && rest_bytes(&alice, "/a.txt").await? == b"stay");
+    alice.delete("/api/v1/files/kept.txt").await?.check(204)?;
     let mut after = alice.list_all("/", None).await?;
     after.retain(|e: &Entry| e.name != "a.txt");
     ensure!(
@@ -541,10 +560,20 @@ backend_test!(webdav_locks_across_doors, |gw| async move {
     alice.put_file("/doc.txt", "v4").await?.check(200)?;
 
     // A lock expires: Timeout: Second-2.
-    let _short = lock(&alice, "/dav/doc.txt", &[("timeout", "Second-2")]).await?;
+    let short = lock(&alice, "/dav/doc.txt", &[("timeout", "Second-2")]).await?;
     alice.put_file("/doc.txt", "v5").await?.check_error(423, "locked")?;
     tokio::time::sleep(Duration::from_millis(2600)).await;
     alice.put_file("/doc.txt", "v5").await?.check(200)?;
+    // The client that held it, still naming its token in If, loses: the condition is false
+    // (RFC 4918 §10.4: the token matches no lock on the file), 412, and the change made since
+    // stays. So does a made-up token, or a live lock's token on another file.
+    let other = lock(&alice, "/dav/other-locked.txt", &[("timeout", "Second-600")]).await?;
+    for t in [short.as_str(), "opaquelocktoken:00000000-0000-0000-0000-000000000000", other.as_str()] {
+        let iff = format!("(<{t}>)");
+        dav(&alice, "PUT", "/dav/doc.txt", &[("if", &iff)], b"stale".to_vec()).await?.check(412)?;
+        dav(&alice, "DELETE", "/dav/doc.txt", &[("if", &iff)], vec![]).await?.check(412)?;
+    }
+    ensure!(rest_bytes(&alice, "/doc.txt").await? == b"v5");
     alice.delete("/api/v1/files/doc.txt").await?.check(204)?;
 
     // A depth-infinity lock on a folder guards what is inside it, and the folder itself.

@@ -68,15 +68,7 @@ pub async fn login(
     let totp_setup_only =
         super::totp::second_factor(&st, &user, req.totp.as_deref(), &attempt, audit_ip.as_deref()).await?;
     st.throttle.succeeded(&attempt).await;
-    let device: String = req
-        .device
-        .as_deref()
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .unwrap_or("unnamed device")
-        .chars()
-        .take(100)
-        .collect();
+    let device = device_name(req.device.as_deref(), "unnamed device");
     let (token, expires_at) =
         issue_session(&st, &user, &device, audit_ip.as_deref(), Via::Password { totp_setup_only }).await?;
     Ok(Json(LoginResponse {
@@ -85,6 +77,15 @@ pub async fn login(
         user: UserRef { id: user.id, username: user.username, role: Role::parse(&user.role).unwrap_or_default() },
         totp_setup_required: totp_setup_only,
     }))
+}
+
+/// A device's name as the device list shows it: what the client sent without control
+/// characters (they would reach terminals and pages as they are), trimmed, at most 100
+/// characters; `default` if nothing is left.
+pub(super) fn device_name(raw: Option<&str>, default: &str) -> String {
+    let clean: String = raw.unwrap_or("").chars().filter(|c| !c.is_control()).collect();
+    let name: String = clean.trim().chars().take(100).collect();
+    if name.is_empty() { default.to_string() } else { name }
 }
 
 /// How a sign-in was made, for the audit entry of the session it opens.
@@ -221,4 +222,18 @@ pub async fn me(State(st): State<AppState>, caller: SignedIn) -> ApiResult<Json<
         email: u.email,
         display_name: u.display_name,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_name;
+
+    #[test]
+    fn device_names_lose_control_characters_and_keep_to_100() {
+        assert_eq!(device_name(Some("  laptop  "), "d"), "laptop");
+        assert_eq!(device_name(Some("\u{0}\u{1b}[31mred\r\n"), "d"), "[31mred");
+        assert_eq!(device_name(Some("\u{7}\t\n"), "d"), "d");
+        assert_eq!(device_name(None, "d"), "d");
+        assert_eq!(device_name(Some(&"é".repeat(150)), "d").chars().count(), 100);
+    }
 }

@@ -99,7 +99,7 @@ pub async fn start(State(st): State<AppState>, parts: Parts, Query(q): Query<Sta
             {
                 return Err(ApiError::BadRequest("cli_challenge must be an S256 PKCE challenge (base64url)".into()));
             }
-            let device = device_name(q.device.as_deref(), "command line (single sign-on)");
+            let device = super::auth::device_name(q.device.as_deref(), "command line (single sign-on)");
             (Some(r), Some(c), Some(device))
         }
         _ => return Err(ApiError::BadRequest("cli_redirect and cli_challenge go together".into())),
@@ -471,16 +471,6 @@ fn with_query(base: &str, key: &str, value: &str) -> String {
         }
         Err(_) => base.to_string(),
     }
-}
-
-fn device_name(raw: Option<&str>, default: &str) -> String {
-    raw.map(str::trim)
-        .filter(|d| !d.is_empty())
-        .unwrap_or(default)
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(100)
-        .collect()
 }
 
 /// RFC 7636's S256: base64url(SHA-256(verifier)).

@@ -57,6 +57,17 @@ const ZIP_PAGE: i64 = 500;
 /// the blocks in flight of the file being read.
 const ZIP_PIPE: usize = 256 * 1024;
 
+/// A path inside a linked folder, as the shared name rules judge it, with encoded slashes
+/// refused (docs/API.md, Public links: `%2F` is 400): a visitor names one path, spelled one
+/// way, so a `/` hidden in a name cannot stand in for a separator the rules would have seen.
+fn link_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
+    let rest = uri.path().strip_prefix(prefix).unwrap_or("");
+    if rest.as_bytes().windows(3).any(|w| w[0] == b'%' && w[1] == b'2' && w[2].eq_ignore_ascii_case(&b'f')) {
+        return Err(nimbus_proto::NameError::ForbiddenChar { name: "%2F".into(), ch: '/' }.into());
+    }
+    space_path(uri, prefix)
+}
+
 /// The routes of the public side; merged into the gateway's router beside the API.
 pub fn routes() -> Router<crate::state::AppState> {
     Router::new()
@@ -383,7 +394,7 @@ async fn browse(
 ) -> PublicResult<Response> {
     let (st, uri) = (&st, &uri);
     with_link(st, uri, &headers, ip, Some(LinkMode::View), |v| async move {
-        let rel = space_path(uri, &format!("/s/{}/browse/", v.token))?;
+        let rel = link_path(uri, &format!("/s/{}/browse/", v.token))?;
         let dir = below(st, &v, &rel).await?;
         if !dir.is_dir() {
             return Err(ApiError::not_found());
@@ -423,7 +434,7 @@ async fn download_inside(
 ) -> PublicResult<Response> {
     let (st, uri, method, headers) = (&st, &uri, &method, &headers);
     with_link(st, uri, headers, ip, Some(LinkMode::View), |v| async move {
-        let rel = space_path(uri, &format!("/s/{}/download/", v.token))?;
+        let rel = link_path(uri, &format!("/s/{}/download/", v.token))?;
         if rel.is_root() {
             return Err(ApiError::not_found());
         }
@@ -665,7 +676,7 @@ async fn upload(
         if !v.node.is_dir() {
             return Err(gone());
         }
-        let rel = space_path(uri, &format!("/s/{}/upload/", v.token))?;
+        let rel = link_path(uri, &format!("/s/{}/upload/", v.token))?;
         let [name] = rel.components() else {
             return Err(ApiError::BadRequest("upload one file by its name: /s/{token}/upload/NAME".into()));
         };

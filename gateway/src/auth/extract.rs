@@ -61,10 +61,11 @@ impl<S: AuthState> FromRequestParts<S> for SignedIn {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
+        // The scheme's name is case-insensitive (RFC 9110 §11.1).
         let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .map(str::trim)
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim())
             .filter(|t| !t.is_empty() && t.len() <= 256)
             .ok_or(ApiError::Unauthorized)?;
         // The client's address is worked out only if the token's use is to be recorded.

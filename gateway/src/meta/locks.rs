@@ -84,6 +84,12 @@ pub fn conflict<'a>(locks: &'a [LockRow], key: &str, subtree: bool, held: LockTo
     covering.into_iter().find(|l| l.shared && !any_held)
 }
 
+/// A live lock on `key` (taken on it, or deep on a folder above it) whose token is among
+/// `held`: what makes a state token in WebDAV's `If` header true (RFC 4918 §10.4).
+pub fn held_on<'a>(locks: &'a [LockRow], key: &str, held: LockTokens<'_>) -> Option<&'a LockRow> {
+    locks.iter().find(|l| covers(l, key, false) && held.holds(l))
+}
+
 /// The lock that prevents taking `new`, if any: an exclusive lock conflicts with every lock it
 /// overlaps, a shared one only with exclusive ones.
 pub fn lock_conflict<'a>(locks: &'a [LockRow], new: &LockRow) -> Option<&'a LockRow> {
@@ -446,6 +452,22 @@ mod tests {
         assert!(conflict(&locks, "/tree/x/y", false, LockTokens::new(&["t2".into()])).is_none());
         assert!(conflict(&locks, "/", true, LockTokens::new(&["t1".into()])).is_some(), "deleting / touches t2 too");
         assert!(conflict(&locks, "/", true, LockTokens::new(&["t1".into(), "t2".into()])).is_none());
+    }
+
+    #[test]
+    fn a_token_is_held_on_what_its_lock_covers_only() {
+        let locks = vec![lock("t1", "/Docs/A.txt", false, false), lock("t2", "/Tree", false, true)];
+        let t = |s: &str| vec![s.to_string()];
+        assert!(held_on(&locks, "/docs/a.txt", LockTokens::new(&t("t1"))).is_some());
+        assert!(held_on(&locks, "/tree/x/y", LockTokens::new(&t("t2"))).is_some(), "a deep lock covers what is below");
+        // Whatever conflicts or not: a token of another path, of no lock, or a depth-0 lock
+        // on a folder does not make the condition true.
+        assert!(held_on(&locks, "/docs/b.txt", LockTokens::new(&t("t1"))).is_none(), "unlocked file");
+        assert!(held_on(&locks, "/docs/a.txt", LockTokens::new(&t("t2"))).is_none(), "another lock's token");
+        assert!(held_on(&locks, "/docs/a.txt", LockTokens::new(&t("made-up"))).is_none());
+        assert!(held_on(&locks, "/docs/a.txt", LockTokens::NONE).is_none());
+        assert!(held_on(&[lock("t3", "/D", false, false)], "/d/x", LockTokens::new(&t("t3"))).is_none(), "depth 0");
+        assert!(held_on(&locks, "/tree", LockTokens::new(&t("t2"))).is_some(), "the locked folder itself");
     }
 
     fn prop(name: &str, xml: &str) -> PropRow {

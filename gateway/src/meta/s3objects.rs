@@ -154,11 +154,19 @@ impl Meta {
         })
     }
 
-    /// Records (or replaces) a part and its blocks, which must already be registered.
-    pub async fn put_part(&self, upload: i64, part: i64, etag: &str, blocks: &[BlockEntry]) -> MetaResult<()> {
+    /// Records (or replaces) a part and its blocks, which must already be registered. Returns
+    /// the blocks of the part it replaced: the caller ends their pending charge where nothing
+    /// else uses them ([`Meta::release_pending`]), as clients send a part again on a retry.
+    pub async fn put_part(&self, upload: i64, part: i64, etag: &str, blocks: &[BlockEntry]) -> MetaResult<Vec<String>> {
         let size: i64 = blocks.iter().map(|b| b.size).sum();
-        {
+        let replaced = {
             let mut tx = self.begin_write().await?;
+            let replaced: Vec<String> =
+                scalar("SELECT hash FROM s3_upload_blocks WHERE upload_id = $1 AND part_number = $2")
+                    .bind(upload)
+                    .bind(part)
+                    .fetch_all(&mut tx)
+                    .await?;
             sql("DELETE FROM s3_upload_parts WHERE upload_id = $1 AND part_number = $2")
                 .bind(upload)
                 .bind(part)
@@ -171,8 +179,9 @@ impl Meta {
                     .bind(upload).bind(part).bind(i as i64).bind(&b.hash).bind(b.size).execute(&mut tx).await?;
             }
             tx.commit().await?;
+            replaced
         };
-        Ok(())
+        Ok(replaced)
     }
 
     pub async fn list_parts(&self, upload: i64) -> MetaResult<Vec<PartRow>> {

@@ -97,8 +97,8 @@ impl SpaceLocks {
         }
     }
 
-    /// A stand-in returned as "the conflicting lock" when the database fails: the caller
-    /// answers 423 and nothing changes.
+    /// A stand-in returned as "the conflicting lock" when the database fails (the caller
+    /// answers 423 and nothing changes), or when an `If` header's token is of no lock here.
     fn unavailable(&self, path: &DavPath) -> DavLock {
         DavLock {
             token: String::new(),
@@ -288,16 +288,24 @@ impl DavLockSystem for SpaceLocks {
         &self,
         path: &DavPath,
         _principal: Option<&str>,
-        _ignore_principal: bool,
+        ignore_principal: bool,
         deep: bool,
         submitted_tokens: &[String],
     ) -> LsFuture<'_, Result<(), DavLock>> {
         // Principals are not compared: the token is the proof (an owner and the recipients of a
         // write share act on the same files; a read share takes and releases no lock, mod.rs).
+        // dav-server asks with `ignore_principal` only to evaluate a state token of an `If`
+        // header (conditional.rs); that condition is true only if the token is the token of a
+        // live lock on the resource (RFC 4918 §10.4), not whenever nothing conflicts: an
+        // expired or made-up token must make the header false (412), or a client that lost its
+        // lock would overwrite the changes made since.
+        let if_token = ignore_principal;
         let (path, tokens) = (path.clone(), submitted_tokens.to_vec());
         async move {
             // A share that is not there has no locks; the file system answers for the path.
-            let Some(t) = self.target(&path).await else { return Ok(()) };
+            let Some(t) = self.target(&path).await else {
+                return if if_token { Err(self.unavailable(&path)) } else { Ok(()) };
+            };
             let locks = match self.meta.live_locks(t.space).await {
                 Ok(l) => l,
                 Err(e) => {
@@ -305,7 +313,14 @@ impl DavLockSystem for SpaceLocks {
                     return Err(self.unavailable(&path));
                 }
             };
-            match crate::meta::locks::conflict(&locks, &lock_key(&t.path), deep, LockTokens::new(&tokens)) {
+            let key = lock_key(&t.path);
+            if if_token {
+                return match crate::meta::locks::held_on(&locks, &key, LockTokens::new(&tokens)) {
+                    Some(_) => Ok(()),
+                    None => Err(self.unavailable(&path)),
+                };
+            }
+            match crate::meta::locks::conflict(&locks, &key, deep, LockTokens::new(&tokens)) {
                 Some(l) => Err(self.dav_lock(l, &path, &t)),
                 None => Ok(()),
             }

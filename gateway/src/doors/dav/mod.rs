@@ -83,13 +83,16 @@ async fn handle(State(st): State<AppState>, ClientIp(ip): ClientIp, req: Request
     }
 }
 
-async fn prepare(st: &AppState, user: &DavUser, req: Request) -> Result<Response, ApiError> {
+async fn prepare(st: &AppState, user: &DavUser, mut req: Request) -> Result<Response, ApiError> {
     // The same decision as the REST API for the same spelling: decoded once, judged by the
     // shared rules (`..`, `%2e%2e`, `a:b`, `CON`, ... are 400 before dav-server sees them).
     let path = request_path(req.uri().path())?;
     let method = req.method().clone();
     let dest = match method.as_str() {
-        "COPY" | "MOVE" => destination(req.headers())?,
+        "COPY" | "MOVE" => {
+            overwrite_t_or_f(req.headers_mut())?;
+            destination(req.headers())?
+        }
         _ => None,
     };
     if method.as_str() == "PROPFIND" && depth_is_infinity(req.headers()) {
@@ -248,7 +251,32 @@ fn destination(headers: &HeaderMap) -> Result<Option<RemotePath>, ApiError> {
     if !rest.is_empty() && !rest.starts_with('/') {
         return Err(outside());
     }
-    Ok(Some(RemotePath::parse_url_encoded(rest)?))
+    let path = RemotePath::parse_url_encoded(rest)?;
+    // The root is the space itself: nothing can be copied or moved onto it (RFC 4918 lets a
+    // server refuse with 403). dav-server would also fail on a destination with no name.
+    if path.is_root() {
+        return Err(ApiError::Forbidden(
+            "the Destination is the root of your space; name a file or folder in it".into(),
+        ));
+    }
+    Ok(Some(path))
+}
+
+/// RFC 4918 §10.6: `Overwrite` is `T` or `F` (in any case: the RFC's grammar literals are
+/// case-insensitive). dav-server reads only an upper-case `T` or `F` and takes anything else
+/// for `T`, which would replace a destination a client that sent `f` meant to keep: the value
+/// is handed on in upper case, and any other value is refused.
+fn overwrite_t_or_f(headers: &mut HeaderMap) -> Result<(), ApiError> {
+    let values: Vec<_> =
+        headers.get_all("overwrite").iter().map(|v| v.as_bytes().trim_ascii().to_ascii_uppercase()).collect();
+    let value = match values.as_slice() {
+        [] => return Ok(()),
+        [v] if v == b"T" => "T",
+        [v] if v == b"F" => "F",
+        _ => return Err(ApiError::BadRequest("the Overwrite header must be `T` or `F`, given once".into())),
+    };
+    headers.insert("overwrite", axum::http::HeaderValue::from_static(value));
+    Ok(())
 }
 
 fn depth_is_infinity(headers: &HeaderMap) -> bool {
@@ -405,7 +433,7 @@ mod tests {
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_str(v).expect("header"));
+            h.append(*k, HeaderValue::from_str(v).expect("header"));
         }
         h
     }
@@ -433,6 +461,26 @@ mod tests {
             assert!(matches!(d(bad), Err(ApiError::InvalidName(_))), "{bad} must be refused");
         }
         assert!(destination(&HeaderMap::new()).is_ok_and(|d| d.is_none()));
+        // The root itself is not a destination (dav-server panicked on it).
+        for root in ["/dav", "/dav/", "http://h/dav", "https://h:8443/dav/"] {
+            assert!(matches!(d(root), Err(ApiError::Forbidden(_))), "{root} must be refused");
+        }
+    }
+
+    #[test]
+    fn overwrite_is_t_or_f_in_any_case() {
+        let norm = |pairs: &[(&'static str, &str)]| {
+            let mut h = headers(pairs);
+            overwrite_t_or_f(&mut h).map(|()| h.get("overwrite").map(|v| v.to_str().unwrap_or("?").to_string()))
+        };
+        assert!(matches!(norm(&[]), Ok(None)));
+        for (given, handed_on) in [("T", "T"), ("F", "F"), ("f", "F"), ("t", "T"), (" F ", "F")] {
+            assert_eq!(norm(&[("overwrite", given)]).ok().flatten().as_deref(), Some(handed_on), "{given:?}");
+        }
+        for bad in ["X", "", "TF", "false", "0"] {
+            assert!(matches!(norm(&[("overwrite", bad)]), Err(ApiError::BadRequest(_))), "{bad:?}");
+        }
+        assert!(norm(&[("overwrite", "T"), ("overwrite", "F")]).is_err());
     }
 
     #[test]

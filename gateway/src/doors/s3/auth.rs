@@ -7,7 +7,7 @@
 //! the request, and the access check refuses anything not signed with SigV4 in case a form
 //! slips past it.
 
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::path::S3Path;
@@ -75,6 +75,35 @@ pub fn refuse_unsupported(headers: &HeaderMap, uri: &Uri) -> Result<(), S3Error>
         }
     }
     Ok(())
+}
+
+/// s3s's bound on an XML request body (its `xml_max_body_size` default).
+const XML_BODY_MAX: u64 = 20 * 1024 * 1024;
+
+/// An XML body (DeleteObjects, CompleteMultipartUpload, a sub-resource PUT such as
+/// `?tagging`) declared longer than s3s reads is refused with S3's own code before s3s reads
+/// it: s3s answers such a body with a 500 `InternalError` (its size check does not recognise
+/// the error of the body limit it uses). Object and part uploads (a PUT with no query other
+/// than `uploadId`, `partNumber`, `x-id` or presigning parameters) stream and are not bounded here.
+pub fn refuse_oversized_xml(method: &Method, headers: &HeaderMap, uri: &Uri) -> Result<(), S3Error> {
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let Some(len) = declared.filter(|l| *l > XML_BODY_MAX) else { return Ok(()) };
+    let content_put = *method == Method::PUT
+        && uri.query().is_none_or(|q| {
+            q.split('&').filter(|kv| !kv.is_empty()).all(|kv| {
+                let name = kv.split('=').next().unwrap_or("");
+                matches!(name, "uploadId" | "partNumber" | "x-id") || name.starts_with("X-Amz-")
+            })
+        });
+    let xml_body = *method == Method::POST || (*method == Method::PUT && !content_put);
+    if !xml_body {
+        return Ok(());
+    }
+    Err(S3Error::with_message(
+        S3ErrorCode::MaxMessageLengthExceeded,
+        format!("an XML request body holds at most {XML_BODY_MAX} bytes; this one declares {len}"),
+    ))
 }
 
 /// Whether the request carries a SigV4 signature (header or presigned query), the only kind
@@ -178,6 +207,28 @@ mod tests {
         }
         let uri: Uri = uri.parse().map_err(|_| (S3ErrorCode::InternalError, None))?;
         refuse_unsupported(&h, &uri).map_err(|e| (e.code().clone(), e.status_code()))
+    }
+
+    #[test]
+    fn oversized_xml_bodies_are_refused_before_s3s_reads_them() {
+        let check = |method: Method, uri: &str, len: u64| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_LENGTH, axum::http::HeaderValue::from(len));
+            let uri: Uri = uri.parse().map_err(|_| S3ErrorCode::InternalError)?;
+            refuse_oversized_xml(&method, &h, &uri).map_err(|e| e.code().clone())
+        };
+        let big = XML_BODY_MAX + 1;
+        let refused = Err(S3ErrorCode::MaxMessageLengthExceeded);
+        assert_eq!(check(Method::POST, "/b?delete", big), refused);
+        assert_eq!(check(Method::POST, "/b/k?uploadId=u", big), refused);
+        assert_eq!(check(Method::PUT, "/b/k?tagging", big), refused);
+        assert_eq!(check(Method::POST, "/b?delete", XML_BODY_MAX), Ok(()));
+        // Content streams: objects and parts, presigned or not.
+        assert_eq!(check(Method::PUT, "/b/k", big), Ok(()));
+        assert_eq!(check(Method::PUT, "/b/k?partNumber=1&uploadId=u", big), Ok(()));
+        assert_eq!(check(Method::PUT, "/b/k?x-id=PutObject", big), Ok(()));
+        assert_eq!(check(Method::PUT, "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=60", big), Ok(()));
+        assert_eq!(check(Method::GET, "/b?list-type=2", big), Ok(()));
     }
 
     #[test]

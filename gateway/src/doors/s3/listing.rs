@@ -332,6 +332,16 @@ pub fn decode_token(token: &str) -> Option<String> {
     URL_SAFE_NO_PAD.decode(token).ok().and_then(|b| String::from_utf8(b).ok())
 }
 
+/// A key, prefix or marker as a listing with `encoding-type=url` must show it: every byte but
+/// the unreserved ones and `/` percent-encoded (a `+` too: clients decode `+` as a space).
+/// SDKs ask for this by default and decode every such field, so a key sent raw would come back
+/// to them as another key (`a+b` as `a b`, `%41` as `A`).
+pub fn url_encoded(s: &str) -> String {
+    use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+    const KEEP: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
+    utf8_percent_encode(s, KEEP).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -340,6 +350,19 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn url_encoding_of_listed_keys_round_trips_through_a_plus_decoder() {
+        assert_eq!(url_encoded("enc/a+b.txt"), "enc/a%2Bb.txt");
+        assert_eq!(url_encoded("enc/%41 x.txt"), "enc/%2541%20x.txt");
+        assert_eq!(url_encoded("dir/ü-_.~"), "dir/%C3%BC-_.~");
+        for key in ["a+b", "%2e%2e/x", "a b/c", "ü/€", "plain/key.txt"] {
+            let decoded = percent_encoding::percent_decode_str(&url_encoded(key).replace('+', " "))
+                .decode_utf8()
+                .map(|c| c.into_owned());
+            assert_eq!(decoded.as_deref(), Ok(key), "{key}");
+        }
+    }
 
     /// An in-memory tree: folder id → children. Counts the children it hands out.
     #[derive(Default)]

@@ -9,6 +9,7 @@
 //! `NotImplemented` (s3s's default), never a wrong success.
 
 mod auth;
+mod digest;
 mod error;
 mod listing;
 mod multipart;
@@ -57,7 +58,9 @@ pub fn router(state: AppState) -> Router {
 async fn handle(State(svc): State<S3Service>, req: Request) -> Response {
     use axum::http::{Version, header};
     // SigV2 and week-long presigned URLs never reach s3s's signature checks.
-    if let Err(e) = auth::refuse_unsupported(req.headers(), req.uri()) {
+    let refused = auth::refuse_unsupported(req.headers(), req.uri())
+        .and_then(|()| auth::refuse_oversized_xml(req.method(), req.headers(), req.uri()));
+    if let Err(e) = refused {
         return match e.to_http_response() {
             Ok(resp) => resp.map(Body::new).into_response(),
             Err(e) => {

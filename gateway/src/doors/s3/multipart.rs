@@ -12,8 +12,9 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use super::Door;
+use super::digest::{Md5Stream, Wanted, check_body, finish_md5};
 use super::error::{meta, s3};
-use super::objects::{Md5Stream, finish_md5, key_path, owner};
+use super::objects::{key_path, owner};
 use crate::cache::CacheMode;
 use crate::meta::{Base, BlockEntry, CommitSpec, LockTokens, UploadRow};
 use crate::space::{self, PutOptions};
@@ -73,6 +74,7 @@ pub async fn create(
 
 pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
     let user = owner(&req, &req.input.bucket)?;
+    let wanted = Wanted::of(&req.headers, req.trailing_headers.clone());
     let i = req.input;
     if !(1..=MAX_PART_NUMBER).contains(&i.part_number) {
         return Err(s3_error!(InvalidArgument, "part numbers run from 1 to {MAX_PART_NUMBER}"));
@@ -89,20 +91,21 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
         return Err(s3(space::quota_error(len, left)));
     }
     let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
-    let (stream, hasher) = Md5Stream::new(body);
+    let (stream, hasher) = Md5Stream::new(body, &wanted);
     let mut claims = space::Claims::new(st, user.space);
     let (blocks, _) = space::store_stream(st, user.space, stream, room, &mut claims).await.map_err(s3)?;
+    // Length, Content-MD5 and flexible checksums; a part that fails is not recorded (the
+    // claims let go of its blocks).
+    check_body(&hasher, i.content_length, i.content_md5.as_deref(), &wanted).map_err(s3)?;
     let md5 = finish_md5(&hasher);
-    if let Some(expected) = &i.content_md5 {
-        use base64::Engine;
-        let exp = base64::engine::general_purpose::STANDARD.decode(expected.trim()).unwrap_or_default();
-        if exp.as_slice() != md5 {
-            return Err(s3_error!(BadDigest, "the part does not match Content-MD5; it was not stored"));
-        }
-    }
     let etag = format!("\"{}\"", hex::encode(md5));
-    st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
+    let replaced = st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
     claims.keep();
+    // A part sent again replaces the one before: that one's blocks stop counting as pending
+    // unless something else (this part too) uses them.
+    if !replaced.is_empty() {
+        st.meta.release_pending(user.space, &replaced).await.map_err(meta)?;
+    }
     Ok(S3Response::new(UploadPartOutput { e_tag: etag.parse().ok(), ..Default::default() }))
 }
 

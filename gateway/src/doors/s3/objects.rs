@@ -2,17 +2,15 @@
 //! Get/Head (ranges, conditionals), Put, Copy, Delete, DeleteObjects. Multipart lives in
 //! `multipart.rs`; both are methods of the one `S3 for Door` impl here.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
-use md5::{Digest, Md5};
 use nimbus_proto::RemotePath;
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
 
 use super::auth::S3User;
+use super::digest::{Md5Stream, Wanted, check_body, finish_md5};
 use super::error::{meta, s3};
 use super::listing::{self, Listed};
 use super::{Door, multipart};
@@ -79,40 +77,33 @@ fn parse_etag(quoted: &str) -> Option<ETag> {
     quoted.parse().ok()
 }
 
-/// Hashes a body with MD5 while it streams into the space (the S3 ETag of a single PUT).
-pub(super) struct Md5Stream<S> {
-    inner: S,
-    hasher: Arc<Mutex<Md5>>,
+/// How a listing shows keys: as they are, or URL-encoded when the request says
+/// `encoding-type=url` (Key, Prefix, Delimiter, StartAfter, Marker and NextMarker).
+#[derive(Clone, Copy)]
+struct Encoding {
+    url: bool,
 }
 
-impl<S> Md5Stream<S> {
-    pub(super) fn new(inner: S) -> (Self, Arc<Mutex<Md5>>) {
-        let hasher = Arc::new(Mutex::new(Md5::new()));
-        (Self { inner, hasher: hasher.clone() }, hasher)
+impl Encoding {
+    fn of(asked: Option<&EncodingType>) -> Encoding {
+        Encoding { url: asked.is_some_and(|e| e.as_str() == EncodingType::URL) }
     }
-}
 
-impl<S, E> Stream for Md5Stream<S>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-{
-    type Item = Result<Bytes, E>;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        let poll = self.inner.poll_next_unpin(cx);
-        if let std::task::Poll::Ready(Some(Ok(b))) = &poll
-            && let Ok(mut h) = self.hasher.lock()
-        {
-            h.update(b);
+    fn apply(self, s: String) -> String {
+        if self.url { listing::url_encoded(&s) } else { s }
+    }
+
+    fn keys(self, contents: &mut [Object], prefixes: &mut [CommonPrefix]) {
+        if !self.url {
+            return;
         }
-        poll
+        for o in contents {
+            o.key = o.key.take().map(|k| self.apply(k));
+        }
+        for p in prefixes {
+            p.prefix = p.prefix.take().map(|k| self.apply(k));
+        }
     }
-}
-
-pub(super) fn finish_md5(h: &Arc<Mutex<Md5>>) -> [u8; 16] {
-    h.lock().map(|h| h.clone().finalize().into()).unwrap_or_default()
 }
 
 /// `x-amz-meta-*` as stored JSON.
@@ -125,20 +116,6 @@ fn user_meta_of(stored: Option<&S3ObjectMeta>) -> Option<Metadata> {
 }
 
 /// Checks a Content-MD5 header against what was received.
-fn check_content_md5(expected: Option<&str>, got: &[u8; 16]) -> Result<(), crate::error::ApiError> {
-    use base64::Engine;
-    let Some(exp) = expected else { return Ok(()) };
-    let exp = base64::engine::general_purpose::STANDARD
-        .decode(exp.trim())
-        .map_err(|_| crate::error::ApiError::BadRequest("Content-MD5 is not base64".into()))?;
-    if exp.as_slice() != got {
-        return Err(crate::error::ApiError::HashMismatch(
-            "the body does not match Content-MD5; nothing was stored".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Evaluates If-Match / If-None-Match / If-(Un)Modified-Since against an object.
 fn check_conditions(
     etag: &str,
@@ -440,15 +417,16 @@ impl Door {
         body: Option<StreamingBlob>,
         content_length: Option<i64>,
         content_md5: Option<&str>,
+        wanted: Wanted,
         base: Base,
     ) -> S3Result<(NodeRow, String)> {
         let body =
             body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
-        let (stream, hasher) = Md5Stream::new(body);
+        let (stream, hasher) = Md5Stream::new(body, &wanted);
         let verify = {
             let hasher = hasher.clone();
             let content_md5 = content_md5.map(str::to_string);
-            move || check_content_md5(content_md5.as_deref(), &finish_md5(&hasher))
+            move || check_body(&hasher, content_length, content_md5.as_deref(), &wanted)
         };
         let opts = PutOptions {
             base,
@@ -575,16 +553,18 @@ impl S3 for Door {
             (t, s) => t.or(s),
         };
         let prefix = i.prefix.clone().unwrap_or_default();
-        let (contents, prefixes, next) =
+        let (mut contents, mut prefixes, next) =
             self.list(&user, &prefix, i.delimiter.as_deref(), after.as_deref(), i.max_keys).await?;
+        let enc = Encoding::of(i.encoding_type.as_ref());
+        enc.keys(&mut contents, &mut prefixes);
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(user.bucket.clone()),
-            prefix: Some(prefix),
-            delimiter: i.delimiter.clone(),
+            prefix: Some(enc.apply(prefix)),
+            delimiter: i.delimiter.clone().map(|d| enc.apply(d)),
             max_keys: Some(i.max_keys.unwrap_or(MAX_KEYS)),
             key_count: Some((contents.len() + prefixes.len()) as i32),
             continuation_token: i.continuation_token.clone(),
-            start_after: i.start_after.clone(),
+            start_after: i.start_after.clone().map(|s| enc.apply(s)),
             is_truncated: Some(next.is_some()),
             next_continuation_token: next.as_deref().map(listing::encode_token),
             contents: Some(contents),
@@ -598,15 +578,17 @@ impl S3 for Door {
         let user = owner(&req, &req.input.bucket)?;
         let i = &req.input;
         let prefix = i.prefix.clone().unwrap_or_default();
-        let (contents, prefixes, next) =
+        let (mut contents, mut prefixes, next) =
             self.list(&user, &prefix, i.delimiter.as_deref(), i.marker.as_deref(), i.max_keys).await?;
+        let enc = Encoding::of(i.encoding_type.as_ref());
+        enc.keys(&mut contents, &mut prefixes);
         // V1 returns NextMarker only with a delimiter; without one the client uses the last key.
-        let next_marker = next.clone().filter(|_| i.delimiter.is_some());
+        let next_marker = next.clone().filter(|_| i.delimiter.is_some()).map(|m| enc.apply(m));
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(user.bucket.clone()),
-            prefix: Some(prefix),
-            delimiter: i.delimiter.clone(),
-            marker: i.marker.clone(),
+            prefix: Some(enc.apply(prefix)),
+            delimiter: i.delimiter.clone().map(|d| enc.apply(d)),
+            marker: i.marker.clone().map(|m| enc.apply(m)),
             max_keys: Some(i.max_keys.unwrap_or(MAX_KEYS)),
             is_truncated: Some(next.is_some()),
             next_marker,
@@ -696,6 +678,7 @@ impl S3 for Door {
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         let user = owner(&req, &req.input.bucket)?;
+        let wanted = Wanted::of(&req.headers, req.trailing_headers.clone());
         let i = req.input;
         if i.write_offset_bytes.is_some() {
             return Err(s3_error!(NotImplemented, "appends (x-amz-write-offset-bytes) are not supported"));
@@ -718,7 +701,7 @@ impl S3 for Door {
         }
         let to = self.reach(&user, &path, Want::Write, true).await?;
         let base = self.write_base(&user, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
-        let (node, etag) = self.put_body(&to, i.body, i.content_length, i.content_md5.as_deref(), base).await?;
+        let (node, etag) = self.put_body(&to, i.body, i.content_length, i.content_md5.as_deref(), wanted, base).await?;
         self.audit_access(&user, &to, "write").await?;
         let content_type = i.content_type.map(|c| c.to_string());
         self.save_meta(&node, etag.clone(), content_type, user_meta_json(i.metadata.as_ref())).await?;
