@@ -94,7 +94,18 @@ impl Vfs {
                     && t.get(c)
                         .is_ok_and(|n| n.remote_id().is_some() && (node_id.is_none() || n.remote_id() == node_id))
                 {
-                    t.orphan(c);
+                    if t.get(c).is_ok_and(|n| n.is_staged()) {
+                        // Changes made here are not on the server yet: deleting elsewhere must
+                        // not throw them away. The node stays, as after another device's move,
+                        // so its commit finds the file gone and saves this device's content as
+                        // a conflict copy next to it (a refused change stays a problem until
+                        // then). Its staging copy and journal record stay with it.
+                        if let Ok(n) = t.get_mut(c) {
+                            n.fetched = None;
+                        }
+                    } else {
+                        t.orphan(c);
+                    }
                     if let Some(p) = parent {
                         t.invalidate_dir(p);
                         t.entries_changed(&[p]);

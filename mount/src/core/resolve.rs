@@ -22,12 +22,17 @@ impl Vfs {
                 let path = {
                     let t = lock(&self.tree);
                     match t.get(ino) {
-                        Ok(n) if n.is_staged() && !n.is_unlinked() => t.path(ino).ok(),
+                        Ok(n) if n.is_staged() && !n.is_unlinked() => match t.path(ino) {
+                            Ok(path) => Some(path.to_string()),
+                            // Its folder is gone: still waiting, under the path it had.
+                            Err(_) if t.folder_gone(ino) => Some(p.path.clone()),
+                            Err(_) => None,
+                        },
                         _ => None,
                     }
                 };
                 match path {
-                    Some(path) => p.path = path.to_string(),
+                    Some(path) => p.path = path,
                     None => {
                         self.problems.cleared(&subject);
                         continue;
@@ -57,12 +62,18 @@ impl Vfs {
                 "no refused change is waiting at {path}; `nimbus status` lists the ones that are"
             )));
         }
-        let subject = self.problems.all().into_iter().map(|(s, _)| s).find(|s| match s {
-            Subject::Record(p) => same_path(p, path),
-            Subject::File(ino) => {
-                let t = lock(&self.tree);
-                t.path(*ino).is_ok_and(|p| same_path(&p.to_string(), path))
-            }
+        let subject = self.problems.all().into_iter().find_map(|(s, p)| {
+            let hit = match &s {
+                Subject::Record(p) => same_path(p, path),
+                Subject::File(ino) => {
+                    let t = lock(&self.tree);
+                    match t.path(*ino) {
+                        Ok(now) => same_path(&now.to_string(), path),
+                        Err(_) => t.folder_gone(*ino) && same_path(&p.path, path),
+                    }
+                }
+            };
+            hit.then_some(s)
         });
         match subject {
             Some(Subject::File(ino)) => self.resolve_file(ino, action).await,
@@ -73,7 +84,11 @@ impl Vfs {
 
     async fn resolve_file(&self, ino: Ino, action: ProblemAction) -> VfsResult<String> {
         if action == ProblemAction::Retry {
+            let gone = lock(&self.tree).folder_gone(ino);
             self.commit(ino, true).await?;
+            if gone {
+                return Ok("its folder is gone; this device's version was saved at the top of the space".into());
+            }
             let t = lock(&self.tree);
             let path = t.path(ino).map(|p| p.to_string()).unwrap_or_default();
             return Ok(format!("uploaded {path}"));
@@ -92,7 +107,15 @@ impl Vfs {
             return Ok("nothing was waiting any more".to_string());
         };
         let mut st = staged.lock().await;
-        let path = lock(&self.tree).path(ino)?;
+        let path = {
+            let t = lock(&self.tree);
+            match t.path(ino) {
+                Ok(p) => p,
+                // Its folder is gone: the copy goes at the top (next to this path).
+                Err(_) if t.folder_gone(ino) => RemotePath::root().join(t.get(ino)?.name())?,
+                Err(e) => return Err(e),
+            }
+        };
         let done = self.save_or_drop(&mut st, &path, action).await?;
         let new_file = st.rec.base_version.is_none();
         st.discard();

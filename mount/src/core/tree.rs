@@ -480,6 +480,26 @@ impl Tree {
         })
     }
 
+    /// Whether a folder above `ino` left the namespace (deleted, or moved away by another
+    /// device) while `ino` itself did not: it has no path any more, yet is not unlinked.
+    pub fn folder_gone(&self, ino: Ino) -> bool {
+        let Some(n) = self.nodes.get(&ino) else { return false };
+        if n.unlinked {
+            return false;
+        }
+        let mut cur = n.parent;
+        for _ in 0..4096 {
+            if cur == ROOT {
+                return false;
+            }
+            match self.nodes.get(&cur) {
+                Some(p) if !p.unlinked => cur = p.parent,
+                _ => return true,
+            }
+        }
+        false
+    }
+
     /// Whether `ino` is `ancestor` or below it.
     pub fn is_within(&self, ino: Ino, ancestor: Ino) -> bool {
         let mut cur = ino;

@@ -151,7 +151,13 @@ impl Vfs {
             if n.is_unlinked() {
                 return Ok(());
             }
-            (s, t.path(ino)?, is_local_only(n.name()))
+            let path = match t.path(ino) {
+                Ok(p) => Some(p),
+                // Its folder was deleted elsewhere: no place to commit it (see `save_at_top`).
+                Err(_) if t.folder_gone(ino) => None,
+                Err(e) => return Err(e),
+            };
+            (s, path, is_local_only(n.name()))
         };
         if local_only {
             return Ok(());
@@ -165,7 +171,14 @@ impl Vfs {
         let (path, moves_seen) = {
             let t = lock(&self.tree);
             match t.get(ino) {
-                Ok(n) if !n.is_unlinked() => (t.path(ino).unwrap_or(path), self.moves.seq()),
+                Ok(n) if !n.is_unlinked() => {
+                    let now = match t.path(ino) {
+                        Ok(p) => Some(p),
+                        Err(_) if t.folder_gone(ino) => None,
+                        Err(_) => path,
+                    };
+                    (now, self.moves.seq())
+                }
                 _ => return Ok(()),
             }
         };
@@ -180,6 +193,9 @@ impl Vfs {
             }
             return Ok(());
         }
+        let Some(path) = path else {
+            return self.save_at_top(ino, &mut st, durable).await;
+        };
         st.set_path(path.to_string(), moves_seen);
         self.activity.pending_add(1);
         let result = self.upload(&mut st, &path).await;
@@ -226,6 +242,47 @@ impl Vfs {
                 if !matches!(e, VfsError::Offline) {
                     self.activity.error(format!("{path}: {e}"));
                 }
+                Err(e)
+            }
+        }
+    }
+
+    /// A file with changes here whose folder another device deleted: there is nowhere to
+    /// commit it, and waiting would leave it pending unseen. As `save-copy` does when the
+    /// folder is gone, this device's content goes to a conflict copy at the top of the space,
+    /// listed with the conflicts; the node lets go of it. A refusal keeps it journaled.
+    async fn save_at_top(&self, ino: Ino, st: &mut Staged, durable: bool) -> VfsResult<()> {
+        let name = lock(&self.tree).get(ino)?.name().to_string();
+        let top = RemotePath::root().join(&name)?;
+        // The path it last had (the record follows this mount's moves), for the status.
+        let was = st.rec.path.clone();
+        self.activity.pending_add(1);
+        let result = match self.send_blocks(st, &top).await {
+            Ok(blocks) => self.commit_copy(&top, Some(RemotePath::root()), blocks, "conflict").await,
+            Err(e) => Err(e),
+        };
+        self.activity.pending_add(-1);
+        match result {
+            Ok(copy) => {
+                st.discard();
+                let mut t = lock(&self.tree);
+                if let Ok(n) = t.get_mut(ino) {
+                    n.lost_to_conflict();
+                }
+                t.invalidate_dir(ROOT);
+                t.entries_changed(&[ROOT]);
+                drop(t);
+                self.activity.conflict(Conflict { path: was, copy });
+                Ok(())
+            }
+            Err(e) => {
+                st.persist(durable || matches!(e, VfsError::Offline))?;
+                if !matches!(e, VfsError::Offline) {
+                    self.activity.error(format!("{was}: {e}"));
+                }
+                // `commit` can't name it (it has no path now): the problem is noted here,
+                // under the path it had.
+                self.problems.refused(Subject::File(ino), &was, &e);
                 Err(e)
             }
         }
@@ -372,9 +429,20 @@ impl Vfs {
                 .map(|(i, _)| *i)
                 .collect()
         };
+        // The background round leaves closed files still waiting out `--upload-delay` to the
+        // uploader (or a burst of small files would go up as it is written); an explicit
+        // retry and the unmount send them at once.
+        let waiting: std::collections::HashSet<Ino> = if only_due {
+            let now = Instant::now();
+            lock(&self.queue).iter().filter(|(_, due)| *due > now).map(|(ino, _)| *ino).collect()
+        } else {
+            Default::default()
+        };
         // A few at a time, as the uploader does: after an outage, hundreds of files wait.
-        let due: Vec<Ino> =
-            pending.into_iter().filter(|ino| !only_due || self.problems.due(&Subject::File(*ino))).collect();
+        let due: Vec<Ino> = pending
+            .into_iter()
+            .filter(|ino| !only_due || (!waiting.contains(ino) && self.problems.due(&Subject::File(*ino))))
+            .collect();
         let mut results =
             futures::stream::iter(due).map(|ino| self.commit(ino, false)).buffer_unordered(COMMITS_IN_FLIGHT);
         let mut offline = false;

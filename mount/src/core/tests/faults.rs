@@ -135,6 +135,84 @@ async fn another_devices_save_makes_a_conflict_copy() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn an_edit_of_a_file_another_device_deletes_goes_to_a_conflict_copy() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "notes.txt", b"base").await?;
+    rig.feed().await;
+    // O_WRONLY|O_TRUNC, new bytes; meanwhile the file is deleted elsewhere and the feed says so.
+    let (fh, _) = rig.vfs.open(ino, OpenMode { write: true, truncate: true, delete_on_close: false }).await?;
+    rig.vfs.write(fh, 0, b"MINE").await?;
+    rig.fake.other_delete("/notes.txt")?;
+    rig.feed().await;
+    // fsync's 0 means the server has this content: as a conflict copy next to where it was.
+    rig.vfs.fsync(fh).await?;
+    rig.vfs.release(fh).await?;
+    let tree = rig.fake.tree();
+    assert!(!tree.contains_key("/notes.txt"), "the delete stands: {tree:?}");
+    let copies: Vec<_> = tree.iter().filter(|(p, _)| p.starts_with("/notes (conflict ")).collect();
+    assert_eq!(copies.len(), 1, "{tree:?}");
+    assert_eq!(copies[0].1, &file(b"MINE"));
+    assert_eq!(rig.vfs.activity.snapshot().conflicts.len(), 1);
+    assert_eq!(rig.vfs.pending_count().await, 0);
+    // Nothing comes back from the journal either.
+    rig.remount().await;
+    rig.vfs.upload_pending().await?;
+    assert_eq!(rig.fake.tree(), tree);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_refused_change_outlives_another_devices_delete() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let ino = write_file(&rig.vfs, ROOT, "big.bin", b"base").await?;
+    rig.feed().await;
+    rig.fake.set_full(true);
+    let (fh, _) = rig.vfs.open(ino, WRITE).await?;
+    rig.vfs.write(fh, 0, &[7u8; 40]).await?;
+    assert!(matches!(rig.vfs.fsync(fh).await, Err(VfsError::Quota)));
+    rig.vfs.release(fh).await?;
+    rig.fake.other_delete("/big.bin")?;
+    rig.feed().await;
+    // Still kept on this device, still listed, still journaled.
+    assert_eq!(rig.vfs.problems().len(), 1, "{:?}", rig.vfs.problems());
+    assert_eq!(rig.vfs.pending_count().await, 1);
+    rig.remount().await;
+    assert_eq!(rig.vfs.pending_count().await, 1, "the journal record is gone");
+    // Room made: it goes up, as a conflict copy since the file is gone there.
+    rig.fake.set_full(false);
+    rig.vfs.upload_pending().await?;
+    let tree = rig.fake.tree();
+    let copies: Vec<_> = tree.iter().filter(|(p, _)| p.starts_with("/big (conflict ")).collect();
+    assert_eq!(copies.len(), 1, "{tree:?}");
+    assert_eq!(copies[0].1, &file(&[7u8; 40]));
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_edit_in_a_folder_another_device_deletes_is_saved_at_the_top() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let docs = rig.vfs.mkdir(ROOT, "docs").await?.ino;
+    let ino = write_file(&rig.vfs, docs, "a.txt", b"base").await?;
+    rig.feed().await;
+    let (fh, _) = rig.vfs.open(ino, WRITE).await?;
+    rig.vfs.write(fh, 0, b"MINE").await?;
+    rig.fake.other_delete("/docs")?;
+    rig.feed().await;
+    rig.vfs.fsync(fh).await?;
+    rig.vfs.release(fh).await?;
+    let tree = rig.fake.tree();
+    assert!(!tree.contains_key("/docs"), "the deleted folder is not made again: {tree:?}");
+    let copies: Vec<_> = tree.iter().filter(|(p, _)| p.starts_with("/a (conflict ")).collect();
+    assert_eq!(copies.len(), 1, "{tree:?}");
+    assert_eq!(copies[0].1, &file(b"MINE"));
+    let snap = rig.vfs.activity.snapshot();
+    assert_eq!(snap.conflicts.len(), 1, "{snap:?}");
+    assert_eq!(snap.conflicts[0].path, "/docs/a.txt");
+    assert_eq!(rig.vfs.pending_count().await, 0, "nothing left pending");
+    Ok(())
+}
+
+#[tokio::test]
 async fn injected_conflict_on_commit_keeps_both_versions() -> anyhow::Result<()> {
     let rig = Rig::new().await;
     rig.fake.fail_next(Call::Commit, Fault::Conflict);
@@ -224,6 +302,30 @@ async fn another_devices_changes_arrive_through_the_feed() -> anyhow::Result<()>
     let mut listed = names(&rig.vfs, ROOT).await?;
     listed.sort();
     assert_eq!(listed, vec!["Folder", "b.txt"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_closed_file_waits_its_upload_delay() -> anyhow::Result<()> {
+    let fake = FakeGateway::new(BS);
+    let dir = tempfile::tempdir()?;
+    let vfs = core_with_delay(&fake, dir.path(), true, Duration::from_secs(3600));
+    write_file(&vfs, ROOT, "later.txt", b"after the delay").await?;
+    // The background round (every 2 s) leaves it to the uploader's queue ...
+    vfs.upload_due().await?;
+    assert!(!fake.tree().contains_key("/later.txt"), "went up before its delay");
+    assert_eq!(vfs.pending_count().await, 1);
+    // ... while fsync sends at once ...
+    let (_, fh) = vfs.create(ROOT, "synced.txt", WRITE, false).await?;
+    vfs.write(fh, 0, b"now").await?;
+    vfs.fsync(fh).await?;
+    vfs.release(fh).await?;
+    assert_eq!(fake.read("/synced.txt")?, b"now");
+    vfs.upload_due().await?;
+    assert!(!fake.tree().contains_key("/later.txt"));
+    // ... and so do a retry and the unmount.
+    vfs.flush_all().await?;
+    assert_eq!(fake.read("/later.txt")?, b"after the delay");
     Ok(())
 }
 

@@ -29,6 +29,16 @@ pub(crate) const READ: OpenMode = OpenMode { write: false, truncate: false, dele
 /// A core on `fake` with its staging area in `dir` and a memory-only block cache.
 /// `async_close`: closes queue their uploads for [`Vfs::run_uploads`] instead of committing.
 pub(crate) fn core_on(fake: &FakeGateway, dir: &Path, async_close: bool) -> Arc<Vfs> {
+    core_with_delay(fake, dir, async_close, std::time::Duration::ZERO)
+}
+
+/// [`core_on`] with closed files waiting `upload_delay` in the uploader's queue.
+pub(crate) fn core_with_delay(
+    fake: &FakeGateway,
+    dir: &Path,
+    async_close: bool,
+    upload_delay: std::time::Duration,
+) -> Arc<Vfs> {
     let remote: Arc<dyn Remote> = Arc::new(fake.clone());
     let cache = BlockCache::open(remote.clone(), None, 0, 1 << 20, BS).expect("memory-only cache");
     Vfs::new(
@@ -39,7 +49,7 @@ pub(crate) fn core_on(fake: &FakeGateway, dir: &Path, async_close: bool) -> Arc<
             block_size: BS,
             host: "testhost".into(),
             async_close,
-            upload_delay: std::time::Duration::ZERO,
+            upload_delay,
         },
     )
 }

@@ -147,6 +147,33 @@ async fn a_file_whose_folder_went_elsewhere_is_saved_at_the_top() -> anyhow::Res
 }
 
 #[tokio::test]
+async fn a_refused_edit_whose_folder_was_deleted_elsewhere_is_a_problem() -> anyhow::Result<()> {
+    let mut rig = Rig::new().await;
+    let docs = rig.vfs.mkdir(ROOT, "docs").await?.ino;
+    let ino = write_file(&rig.vfs, docs, "a.txt", b"base").await?;
+    rig.feed().await;
+    let (fh, _) = rig.vfs.open(ino, WRITE).await?;
+    rig.vfs.write(fh, 0, b"draft").await?;
+    rig.fake.other_delete("/docs")?;
+    rig.feed().await;
+    rig.fake.set_full(true);
+    // Not pending unseen: the program hears it, and the person sees it under its old path.
+    assert!(matches!(rig.vfs.fsync(fh).await, Err(VfsError::Quota)));
+    rig.vfs.release(fh).await?;
+    let p = only_problem(&rig.vfs)?;
+    assert_eq!((p.path.as_str(), p.reason), ("/docs/a.txt", ProblemReason::Quota));
+    rig.fake.set_full(false);
+    rig.vfs.resolve("/docs/a.txt", ProblemAction::SaveCopy).await?;
+    let copies = files_starting(&rig, "/a (copy ");
+    ensure!(copies.len() == 1, "the copy is at the top: {:?}", rig.fake.tree());
+    assert_eq!(copies[0].1, Item::File(b"draft".to_vec()));
+    assert!(!rig.fake.tree().contains_key("/docs"), "the deleted folder is not made again");
+    assert!(rig.vfs.problems().is_empty());
+    assert_eq!(rig.vfs.pending_count().await, 0);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_refused_file_does_not_hold_up_the_others() -> anyhow::Result<()> {
     let rig = Rig::new().await;
     rig.fake.set_unreachable(true);
