@@ -483,11 +483,8 @@ impl Client {
 
     /// [`Client::put_stream`] of a local file.
     pub async fn put_file(&self, local: &Path, remote: &RemotePath, condition: PutCondition) -> Result<Entry> {
-        let file = tokio::fs::File::open(local)
-            .await
-            .map_err(|e| Error::io(format!("cannot open `{}`", local.display()), e))?;
-        let len = file.metadata().await.map_err(|e| Error::io(format!("cannot read `{}`", local.display()), e))?.len();
-        self.put_stream(remote, file, Some(len), condition).await
+        let (file, meta) = crate::upload::open_regular(local)?;
+        self.put_stream(remote, tokio::fs::File::from_std(file), Some(meta.len()), condition).await
     }
 
     /// `GET /files/{path}` streamed into `out` (flushed at the end).

@@ -148,6 +148,23 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.map_err(|e| Error::io("a background read failed", io::Error::other(e)))
 }
 
+/// Opens `path` for upload if it is a regular file. Its type is checked before the open:
+/// opening a FIFO blocks until a writer comes (forever, for `nimbus put`), and a device or
+/// socket has no content to upload. Checked again on the open file in case it was swapped.
+pub(crate) fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata)> {
+    let not_regular = || Error::Invalid(format!("`{}` is not a regular file", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(format!("cannot read `{}`", path.display()), e))?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let file = File::open(path).map_err(|e| Error::io(format!("cannot open `{}`", path.display()), e))?;
+    let meta = file.metadata().map_err(|e| Error::io(format!("cannot read `{}`", path.display()), e))?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    Ok((file, meta))
+}
+
 /// Reads block `index` again and checks it still hashes as in the first pass.
 async fn reread_block(path: PathBuf, offset: u64, block: BlockRef) -> Result<Bytes> {
     blocking(move || {
@@ -182,16 +199,13 @@ impl Client {
         if remote.is_root() {
             return Err(Error::Invalid("give a file path to upload to, not `/`".into()));
         }
+        let path = local.to_path_buf();
+        // Before anything else: a FIFO would block the open below, and for nothing.
+        let (file, meta) = open_regular(&path)?;
         let block_size = self.info().await?.block_size;
         let bs = checked_block_size(block_size)?;
-        let path = local.to_path_buf();
 
         // 1. Hash pass: sequential, one block in memory, on the blocking pool.
-        let file = File::open(&path).map_err(|e| Error::io(format!("cannot open `{}`", path.display()), e))?;
-        let meta = file.metadata().map_err(|e| Error::io(format!("cannot read `{}`", path.display()), e))?;
-        if !meta.is_file() {
-            return Err(Error::Invalid(format!("`{}` is not a regular file", path.display())));
-        }
         let stamp = Stamp { len: meta.len(), modified: meta.modified().ok() };
         let size = stamp.len;
         let mut reader = BlockReader::new(file, block_size)?;
@@ -381,6 +395,25 @@ mod tests {
             let end = (start + 1024).min(data.len());
             assert_eq!(b.hash, block_hash(&data[start..end]));
         }
+        Ok(())
+    }
+
+    /// A FIFO is refused before it is opened (the open would wait for a writer forever).
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_not_opened_for_upload() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status()?;
+        assert!(made.success(), "mkfifo failed");
+        let err = open_regular(&fifo).err();
+        assert!(matches!(&err, Some(Error::Invalid(m)) if m.contains("not a regular file")), "{err:?}");
+        let err = open_regular(Path::new("/dev/null")).err();
+        assert!(matches!(&err, Some(Error::Invalid(m)) if m.contains("not a regular file")), "{err:?}");
+        assert!(matches!(open_regular(dir.path()), Err(Error::Invalid(_))));
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"abc")?;
+        assert_eq!(open_regular(&file)?.1.len(), 3);
         Ok(())
     }
 

@@ -3,7 +3,8 @@
 //! A background mount is this same binary re-run with `--foreground`, detached, logging to
 //! `<cache dir>/mount.log`. Each running mount keeps a status file in
 //! `<config dir>/mounts/<key>.json` (key: hash of the mount point): that is how `unmount`
-//! finds the process to stop and `status` what to show. `resolve` drops a request into the
+//! finds the process to stop and `status` what to show; `<key>.process` tells that process
+//! apart from a later one with the same pid (`process`). `resolve` drops a request into the
 //! mount's request folder (`nimbus_mount::requests`) and waits for its reply.
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,9 @@ use serde_json::Value;
 
 use nimbus_proto::drive::{DriveProblem, ProblemAction, ResolveRequest};
 
+mod process;
+
+use self::process::MountProc;
 use super::Ctx;
 use crate::cli::MountArgs;
 use crate::outln;
@@ -47,16 +51,22 @@ fn default_cache_dir(mp: &Path) -> Result<PathBuf> {
     Ok(base.join(format!("drive-{}", key(mp))))
 }
 
-fn pid_alive(pid: u64) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
 fn read_status(path: &Path) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-fn live_pid(status: &Value) -> Option<u64> {
-    status.get("pid").and_then(Value::as_u64).filter(|p| pid_alive(*p))
+/// The running process of the mount whose status file is `path`; a stale file (its process
+/// gone, its pid now another process's) is removed and gives `None`.
+fn live_mount(path: &Path) -> Option<(Value, MountProc)> {
+    // No status file (yet): a mount starting now may have recorded its process already.
+    let st = read_status(path)?;
+    match process::mount_process(path, &st) {
+        Some(p) => Some((st, p)),
+        None => {
+            process::remove_stale(path);
+            None
+        }
+    }
 }
 
 fn host_name() -> String {
@@ -97,10 +107,11 @@ fn plan(args: &MountArgs) -> Result<Plan> {
         }
     }
     let status = status_file(&mountpoint)?;
-    if let Some(pid) = read_status(&status).as_ref().and_then(live_pid) {
+    if let Some((_, p)) = live_mount(&status) {
         bail!(
-            "{} is already mounted (process {pid}); `nimbus unmount {}` first",
+            "{} is already mounted (process {}); `nimbus unmount {}` first",
             mountpoint.display(),
+            p.pid,
             mountpoint.display()
         );
     }
@@ -133,6 +144,10 @@ pub fn foreground(args: &MountArgs) -> Result<()> {
     if let Some(dir) = plan.status.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // Before the mount writes its status file, so that the two always go together.
+    process::record_self(&plan.status)
+        .with_context(|| format!("cannot write {}", process::identity_file(&plan.status).display()))?;
+    let status = plan.status.clone();
     let cfg = nimbus_mount::session::MountConfig {
         mountpoint: plan.mountpoint,
         cache_dir: plan.cache_dir,
@@ -143,14 +158,15 @@ pub fn foreground(args: &MountArgs) -> Result<()> {
         host: host_name(),
     };
     #[cfg(any(unix, windows))]
-    {
-        nimbus_mount::session::run(client, cfg).map_err(|e| anyhow!("{e}"))
-    }
+    let result = nimbus_mount::session::run(client, cfg).map_err(|e| anyhow!("{e}"));
     #[cfg(not(any(unix, windows)))]
-    {
+    let result = {
         let _ = (client, cfg);
-        bail!("mounting is not built for this platform")
-    }
+        Err(anyhow!("mounting is not built for this platform"))
+    };
+    // The mount removed its status file; the record of this process goes with it.
+    let _ = std::fs::remove_file(process::identity_file(&status));
+    result
 }
 
 /// mimalloc's settings for the drive that `nimbus mount` starts, unless the caller's
@@ -230,33 +246,11 @@ pub async fn background(args: &MountArgs) -> Result<()> {
 pub async fn unmount(raw: &Path) -> Result<()> {
     let mp = mountpoint_abs(raw)?;
     let status = status_file(&mp)?;
-    if let Some(pid) = read_status(&status).as_ref().and_then(live_pid) {
-        let ok = Command::new("kill").arg("-TERM").arg(pid.to_string()).status().map(|s| s.success()).unwrap_or(false);
-        if !ok {
-            bail!("cannot signal the mount process {pid}");
-        }
-        let started = Instant::now();
-        let mut told = false;
-        while pid_alive(pid) {
-            if !told && started.elapsed() > Duration::from_secs(2) {
-                eprintln!("Uploading pending writes before unmounting...");
-                told = true;
-            }
-            if started.elapsed() > Duration::from_secs(900) {
-                bail!("the mount process {pid} is still uploading after 15 minutes; it keeps going in the background");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        println!("Unmounted {}.", mp.display());
-        return Ok(());
+    if let Some((st, p)) = live_mount(&status) {
+        return stop(&mp, &st, &p).await;
     }
-    let _ = std::fs::remove_file(&status);
     // No live mount process of ours: a leftover (crashed) mount the kernel still lists.
-    let mounted = std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(&*mp.to_string_lossy()));
-    if !mounted {
+    if !kernel_lists(&mp) {
         bail!("nothing is mounted at {}", mp.display());
     }
     for tool in [&["fusermount3", "-u"][..], &["fusermount", "-u"], &["umount", "-l"]] {
@@ -271,6 +265,139 @@ pub async fn unmount(raw: &Path) -> Result<()> {
     bail!("cannot unmount {}", mp.display())
 }
 
+/// Whether the kernel lists a mount at `mp` (Linux; elsewhere never).
+fn kernel_lists(mp: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(&*mp.to_string_lossy()))
+}
+
+/// Signals the mount process `p` to upload pending writes and unmount, and waits for it.
+/// Fails, saying what to do, when the drive is in use, when the mount process reports that it
+/// could not unmount, and when writes are left in its journal.
+async fn stop(mp: &Path, st: &Value, p: &MountProc) -> Result<()> {
+    let pid = p.pid;
+    // A busy drive cannot be unmounted: the mount process would upload, fail to let go and
+    // keep serving (no longer listening for signals), and this would wait for it in vain.
+    let users = process::users_of(mp, pid);
+    if !users.is_empty() {
+        let list: Vec<String> =
+            users.iter().take(5).map(|(pid, name, what)| format!("{name} (process {pid}, {what})")).collect();
+        bail!(
+            "{} is in use: {}{}.\nLeave it or close those files, then run `nimbus unmount {}` again; the drive keeps running meanwhile.",
+            mp.display(),
+            list.join(", "),
+            if users.len() > 5 { ", ..." } else { "" },
+            mp.display()
+        );
+    }
+    let cache_dir = st.get("cache").and_then(|c| c.get("dir")).and_then(Value::as_str).map(PathBuf::from);
+    // What the mount process logs from now on (a background mount logs to `mount.log`).
+    let log = cache_dir.as_ref().map(|d| d.join("mount.log"));
+    let log_from = log.as_ref().and_then(|l| std::fs::metadata(l).ok()).map_or(0, |m| m.len());
+    let ok = Command::new("kill").arg("-TERM").arg(pid.to_string()).status().map(|s| s.success()).unwrap_or(false);
+    if !ok {
+        bail!("cannot signal the mount process {pid}");
+    }
+    let started = Instant::now();
+    let mut told = false;
+    let mut next_look = Duration::ZERO;
+    let listed_at_start = kernel_lists(mp);
+    let mut detached_since = None;
+    while process::still_running(p) {
+        if started.elapsed() >= next_look {
+            next_look = started.elapsed() + Duration::from_secs(1);
+            let pending = || {
+                status_file(mp)
+                    .ok()
+                    .and_then(|f| read_status(&f))
+                    .and_then(|s| s.get("pending_uploads").and_then(Value::as_u64))
+                    .map_or(String::new(), |n| format!(" ({n} writes pending)"))
+            };
+            // The mount process unmounts only after its uploads; a lazy unmount (not root)
+            // succeeds while the drive is in use, and the process then waits for the users.
+            if listed_at_start && !kernel_lists(mp) {
+                let since = *detached_since.get_or_insert_with(Instant::now);
+                // Generous: after letting go the process only closes its journal and exits.
+                if since.elapsed() > Duration::from_secs(30) {
+                    bail!(
+                        "{} is detached, but a program still has its working directory or a file in it, so the mount \
+                         process {pid} keeps running{} until they let go; leave it or close those files",
+                        mp.display(),
+                        pending()
+                    );
+                }
+            }
+            if log.as_ref().is_some_and(|l| log_since(l, log_from).contains(UNMOUNT_FAILED)) {
+                let pending = pending();
+                bail!(
+                    "the mount process could not unmount {}: something has it in use. The drive keeps running{pending}.\n\
+                     Leave it or close the files in it, then unmount it with `{}` (the mount process then stops).",
+                    mp.display(),
+                    platform_unmount(mp)
+                );
+            }
+        }
+        if !told && started.elapsed() > Duration::from_secs(2) {
+            eprintln!("Uploading pending writes before unmounting...");
+            told = true;
+        }
+        if started.elapsed() > Duration::from_secs(900) {
+            bail!("the mount process {pid} is still uploading after 15 minutes; it keeps going in the background");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("Unmounted {}.", mp.display());
+    // The journal is the truth about what did not go up: a record per file whose changes the
+    // mount process could not upload (gateway unreachable) or the server refused (kept until
+    // resolved) before it stopped. The drive is unmounted all the same, so this is said, not
+    // failed on.
+    if let Some(staging) = cache_dir.map(|d| d.join("staging")) {
+        let left = journal_records(&staging);
+        if left > 0 {
+            eprintln!(
+                "Note: {left} file(s) with changes are not on the server yet (the gateway was out of reach, or refused \
+                 them; see {}). They stay in the journal at {} and go up, or are listed by `nimbus status` to resolve, \
+                 at the next `nimbus mount {}`.",
+                log.as_ref().map_or_else(|| "the mount's log".to_string(), |l| l.display().to_string()),
+                staging.display(),
+                mp.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What the mount process logs when letting go of the mount point fails (nimbus_mount::session).
+const UNMOUNT_FAILED: &str = "unmount failed";
+
+/// The text appended to `log` after its first `from` bytes.
+fn log_since(log: &Path, from: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(log)
+        && f.seek(SeekFrom::Start(from)).is_ok()
+    {
+        let _ = f.read_to_end(&mut text);
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// How many write-back records the journal in `staging` holds (`<id>.json`, one per file not
+/// yet uploaded; `moves.log`, `.data`, `.tmp` and `.broken` files are not records).
+fn journal_records(staging: &Path) -> usize {
+    std::fs::read_dir(staging)
+        .map(|rd| rd.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")).count())
+        .unwrap_or(0)
+}
+
+/// The command that unmounts a FUSE drive by hand here.
+fn platform_unmount(mp: &Path) -> String {
+    let tool = if cfg!(target_os = "linux") { "fusermount3 -u" } else { "umount" };
+    format!("{tool} {}", shell_quoted(mp))
+}
+
 /// The status files of this user's running mounts (stale ones are removed).
 fn live_mounts() -> Result<Vec<Value>> {
     let mut mounts = Vec::new();
@@ -280,11 +407,8 @@ fn live_mounts() -> Result<Vec<Value>> {
             if p.extension().is_none_or(|x| x != "json") {
                 continue;
             }
-            match read_status(&p) {
-                Some(st) if live_pid(&st).is_some() => mounts.push(st),
-                _ => {
-                    let _ = std::fs::remove_file(&p);
-                }
+            if let Some((st, _)) = live_mount(&p) {
+                mounts.push(st);
             }
         }
     }
@@ -415,7 +539,8 @@ pub async fn resolve(ctx: &Ctx, file: &Path, action: &str, yes: bool) -> Result<
         outln!("Nothing discarded.");
         return Ok(());
     }
-    let dir = nimbus_mount::requests::dir_for(&status_file(&mp)?);
+    let status_path = status_file(&mp)?;
+    let dir = nimbus_mount::requests::dir_for(&status_path);
     let req = ResolveRequest { path: problem.path.clone(), action };
     let id = nimbus_mount::requests::send(&dir, &req)
         .with_context(|| format!("cannot reach the mount of {} through {}", mp.display(), dir.display()))?;
@@ -425,7 +550,7 @@ pub async fn resolve(ctx: &Ctx, file: &Path, action: &str, yes: bool) -> Result<
         if let Some(r) = nimbus_mount::requests::take_reply(&dir, &id) {
             break r;
         }
-        if live_pid(status).is_none() {
+        if process::mount_process(&status_path, status).is_none() {
             bail!("the mount of {} stopped before answering; the change stays in its journal", mp.display());
         }
         if !told && started.elapsed() > Duration::from_secs(3) {
@@ -483,6 +608,7 @@ fn which_mount<'a>(mounts: &'a [Value], file: &Path) -> Result<(&'a Value, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn space_paths_map_to_the_drive() {
@@ -490,6 +616,30 @@ mod tests {
         assert_eq!(local_path(Path::new("/m"), "/"), Path::new("/m"));
         assert_eq!(shell_quoted(Path::new("/m/a.txt")), "/m/a.txt");
         assert_eq!(shell_quoted(Path::new("/m/it's here.txt")), "'/m/it'\\''s here.txt'");
+    }
+
+    #[test]
+    fn only_write_back_records_count_as_pending() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        assert_eq!(journal_records(&dir.path().join("missing")), 0);
+        for f in ["a1.json", "a1.data", "b2.json", "b2.data", "moves.log", "c3.tmp", "d4.broken"] {
+            std::fs::write(dir.path().join(f), b"{}")?;
+        }
+        assert_eq!(journal_records(dir.path()), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn only_what_the_mount_logged_since_the_signal_is_read() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let log = dir.path().join("mount.log");
+        std::fs::write(&log, "WARN unmount failed (an earlier run)\n")?;
+        let from = std::fs::metadata(&log)?.len();
+        assert!(!log_since(&log, from).contains(UNMOUNT_FAILED));
+        std::fs::OpenOptions::new().append(true).open(&log)?.write_all(b"WARN unmount failed error=busy\n")?;
+        assert!(log_since(&log, from).contains(UNMOUNT_FAILED));
+        assert_eq!(log_since(&dir.path().join("none.log"), 0), "");
+        Ok(())
     }
 
     #[test]

@@ -91,6 +91,11 @@ pub async fn put(ctx: &Ctx, local: &Path, raw_remote: Option<&str>, force: bool)
     if meta.is_dir() {
         bail!("`{}` is a directory; `nimbus put` uploads one file at a time", local.display());
     }
+    // Refused before connecting: a FIFO or device has no size to upload (and opening a FIFO
+    // would wait for a writer).
+    if !meta.is_file() {
+        bail!("`{}` is not a regular file", local.display());
+    }
     let (_, client) = connect()?;
     let (target, existing) = put_target(&client, local, raw_remote).await?;
     if existing.as_ref().is_some_and(|e| e.kind == EntryKind::Dir) {
