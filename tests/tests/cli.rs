@@ -933,6 +933,59 @@ backend_test!(bad_input_messages, |gw| async move {
     Ok(())
 });
 
+// A trailing `/` names a folder, as in POSIX (`rm file/`: "Not a directory"): on a file every
+// command that takes a remote path refuses in words and changes nothing; on a folder it works.
+backend_test!(trailing_slash_names_a_folder, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    gw.create_user("bob", None).await?;
+    let api = gw.api().with_token(cli.token()?);
+    let local = cli.write("y.txt", b"why\n")?;
+    cli.run(&["put", s(&local), "/a/y.txt"]).await?.ok()?;
+    cli.run(&["mkdir", "/a/d"]).await?.ok()?;
+    let out_file = cli.work().join("out.txt");
+
+    let refused: [&[&str]; 12] = [
+        &["rm", "/a/y.txt/"],
+        &["get", "/a/y.txt/", "-"],
+        &["get", "/a/y.txt/", s(&out_file)],
+        &["ls", "/a/y.txt/"],
+        &["mv", "/a/y.txt/", "/a/z.txt"],
+        &["cp", "/a/y.txt/", "/a/z.txt"],
+        &["mv", "/a/d", "/a/y.txt/"],
+        &["put", s(&local), "/a/y.txt/"],
+        &["versions", "/a/y.txt/"],
+        &["versions", "/a/y.txt/", "--restore", "1"],
+        &["share", "add", "/a/y.txt/", "bob"],
+        &["link", "create", "/a/y.txt/"],
+    ];
+    for args in refused {
+        cli.run(args).await?.failed(&["/a/y.txt/", "not a directory", "is a file"])?;
+    }
+    cli.run(&["cp", "/a/d", "/a/y.txt/"]).await?.failed(&["cannot copy into `/a/y.txt/`", "not a directory"])?;
+    ensure!(!out_file.exists(), "a refused get left a file");
+
+    // Nothing changed: the file and its one version, no copy, no share, no link, an empty trash.
+    let r = api.get_file("/a/y.txt").await?;
+    ensure!(r.check(200)?.body.as_ref() == b"why\n", "the file changed");
+    let versions = cli.json(&["versions", "/a/y.txt"]).await?;
+    ensure!(versions.as_array().map(Vec::len) == Some(1), "a refused command made a version: {versions}");
+    ensure!(cli.json(&["share", "ls"]).await?["shares"] == serde_json::json!([]), "a share was made");
+    ensure!(cli.json(&["link", "ls"]).await?["links"] == serde_json::json!([]), "a link was made");
+    ensure!(cli.json(&["trash"]).await? == serde_json::json!([]), "a refused rm moved something to the trash");
+    ensure!(ls_json(&cli, "/a").await? == vec![("d".to_string(), 0), ("y.txt".to_string(), 4)], "/a changed");
+
+    // Without the slash the file is meant; with it, a folder works.
+    let out = cli.run(&["ls", "/a/y.txt"]).await?;
+    ensure!(out.ok()?.stdout() == "y.txt\n", "{out}");
+    let out = cli.run(&["ls", "/a/"]).await?;
+    ensure!(out.ok()?.stdout() == "d/\ny.txt\n", "{out}");
+    cli.run(&["mv", "/a/y.txt", "/a/d/"]).await?.ok()?;
+    api.stat("/a/d/y.txt").await?.check(200)?;
+    cli.run(&["rm", "/a/d/"]).await?.ok()?;
+    api.stat("/a/d").await?.check(404)?;
+    Ok(())
+});
+
 // `nimbus admin group-*` and `nimbus share add --group`: a group made with a member, a folder
 // shared with it that the member gets, a member taken out losing it, the group deleted; the
 // refusals in words.

@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about = "Nimbus private cloud storage from the command line",
     long_about = "Nimbus private cloud storage from the command line.\n\n\
                   Start with `nimbus login https://your-gateway:8443`. Remote paths are absolute \
-                  inside your space (`/docs/report.pdf`); a leading `/` is optional.",
+                  inside your space (`/docs/report.pdf`); a leading `/` is optional, a trailing \
+                  `/` names a folder (`nimbus rm /docs/report.pdf/` refuses: not a directory).",
     propagate_version = true
 )]
 pub struct Cli {

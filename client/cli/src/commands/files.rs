@@ -6,7 +6,7 @@ use nimbus_client::{Client, RemotePath};
 use nimbus_proto::names::name_key;
 use serde_json::json;
 
-use super::{Ctx, connect, remote, stat_opt};
+use super::{Ctx, connect, names_dir, not_a_dir, refuse_file_as_dir, remote, stat_opt};
 use crate::outln;
 use crate::output::{Align, human_bytes, print_json, print_table, short_time};
 
@@ -15,9 +15,14 @@ pub async fn ls(ctx: &Ctx, raw: &str, long: bool) -> Result<()> {
     let path = remote(raw)?;
     let entries = match client.list_dir(&path).await {
         Ok(entries) => entries,
-        // `ls FILE` shows the file, as ls(1) does.
+        // `ls FILE` shows the file, as ls(1) does; `ls FILE/` is an error, as there.
         Err(e) if e.is_not_a_directory() => match stat_opt(&client, &path).await? {
-            Some(entry) if entry.kind == EntryKind::File => vec![entry],
+            Some(entry) if entry.kind == EntryKind::File => {
+                if names_dir(raw) {
+                    return Err(not_a_dir("list", raw, &path));
+                }
+                vec![entry]
+            }
             _ => return Err(e.into()),
         },
         Err(e) if e.is_not_found() => bail!("`{path}` does not exist"),
@@ -79,11 +84,12 @@ pub enum Op {
 
 /// Where `from` ends up for `mv`/`cp FROM TO`: `TO/` or an existing directory `TO` means
 /// inside it (as mv(1) and cp(1) do), except when `TO` is `FROM` itself (a change of case:
-/// `mv /Docs /docs`).
-async fn target_of(client: &Client, from: &RemotePath, to_raw: &str) -> Result<RemotePath> {
+/// `mv /Docs /docs`). `TO/` naming a file is refused.
+async fn target_of(client: &Client, verb: &str, from: &RemotePath, to_raw: &str) -> Result<RemotePath> {
     let to = remote(to_raw)?;
     let name = from.name().ok_or_else(|| anyhow!("the root directory cannot be moved or copied"))?;
     if to_raw.ends_with('/') || to.is_root() {
+        refuse_file_as_dir(client, &format!("{verb} into"), to_raw, &to).await?;
         return Ok(to.join(name)?);
     }
     match stat_opt(client, &to).await? {
@@ -101,12 +107,13 @@ async fn target_of(client: &Client, from: &RemotePath, to_raw: &str) -> Result<R
 pub async fn mv_or_cp(ctx: &Ctx, from_raw: &str, to_raw: &str, overwrite: bool, op: Op) -> Result<()> {
     let (_, client) = connect()?;
     let from = remote(from_raw)?;
-    let to = target_of(&client, &from, to_raw).await?;
+    let verb = if op == Op::Move { "move" } else { "copy" };
+    refuse_file_as_dir(&client, verb, from_raw, &from).await?;
+    let to = target_of(&client, verb, &from, to_raw).await?;
     let result = match op {
         Op::Move => client.move_entry(&from, &to, overwrite).await,
         Op::Copy => client.copy_entry(&from, &to, overwrite).await,
     };
-    let verb = if op == Op::Move { "move" } else { "copy" };
     let entry = match result {
         Ok(entry) => entry,
         Err(e) if e.is_not_found() => {
@@ -139,6 +146,8 @@ pub async fn rm(ctx: &Ctx, paths: &[String]) -> Result<()> {
         if path.is_root() {
             bail!("refusing to delete the root directory; delete what is inside it instead");
         }
+        // `rm FILE/` deletes nothing, as rm(1).
+        refuse_file_as_dir(&client, "remove", raw, &path).await?;
         match client.delete(&path).await {
             Ok(()) => {}
             Err(e) if e.is_not_found() => bail!("`{path}` does not exist"),

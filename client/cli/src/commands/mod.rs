@@ -98,6 +98,29 @@ pub fn remote(raw: &str) -> Result<RemotePath> {
     RemotePath::parse(raw).map_err(|e| anyhow!("`{raw}` is not a valid Nimbus path: {e}"))
 }
 
+/// Whether `raw` ends in `/`: as in POSIX, it then names a folder. `RemotePath::parse` drops the
+/// slash (URLs need that tolerance), so commands ask here; the root (`/`) is a folder anyway.
+pub fn names_dir(raw: &str) -> bool {
+    raw.len() > 1 && raw.ends_with('/')
+}
+
+/// Refuses `raw` when it ends in `/` and `path` is a file ("Not a directory", as `rm file/`
+/// says), before the command changes anything. Looks `path` up only then.
+pub async fn refuse_file_as_dir(client: &Client, verb: &str, raw: &str, path: &RemotePath) -> Result<()> {
+    if !names_dir(raw) {
+        return Ok(());
+    }
+    match stat_opt(client, path).await? {
+        Some(e) if e.kind == nimbus_client::wire::EntryKind::File => Err(not_a_dir(verb, raw, path)),
+        _ => Ok(()),
+    }
+}
+
+/// The error for a file named with a trailing `/`.
+pub fn not_a_dir(verb: &str, raw: &str, path: &RemotePath) -> anyhow::Error {
+    anyhow!("cannot {verb} `{raw}`: not a directory (`{path}` is a file; without the trailing `/` it names the file)")
+}
+
 /// The saved session and a client using it.
 pub fn connect() -> Result<(Session, Client)> {
     let session = session::require()?;
@@ -114,5 +137,21 @@ pub async fn stat_opt(
         Ok(e) => Ok(Some(e)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_slash_names_a_folder() {
+        for raw in ["/a/y.txt/", "a/", "/a/b/", "//"] {
+            assert!(names_dir(raw), "{raw:?}");
+        }
+        // The root is a folder anyway; the rest name whatever is there.
+        for raw in ["/", "", "/a/y.txt", "a", "/a/b"] {
+            assert!(!names_dir(raw), "{raw:?}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::{Ctx, connect, remote};
+use super::{Ctx, connect, refuse_file_as_dir, remote};
 use crate::cli::{LinkModeArg, PermissionArg};
 use crate::outln;
 use crate::output::{Align, print_json, print_table, read_stdin_line, short_time};
@@ -54,9 +54,10 @@ fn with(username: Option<&str>, group: Option<&str>) -> String {
     }
 }
 
-pub async fn add(ctx: &Ctx, path: &str, user: Option<&str>, group: Option<&str>, p: PermissionArg) -> Result<()> {
-    let path = remote(path)?;
+pub async fn add(ctx: &Ctx, raw: &str, user: Option<&str>, group: Option<&str>, p: PermissionArg) -> Result<()> {
+    let path = remote(raw)?;
     let (_, client) = connect()?;
+    refuse_file_as_dir(&client, "share", raw, &path).await?;
     let req = CreateShareRequest {
         path: path.to_string(),
         username: user.map(Into::into),
@@ -253,10 +254,12 @@ pub async fn link_create(
     expires: Option<&str>,
     max_downloads: Option<u64>,
 ) -> Result<()> {
-    let path = remote(path)?;
+    let raw = path;
+    let path = remote(raw)?;
     let password = password_file.map(password_from).transpose()?;
     let expires_at = expires.map(|w| expiry(w, OffsetDateTime::now_utc())).transpose()?;
     let (_, client) = connect()?;
+    refuse_file_as_dir(&client, "link", raw, &path).await?;
     let req = CreateLinkRequest { path: path.to_string(), mode: mode(m), password, expires_at, max_downloads };
     let link = client.create_link(&req).await.map_err(|e| link_error(e, None))?;
     if ctx.json {

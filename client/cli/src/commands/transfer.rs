@@ -10,7 +10,7 @@ use nimbus_client::wire::EntryKind;
 use nimbus_client::{GetOptions, Phase, Progress, RemotePath};
 use serde_json::json;
 
-use super::{Ctx, connect, remote, stat_opt};
+use super::{Ctx, connect, refuse_file_as_dir, remote, stat_opt};
 use crate::outln;
 use crate::output::{human_bytes, print_json};
 
@@ -73,7 +73,12 @@ async fn put_target(
     };
     let target = match raw {
         None => into(&RemotePath::root())?,
-        Some(r) if r.ends_with('/') => into(&remote(r)?)?,
+        Some(r) if r.ends_with('/') => {
+            let dir = remote(r)?;
+            // Before any block goes up: the commit would be refused anyway.
+            refuse_file_as_dir(client, "upload into", r, &dir).await?;
+            into(&dir)?
+        }
         Some(r) => {
             let p = remote(r)?;
             match stat_opt(client, &p).await? {
@@ -155,6 +160,7 @@ fn get_target(remote: &RemotePath, local: Option<&str>) -> Result<PathBuf> {
 pub async fn get(ctx: &Ctx, raw_remote: &str, local: Option<&str>) -> Result<()> {
     let (_, client) = connect()?;
     let path = remote(raw_remote)?;
+    refuse_file_as_dir(&client, "download", raw_remote, &path).await?;
     let not_a_file = |e: nimbus_client::Error| -> anyhow::Error {
         if e.is_a_directory() {
             anyhow!("`{path}` is a directory; `nimbus get` downloads one file (`nimbus ls {path}` lists it)")

@@ -2,13 +2,14 @@
 
 use anyhow::{Result, bail};
 
-use super::{Ctx, connect, remote};
+use super::{Ctx, connect, refuse_file_as_dir, remote};
 use crate::outln;
 use crate::output::{Align, human_bytes, print_json, print_table, short_time};
 
 pub async fn list(ctx: &Ctx, raw: &str) -> Result<()> {
     let (_, client) = connect()?;
     let path = remote(raw)?;
+    refuse_file_as_dir(&client, "list the versions of", raw, &path).await?;
     let versions = match client.versions(&path).await {
         Ok(v) => v,
         Err(e) if e.is_not_found() => bail!("`{path}` does not exist"),
@@ -39,6 +40,7 @@ pub async fn list(ctx: &Ctx, raw: &str) -> Result<()> {
 pub async fn restore(ctx: &Ctx, raw: &str, version: i64) -> Result<()> {
     let (_, client) = connect()?;
     let path = remote(raw)?;
+    refuse_file_as_dir(&client, "restore a version of", raw, &path).await?;
     let entry = match client.restore_version(&path, version).await {
         Ok(e) => e,
         Err(e) if e.is_not_found() => {
