@@ -80,6 +80,7 @@ pub async fn build_state(args: &ServeArgs) -> anyhow::Result<AppState> {
             None => None,
         },
         thumbnails: Arc::new(tokio::sync::Semaphore::new(crate::thumbs::CONCURRENT_JOBS)),
+        shutdown: tokio_util::sync::CancellationToken::new(),
     }))
 }
 
@@ -212,6 +213,9 @@ async fn count_usage_once(meta: &Meta) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long in-flight requests may run once shutdown starts (docs/OPERATIONS.md).
+const DRAIN: Duration = Duration::from_secs(20);
+
 /// Runs the gateway until `shutdown` resolves.
 pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -244,11 +248,14 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()> + Send + 's
     tracing::info!(%addr, database = meta.engine(), store = %state.store.describe(), worker_threads = args.worker_threads(), "gateway starting");
 
     let how = Listening { tls, limits: HttpLimits::of(&args), handle: axum_server::Handle::new() };
-    let h = how.handle.clone();
+    let (h, stopping) = (how.handle.clone(), state.shutdown.clone());
     tokio::spawn(async move {
         shutdown.await;
-        // Let running transfers finish for a while, then stop.
-        h.graceful_shutdown(Some(Duration::from_secs(20)));
+        // Stop accepting; let running transfers finish for a while, then stop.
+        h.graceful_shutdown(Some(DRAIN));
+        // Then end the long polls (after the listeners are told, so a client's next poll
+        // goes to another gateway rather than this one's closing connection).
+        stopping.cancel();
     });
     // The S3 door's sockets, one per request thread like the API's.
     let mut s3_listeners: Vec<Option<std::net::TcpListener>> = match args.s3_listen {

@@ -52,6 +52,10 @@ pub struct Shared {
     /// Bounds the thumbnails made at once (api/thumbnails.rs): each holds its source (at most
     /// `thumbs::MAX_SOURCE_BYTES`) and a decode (at most `thumbs::MAX_ALLOC`).
     pub thumbnails: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when graceful shutdown starts. Requests that only wait (the change feed's long
+    /// poll) answer at once on it: the drain is for transfers, and would otherwise be held to
+    /// its limit by a poll that ends only at its own `wait`.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl crate::auth::AuthState for AppState {

@@ -278,9 +278,8 @@ impl Gateway {
         if self.stopped {
             return Ok(());
         }
-        let pid = self.pid.to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status().await;
-        if tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.is_err() {
+        let _ = self.terminate().await;
+        if self.wait_exit(Duration::from_secs(20)).await?.is_none() {
             self.child.start_kill()?;
             tokio::time::timeout(Duration::from_secs(20), self.child.wait())
                 .await
@@ -288,6 +287,26 @@ impl Gateway {
         }
         self.stopped = true;
         Ok(())
+    }
+
+    /// Sends the gateway SIGTERM (graceful shutdown) and returns at once; see
+    /// [`Gateway::wait_exit`].
+    pub async fn terminate(&self) -> anyhow::Result<()> {
+        let status = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status().await?;
+        ensure!(status.success(), "kill -TERM {} failed: {status}", self.pid);
+        Ok(())
+    }
+
+    /// Waits up to `within` for the gateway process to exit: its exit status (the gateway then
+    /// counts as stopped, as after [`Gateway::stop`]), or None if it is still running.
+    pub async fn wait_exit(&mut self, within: Duration) -> anyhow::Result<Option<ExitStatus>> {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => {
+                self.stopped = true;
+                Ok(Some(status?))
+            }
+            Err(_) => Ok(None),
+        }
     }
 
     /// Starts a gateway stopped with [`Gateway::stop`] again with the same command, on the

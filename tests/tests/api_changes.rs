@@ -313,3 +313,67 @@ backend_test!(bad_cursors_reset_and_auth, |gw| async move {
     api.with_token("not-a-token").get("/api/v1/changes?cursor=0").await?.check_error(401, "unauthorized")?;
     Ok(())
 });
+
+// SIGTERM ends a long poll at once (left alone it would hold the stop up to the 20 s drain
+// limit), while an upload in flight still gets to finish.
+backend_test!(shutdown_ends_long_polls_not_uploads, |mut gw| async move {
+    let (_, api) = gw.user("alice", None).await?;
+    let start = changes(&api, None, None, None).await?;
+    let bs = api.block_size().await?;
+
+    // An upload in flight: one block and a bit in, the rest held back.
+    let content = nimbus_e2e::data::bytes("drained", bs + 1000);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+    let upload = {
+        let api = api.fresh_connection()?;
+        tokio::spawn(async move { api.put_file("/drained.bin", reqwest::Body::wrap_stream(body)).await })
+    };
+    tx.send(Ok(content[..bs + 10].to_vec())).await?;
+    let first = [nimbus_e2e::data::hash_hex(&content[..bs])];
+    nimbus_e2e::mount::eventually("the upload's first block is stored", Duration::from_secs(60), || async {
+        let m: nimbus_proto::wire::MissingBlocksResponse =
+            api.post_json("/api/v1/blocks/missing", &serde_json::json!({ "hashes": first })).await?.ok(200)?;
+        ensure!(m.missing.is_empty(), "{m:?}");
+        Ok(())
+    })
+    .await?;
+
+    // A long poll of the longest wait, held by the gateway.
+    let poll = {
+        let (api, cursor) = (api.fresh_connection()?, start.cursor.clone());
+        tokio::spawn(async move { changes(&api, Some(&cursor), Some(60), None).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ensure!(!poll.is_finished(), "the long poll answered before anything happened: {:?}", poll.await);
+
+    // SIGTERM: the poll answers at once, as at the end of its wait (no changes, same cursor).
+    let sent = std::time::Instant::now();
+    gw.terminate().await?;
+    let got = tokio::time::timeout(Duration::from_secs(5), poll)
+        .await
+        .context("the long poll was still held 5 s after SIGTERM")???;
+    ensure!(got.changes.is_empty() && got.cursor == start.cursor && !got.reset, "{got:?}");
+
+    // The upload still finishes, and then the gateway exits cleanly, far within the poll's 60 s.
+    ensure!(gw.wait_exit(Duration::from_millis(500)).await?.is_none(), "the gateway did not wait for the upload");
+    tx.send(Ok(content[bs + 10..].to_vec())).await?;
+    drop(tx);
+    let e = tokio::time::timeout(Duration::from_secs(10), upload)
+        .await
+        .context("the upload never finished")???
+        .entry(201)?;
+    ensure!(e.size == content.len() as u64, "{e:?}");
+    let status =
+        gw.wait_exit(Duration::from_secs(10)).await?.context("the gateway still runs 10 s after the upload")?;
+    ensure!(status.success(), "the gateway exited with {status}");
+    let took = sent.elapsed();
+    ensure!(took < Duration::from_secs(10), "the gateway took {took:?} to stop after SIGTERM");
+
+    // What the drained upload acknowledged is there after a restart.
+    gw.start_again().await?;
+    let r = api.fresh_connection()?.get_file("/drained.bin").await?;
+    r.check(200)?;
+    ensure!(r.body == content.as_slice(), "the drained upload reads back different content");
+    Ok(())
+});

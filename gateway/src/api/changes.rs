@@ -242,13 +242,16 @@ pub async fn list(
             return Ok(Json(ChangeList { changes, cursor: cursor.to_string(), reset: false }));
         }
         let now = Instant::now();
-        if now >= deadline {
+        // Shutting down: answer as when the wait is over, so the drain is not held to its limit
+        // and the client simply polls again (on another gateway).
+        if now >= deadline || st.shutdown.is_cancelled() {
             return Ok(Json(ChangeList { changes: Vec::new(), cursor: cursor.to_string(), reset: false }));
         }
         let woken = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
         tokio::select! {
             _ = woken => {}
             _ = tokio::time::sleep((deadline - now).min(POLL)) => {}
+            _ = st.shutdown.cancelled() => {}
         }
     }
 }
