@@ -73,6 +73,11 @@ pub enum ApiError {
     /// The LDAP directory does not answer: its accounts cannot sign in.
     #[error("{0}")]
     DirectoryUnavailable(String),
+    /// 502: the request names a resource on another server (a WebDAV COPY or MOVE whose
+    /// Destination is on another host, RFC 4918 §9.8.5). Nothing failed here: the code is
+    /// `bad_request`.
+    #[error("{0}")]
+    OtherServer(String),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -95,13 +100,14 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooManyRequests { .. } | ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::StoreUnavailable(_) | ApiError::DirectoryUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::OtherServer(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::BadRequest(_) => ErrorCode::BadRequest,
+            ApiError::BadRequest(_) | ApiError::OtherServer(_) => ErrorCode::BadRequest,
             ApiError::InvalidName(
                 NameError::PathTooLong | NameError::EmptyComponent | NameError::InvalidUtf8 | NameError::BadEncoding,
             ) => ErrorCode::InvalidPath,
@@ -138,7 +144,9 @@ impl ApiError {
         let code = match self {
             ApiError::NotFound(_) | ApiError::IsADirectory(_) => S3ErrorCode::NoSuchKey,
             ApiError::InvalidName(NameError::PathTooLong) => S3ErrorCode::KeyTooLongError,
-            ApiError::InvalidName(_) | ApiError::BadRequest(_) => S3ErrorCode::InvalidArgument,
+            ApiError::InvalidName(_) | ApiError::BadRequest(_) | ApiError::OtherServer(_) => {
+                S3ErrorCode::InvalidArgument
+            }
             // A body that is not what its digest says (Content-MD5, the content hash).
             ApiError::HashMismatch(_) => S3ErrorCode::BadDigest,
             ApiError::MissingBlocks(_) => S3ErrorCode::InvalidArgument,

@@ -298,6 +298,34 @@ backend_test!(user_sorting, |gw| async move {
     admin.get("/api/v1/admin/users?sort=password").await?.check_error(400, "bad_request")?;
     admin.get("/api/v1/admin/users?sort=usage&cursor=nina").await?.check_error(400, "bad_request")?;
     admin.get("/api/v1/admin/users?sort=usage&cursor=1:x").await?.check_error(400, "bad_request")?;
+    // A cursor belongs to the sort (and direction) that made it: under another one it would
+    // place the page by another column's value, so it is refused, as a malformed one is.
+    let first_cursor = |sort: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let page: UserList = admin.get(&format!("/api/v1/admin/users?limit=2&sort={sort}")).await?.ok(200)?;
+            page.next_cursor.with_context(|| format!("{sort}: a second page"))
+        }
+    };
+    let sorts = ["name", "-name", "usage", "-usage", "created", "-created"];
+    for made in sorts {
+        let c = first_cursor(made).await?;
+        for used in sorts {
+            let url =
+                format!("/api/v1/admin/users?limit=2&sort={used}&cursor={}", nimbus_proto::names::percent_encode(&c));
+            let r = admin.get(&url).await?;
+            if used == made {
+                r.ok::<UserList>(200)?;
+            } else {
+                r.check_error(400, "bad_request").with_context(|| format!("a {made} cursor under sort={used}"))?;
+            }
+        }
+    }
+    for bad in ["", ":", "name", "name:", "usage:1", "usage:x:1", "usage:1:2:3", "size:1:2"] {
+        let sort = if bad.starts_with("name") { "name" } else { "usage" };
+        let url = format!("/api/v1/admin/users?sort={sort}&cursor={}", nimbus_proto::names::percent_encode(bad));
+        admin.get(&url).await?.check_error(400, "bad_request").with_context(|| format!("cursor {bad:?}"))?;
+    }
     Ok(())
 });
 

@@ -140,6 +140,38 @@ backend_test!(ranges, |gw| async move {
         .await?;
     r.check(200)?;
     ensure!(r.body.as_ref() == body.as_slice(), "If-Range mismatch must send the whole file");
+    // RFC 9110 §13.1.5: only this version's strong ETag or exactly its Last-Modified date lets
+    // the range through. A weak ETag (strong comparison), another date, or a value that is
+    // neither an ETag nor a date cannot match: the whole file, 200.
+    let lm = api.get_file("/r.bin").await?.header("last-modified").context("Last-Modified")?;
+    let weak = format!("W/{etag}");
+    for (validator, partial) in [
+        (lm.as_str(), true),
+        ("garbage", false),
+        ("*", false),
+        (etag.trim_matches('"'), false),
+        (weak.as_str(), false),
+        ("Fri, 01 Jan 2100 00:00:00 GMT", false),
+        ("Thu, 01 Jan 1970 00:00:00 GMT", false),
+    ] {
+        let r = api
+            .req(Method::GET, &files_url("/r.bin"))
+            .header("range", "bytes=0-9")
+            .header("if-range", validator)
+            .send()
+            .await?;
+        match partial {
+            true => {
+                r.check(206)?;
+                ensure!(r.body.as_ref() == &body[..10], "If-Range {validator:?}: {r}");
+            }
+            false => {
+                r.check(200).with_context(|| format!("If-Range {validator:?}"))?;
+                ensure!(r.body.as_ref() == body.as_slice(), "If-Range {validator:?}: the whole file: {r}");
+                ensure!(r.header("content-range").is_none(), "If-Range {validator:?}: {:?}", r.headers);
+            }
+        }
+    }
 
     // Several ranges: HTTP lets a server ignore them (200, whole body) or answer multipart; never an error.
     let r = get_with(&api, "/r.bin", "range", "bytes=0-1,5-6").await?;

@@ -6,7 +6,7 @@
 use anyhow::{Context, ensure};
 use nimbus_e2e::dav::lock;
 use nimbus_e2e::s3::{new_key, s3_io};
-use nimbus_e2e::{Api, backend_test};
+use nimbus_e2e::{Api, backend_test, encode_path};
 use nimbus_proto::wire::{
     AdminShareList, AuditList, CreatedS3Key, DirListing, Entry, IncomingShareList, Me, ShareInfo, ShareList,
     SharePermission, TrashList, VersionList,
@@ -263,11 +263,22 @@ backend_test!(share_a_file_rename_trash_and_leave, |gw| async move {
     .await?
     .check_error(400, "bad_request")?;
 
-    // No door makes a folder of that name at the top of a space, where it would hide.
-    let r = bob.req(reqwest::Method::from_bytes(b"MKCOL")?, "/dav/Shared%20with%20me").send().await?;
-    ensure!((400..500).contains(&r.status), "{r}");
-    let r = alice.req(reqwest::Method::from_bytes(b"MKCOL")?, "/dav/shared%20WITH%20me").send().await?;
-    ensure!((400..500).contains(&r.status), "{r}");
+    // No door makes a folder or file of that name at the top of a space, where it would hide,
+    // nor a new name directly in it: 403 `forbidden` (docs/API.md, Sharing), for a recipient
+    // (bob) and for someone with no share (alice), in any case of the name.
+    for api in [&bob, &alice] {
+        for top in ["/Shared with me", "/shared WITH me"] {
+            api.mkdir(top).await?.check_error(403, "forbidden").with_context(|| format!("mkdir {top}"))?;
+            api.put_file(top, "x").await?.check_error(403, "forbidden").with_context(|| format!("PUT {top}"))?;
+            let child = format!("{top}/New");
+            api.mkdir(&child).await?.check_error(403, "forbidden").with_context(|| format!("mkdir {child}"))?;
+            api.put_file(&format!("{child}.txt"), "x").await?.check_error(403, "forbidden")?;
+            for dav_path in [format!("/dav/{}", encode_path(top)), format!("/dav/{}", encode_path(&child))] {
+                let r = api.req(reqwest::Method::from_bytes(b"MKCOL")?, &dav_path).send().await?;
+                ensure!(r.status == 403, "MKCOL {dav_path}: {r}");
+            }
+        }
+    }
     ensure!(
         alice
             .list_dir("/", None, None)

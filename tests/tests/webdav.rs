@@ -507,6 +507,90 @@ backend_test!(webdav_auth_and_isolation, |gw| async move {
     Ok(())
 });
 
+// RFC 4918 §9.8.5, §9.9.4: a Destination on another server is 502 and never acted on, as a
+// path of the caller's space or otherwise. The same server is its Host (any case, a default
+// port the same as none) or, from a trusted proxy, its X-Forwarded-Host and -Proto.
+backend_test!(
+    webdav_destination_on_another_server,
+    opts = nimbus_e2e::GatewayOptions::default().arg("--trusted-proxies").arg("127.0.0.9"),
+    |gw| async move {
+        let (_, alice) = gw.user("alice", None).await?;
+        dav(&alice, "PUT", "/dav/a.txt", &[], b"stay".to_vec()).await?.check(201)?;
+        let host = gw.url.trim_start_matches("http://").to_string();
+        let port: u16 = host.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).context("port")?;
+        let moved = |m: &'static str, headers: Vec<(&'static str, String)>| {
+            let alice = alice.clone();
+            async move {
+                let mut r = alice.req(method(m)?, "/dav/a.txt");
+                for (k, v) in headers {
+                    r = r.header(k, v.as_str());
+                }
+                r.send().await
+            }
+        };
+        let unchanged = |alice: Api| async move {
+            ensure!(rest_bytes(&alice, "/a.txt").await? == b"stay", "a.txt changed");
+            let names: Vec<String> = alice.list_all("/", None).await?.into_iter().map(|e: Entry| e.name).collect();
+            ensure!(names == ["a.txt"], "something was made: {names:?}");
+            anyhow::Ok(())
+        };
+        for m in ["MOVE", "COPY"] {
+            for dest in [
+                format!("http://elsewhere.example:{port}/dav/b.txt"),
+                "http://elsewhere.example/dav/b.txt".to_string(),
+                format!("http://127.0.0.1:{}/dav/b.txt", port.wrapping_add(1)),
+                format!("http://127.0.0.2:{port}/dav/b.txt"),
+                format!("ftp://{host}/dav/b.txt"),
+                "http://evil.example/api/v1/files/b.txt".to_string(),
+            ] {
+                for overwrite in ["T", "F"] {
+                    let r = moved(m, vec![("destination", dest.clone()), ("overwrite", overwrite.into())]).await?;
+                    r.check_error(502, "bad_request").with_context(|| format!("{m} to {dest}"))?;
+                    ensure!(r.text().contains("another server"), "{r}");
+                }
+            }
+            unchanged(alice.clone()).await?;
+        }
+
+        // This server by its own name, in another case, with the default port spelled out, or
+        // a path: done.
+        let as_host = |name: &str, dest: String| vec![("host", name.to_string()), ("destination", dest)];
+        moved("COPY", as_host(&format!("Files.Example:{port}"), format!("http://files.EXAMPLE:{port}/dav/b.txt")))
+            .await?
+            .check(201)?;
+        moved("COPY", as_host("files.example", "http://FILES.example:80/dav/c.txt".into())).await?.check(201)?;
+        moved("COPY", as_host("files.example:80", "http://files.example/dav/d.txt".into())).await?.check(201)?;
+        moved("COPY", vec![("destination", format!("{}/dav/e.txt", gw.url))]).await?.check(201)?;
+        moved("COPY", vec![("destination", "/dav/f.txt".into())]).await?.check(201)?;
+        for name in ["b.txt", "c.txt", "d.txt", "e.txt", "f.txt"] {
+            ensure!(rest_bytes(&alice, &format!("/{name}")).await? == b"stay", "{name}");
+        }
+
+        // Behind a trusted proxy (127.0.0.9): the public name and scheme it forwards, the Host it
+        // connected to; not another scheme. From anyone else the forwarded name means nothing.
+        let proxy = alice.from_address("127.0.0.9".parse()?)?;
+        let via = |api: &Api, m: &'static str, dest: &str| {
+            api.req(method(m).unwrap_or(Method::GET), "/dav/a.txt")
+                .header("x-forwarded-host", "files.example")
+                .header("x-forwarded-proto", "https")
+                .header("x-forwarded-for", "198.51.100.7")
+                .header("destination", dest)
+                .send()
+        };
+        via(&proxy, "COPY", "https://files.example/dav/g.txt").await?.check(201)?;
+        via(&proxy, "COPY", "https://FILES.example:443/dav/h.txt").await?.check(201)?;
+        via(&proxy, "COPY", &format!("https://{host}/dav/i.txt")).await?.check(201)?;
+        via(&proxy, "COPY", "http://files.example/dav/j.txt").await?.check_error(502, "bad_request")?;
+        via(&proxy, "MOVE", "https://files.example:8443/dav/j.txt").await?.check_error(502, "bad_request")?;
+        via(&alice, "COPY", "https://files.example/dav/j.txt").await?.check_error(502, "bad_request")?;
+        alice.get_file("/j.txt").await?.check(404)?;
+        via(&proxy, "MOVE", "https://files.example/dav/moved.txt").await?.check(201)?;
+        ensure!(rest_bytes(&alice, "/moved.txt").await? == b"stay");
+        alice.get_file("/a.txt").await?.check(404)?;
+        Ok(())
+    }
+);
+
 backend_test!(webdav_locks_across_doors, |gw| async move {
     let (_, alice) = gw.user("alice", None).await?;
     let (_, bob) = gw.user("bob", None).await?;
@@ -626,6 +710,28 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
         r.check(403)?;
         ensure!(r.text().contains("propfind-finite-depth"), "{r}");
     }
+    // Depth is 0, 1 or infinity (RFC 4918 §10.2): anything else is 400 saying so, never taken
+    // for 1 (PROPFIND) or infinity (COPY, LOCK), and nothing happens.
+    dav(&alice, "PUT", "/dav/depth.txt", &[], b"d".to_vec()).await?.check(201)?;
+    for bad in ["5", "2", "", "one", "1,noroot", "-1"] {
+        let r = dav(&alice, "PROPFIND", "/dav/", &[("depth", bad)], vec![]).await?;
+        r.check_error(400, "bad_request").with_context(|| format!("PROPFIND Depth {bad:?}"))?;
+        ensure!(r.text().contains("Depth"), "{r}");
+        let to = [("depth", bad), ("destination", "/dav/depth-copy.txt")];
+        dav(&alice, "COPY", "/dav/depth.txt", &to, vec![]).await?.check_error(400, "bad_request")?;
+        let lockinfo = nimbus_e2e::dav::LOCKINFO.as_bytes().to_vec();
+        dav(&alice, "LOCK", "/dav/depth.txt", &[("depth", bad)], lockinfo).await?.check_error(400, "bad_request")?;
+    }
+    let twice = dav(&alice, "PROPFIND", "/dav/", &[("depth", "1"), ("depth", "1")], vec![]).await?;
+    twice.check_error(400, "bad_request")?;
+    alice.get_file("/depth-copy.txt").await?.check(404)?;
+    // Not locked by any of those LOCKs: a write without a token goes through.
+    dav(&alice, "PUT", "/dav/depth.txt", &[], b"e".to_vec()).await?.check_any(&[200, 201, 204])?;
+    for ok in ["0", "1", "Infinity"] {
+        let status = if ok == "Infinity" { 403 } else { 207 };
+        dav(&alice, "PROPFIND", "/dav/", &[("depth", ok)], vec![]).await?.check(status)?;
+    }
+    alice.delete("/api/v1/files/depth.txt").await?.check(204)?;
 
     // Quota properties follow the quota an administrator sets.
     alice.put_file("/seed.bin", data::bytes("seed", 100_000)).await?.check(201)?;

@@ -140,7 +140,7 @@ pub struct ListQuery {
     pub q: Option<String>,
     /// Most users returned (1-1000, default 100).
     pub limit: Option<i64>,
-    /// The `next_cursor` of the previous page (of the same sort).
+    /// The `next_cursor` of the previous page, of the same sort (another sort's: 400).
     pub cursor: Option<String>,
     /// `name` (default), `usage` or `created`; a leading `-` reverses it.
     pub sort: Option<String>,
@@ -165,15 +165,42 @@ fn user_sort(raw: Option<&str>) -> ApiResult<UserSort> {
     Ok(UserSort { by, desc })
 }
 
-/// The cursor of a user page: the name key in name order, `VALUE:ID` otherwise.
+/// How a sort is spelled in the query and in its cursors: `name`, `-usage`, ...
+fn sort_tag(sort: UserSort) -> String {
+    let by = match sort.by {
+        UserOrder::Name => "name",
+        UserOrder::Usage => "usage",
+        UserOrder::Created => "created",
+    };
+    format!("{}{by}", if sort.desc { "-" } else { "" })
+}
+
+/// The cursor of a user page: `SORT:KEY`, the sort it was made for, then the name key in name
+/// order or `VALUE:ID` otherwise. A cursor of another sort (or direction) would place the next
+/// page by a value of another column: refused rather than giving a wrong page.
 fn user_cursor(sort: UserSort, raw: Option<&str>) -> ApiResult<Option<UserCursor>> {
     let Some(raw) = raw else { return Ok(None) };
-    if sort.by == UserOrder::Name {
-        return Ok(Some(UserCursor::Name(raw.to_string())));
-    }
     let bad = || ApiError::BadRequest("invalid cursor for this sort; start again without one".into());
-    let (v, id) = raw.split_once(':').ok_or_else(bad)?;
+    let (tag, rest) = raw.split_once(':').ok_or_else(bad)?;
+    if tag != sort_tag(sort) {
+        return Err(bad());
+    }
+    if sort.by == UserOrder::Name {
+        // A name key is never empty.
+        return if rest.is_empty() { Err(bad()) } else { Ok(Some(UserCursor::Name(rest.to_string()))) };
+    }
+    let (v, id) = rest.split_once(':').ok_or_else(bad)?;
     Ok(Some(UserCursor::Num(v.parse().map_err(|_| bad())?, id.parse().map_err(|_| bad())?)))
+}
+
+/// [`user_cursor`]'s form for the page that ends with `u`.
+fn next_user_cursor(sort: UserSort, u: &UserRow) -> String {
+    let tag = sort_tag(sort);
+    match sort.by {
+        UserOrder::Name => format!("{tag}:{}", name_key(&u.username)),
+        UserOrder::Usage => format!("{tag}:{}:{}", u.used_bytes, u.id),
+        UserOrder::Created => format!("{tag}:{}:{}", u.created_at, u.id),
+    }
 }
 
 #[utoipa::path(
@@ -194,11 +221,7 @@ pub async fn list_users(
     let after = user_cursor(sort, q.cursor.as_deref())?;
     let search = q.q.as_deref().filter(|s| !s.is_empty());
     let rows = st.meta.list_users(search, sort, after.as_ref(), limit + 1).await?;
-    let (rows, next_cursor) = page(rows, limit, |u| match sort.by {
-        UserOrder::Name => name_key(&u.username),
-        UserOrder::Usage => format!("{}:{}", u.used_bytes, u.id),
-        UserOrder::Created => format!("{}:{}", u.created_at, u.id),
-    });
+    let (rows, next_cursor) = page(rows, limit, |u| next_user_cursor(sort, u));
     Ok(Json(UserList { users: rows.iter().map(user_info).collect(), next_cursor }))
 }
 
