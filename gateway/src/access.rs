@@ -24,6 +24,40 @@ pub enum Place {
     Shared { grant: Box<Grant>, path: RemotePath },
 }
 
+/// A check that what let an upload in still holds, made once its body is in and just before
+/// its commit ([`crate::space::PutOptions`]). Built lazily by the door from what it checked at
+/// the start (see [`still_writable`]); an error refuses the commit and nothing changes.
+pub type StillAllowed = futures::future::BoxFuture<'static, ApiResult<()>>;
+
+/// Signs the caller in again as the door did at the start of the request (same credentials,
+/// same rules: a revoked token or key, a disabled user, a withdrawn link fail) and returns the
+/// space the caller acts from.
+pub type SignInAgain = futures::future::BoxFuture<'static, ApiResult<SpaceId>>;
+
+/// [`StillAllowed`] for a write the caller asked for at `asked` (their own view) that the
+/// door sent to `target`: the caller still signs in, and `asked` still leads to `target`
+/// with write permission (a share withdrawn, turned read-only, or its folder moved meanwhile
+/// refuses the commit instead of writing into the owner's space).
+pub fn still_writable(
+    meta: Meta,
+    again: SignInAgain,
+    asked: RemotePath,
+    target: (SpaceId, RemotePath),
+) -> StillAllowed {
+    Box::pin(async move {
+        let caller = again.await?;
+        let place = locate_new(&meta, caller, &asked).await?;
+        let now = place.target(Want::Write).map_err(|e| place.scrub(e))?;
+        if now != target {
+            return Err(ApiError::Conflict(format!(
+                "`{asked}` no longer leads where this upload began (a shared folder moved or changed meanwhile); \
+                 nothing was saved, send the file again"
+            )));
+        }
+        Ok(())
+    })
+}
+
 /// Who acts through a share, for the audit log.
 #[derive(Debug, Clone, Copy)]
 pub struct Actor<'a> {

@@ -13,6 +13,9 @@ Usage (credentials in env S3_KEY, S3_SECRET):
   s3_io.py ENDPOINT mpu BUCKET KEY FILE PART    multipart upload of FILE in PART-byte parts, all parts
                                                 at once; print OK, or the first error code (the upload
                                                 is aborted then)
+  s3_io.py ENDPOINT race BUCKET KEY FILE PART N  a multipart upload of FILE in PART-byte parts, then N
+                                                CompleteMultipartUpload requests at once; print their
+                                                outcomes sorted, one per line: OK or the error code
   s3_io.py ENDPOINT list BUCKET PREFIX MAX [DELIM [START]]
                                                 ListObjectsV2 page by page (max-keys MAX, following the
                                                 continuation token); print one line per entry, `K key`
@@ -61,6 +64,26 @@ def multipart(path, part_size):
         print(code(e))
 
 
+def complete_race(path, part_size, n):
+    data = open(path, "rb").read()
+    parts = [data[i : i + part_size] for i in range(0, len(data), part_size)]
+    upload = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    done = []
+    for i, part in enumerate(parts):
+        r = c.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=i + 1, Body=part)
+        done.append({"PartNumber": i + 1, "ETag": r["ETag"]})
+
+    def complete(_):
+        try:
+            c.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done})
+            return "OK"
+        except ClientError as e:
+            return code(e)
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        print("\n".join(sorted(pool.map(complete, range(n)))))
+
+
 try:
     if op == "put":
         c.upload_file(sys.argv[5], bucket, key)
@@ -88,6 +111,8 @@ try:
         print("OK")
     elif op == "mpu":
         multipart(sys.argv[5], int(sys.argv[6]))
+    elif op == "race":
+        complete_race(sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
     elif op == "list":
         prefix, max_keys = key, int(sys.argv[5])
         args = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": max_keys}

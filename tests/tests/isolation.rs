@@ -3,7 +3,7 @@
 //! admin endpoints. B must never see A's data, and the answer for A's existing thing must be
 //! identical (status and body) to the answer for a thing that does not exist.
 
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 use nimbus_e2e::http::{Api, encode_path, raw_request};
 use nimbus_e2e::{Resp, backend_test};
 use nimbus_proto::wire::{TokenList, TrashList, VersionList};
@@ -328,3 +328,187 @@ backend_test!(prefix_boundaries, |gw| async move {
     ensure!(r.status == 200 && r.body.as_ref() == b"alice2 docs", "deleting alice touched alice2: {r}");
     Ok(())
 });
+
+/// A body of `len` bytes that sends all but its last 2 MiB, then waits for `gate` before the
+/// rest: an upload still arriving when the test changes who may write.
+fn gated_body(seed: &str, len: usize, gate: tokio::sync::oneshot::Receiver<()>) -> reqwest::Body {
+    let data = nimbus_e2e::data::bytes(seed, len);
+    let (head, tail) = data.split_at(len - (2 << 20));
+    let (head, tail) = (bytes::Bytes::copy_from_slice(head), bytes::Bytes::copy_from_slice(tail));
+    let first = futures::stream::iter(
+        head.chunks(256 << 10).map(|c| Ok::<_, std::io::Error>(head.slice_ref(c))).collect::<Vec<_>>(),
+    );
+    let rest = futures::stream::once(async move {
+        let _ = gate.await;
+        Ok(tail)
+    });
+    reqwest::Body::wrap_stream(futures::StreamExt::chain(first, rest))
+}
+
+/// Pending bytes of `api`'s space (what a body on its way has stored so far).
+async fn pending(api: &Api) -> anyhow::Result<u64> {
+    Ok(api.get("/api/v1/me").await?.ok::<nimbus_proto::wire::Me>(200)?.usage.pending)
+}
+
+/// Runs one upload through `send` with a gated body of 8 MiB, waits until `charged`'s space
+/// holds its first block, calls `revoke`, lets the rest of the body go, and returns the answer
+/// (or None if the connection failed).
+async fn upload_while<S, SF, R, RF>(charged: &Api, send: S, revoke: R) -> anyhow::Result<Option<(u16, String)>>
+where
+    S: FnOnce(reqwest::Body, u64) -> SF,
+    SF: std::future::Future<Output = anyhow::Result<(u16, String)>> + Send + 'static,
+    R: FnOnce() -> RF,
+    RF: std::future::Future<Output = anyhow::Result<()>>,
+{
+    const LEN: usize = 8 << 20;
+    let before = pending(charged).await?;
+    let (open, gate) = tokio::sync::oneshot::channel();
+    // Content of its own each time: a block the space holds already is not charged again.
+    static UPLOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seed = format!("mid-upload {}", UPLOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let mut upload = tokio::spawn(send(gated_body(&seed, LEN, gate), LEN as u64));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if pending(charged).await? >= before + (4 << 20) {
+            break;
+        }
+        ensure!(tokio::time::Instant::now() < deadline, "the upload's first block was not stored within 60 s");
+        tokio::select! {
+            done = &mut upload => bail!("the upload ended before its body did: {:?}", done?),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+        }
+    }
+    revoke().await?;
+    let _ = open.send(());
+    let outcome =
+        tokio::time::timeout(std::time::Duration::from_secs(60), upload).await.context("the upload hung")??;
+    Ok(outcome.ok())
+}
+
+backend_test!(
+    revoked_while_uploading,
+    opts = nimbus_e2e::GatewayOptions::default().arg("--s3-listen").arg("127.0.0.1:0"),
+    |gw| async move {
+        use reqwest::Method;
+        let (_, alice) = gw.user("alice", None).await?;
+        let (_, bob) = gw.user("bob", None).await?;
+        alice.mkdir("/Team").await?.check(201)?;
+        let share = |permission: &'static str| {
+            let alice = alice.clone();
+            async move {
+                let body = serde_json::json!({"path": "/Team", "username": "bob", "permission": permission});
+                alice.post_json("/api/v1/shares", &body).await?.ok::<nimbus_proto::wire::ShareInfo>(201)
+            }
+        };
+        let rest_put = |api: &Api, path: &str| {
+            let (api, url) = (api.clone(), format!("/api/v1/files/{}", encode_path(path)));
+            move |body: reqwest::Body, len: u64| async move {
+                let r = api.req(Method::PUT, &url).header("content-length", &len.to_string()).body(body).send().await?;
+                Ok((r.status, r.text()))
+            }
+        };
+        let gone_from_alice = |path: &'static str| {
+            let alice = alice.clone();
+            async move {
+                let r = alice.stat(path).await?;
+                ensure!(r.status == 404, "{path} was written after the revocation: {r}");
+                Ok::<_, anyhow::Error>(())
+            }
+        };
+
+        // The control: nothing revoked, the same gated upload through a share lands.
+        let s = share("write").await?;
+        let got = upload_while(&alice, rest_put(&bob, "/Shared with me/Team/kept.bin"), || async { Ok(()) }).await?;
+        ensure!(matches!(&got, Some((201, _))), "the control upload: {got:?}");
+
+        // A share withdrawn while bob's body is still arriving: nothing lands in alice's space.
+        let got = upload_while(&alice, rest_put(&bob, "/Shared with me/Team/a.bin"), || async {
+            alice.delete(&format!("/api/v1/shares/{}", s.id)).await?.check(204).map(|_| ())
+        })
+        .await?;
+        ensure!(matches!(&got, Some((403 | 404, body)) if body.contains("\"error\"")), "share withdrawn: {got:?}");
+        gone_from_alice("/Team/a.bin").await?;
+
+        // Through WebDAV, a share turned read-only meanwhile.
+        let s = share("write").await?;
+        let dav = {
+            let bob = bob.clone();
+            move |body: reqwest::Body, len: u64| async move {
+                let r = bob
+                    .req(Method::PUT, "/dav/Shared%20with%20me/Team/b.bin")
+                    .header("content-length", &len.to_string())
+                    .body(body)
+                    .send()
+                    .await?;
+                Ok((r.status, r.text()))
+            }
+        };
+        let got = upload_while(&alice, dav, || async {
+            let body = serde_json::json!({"permission": "read"});
+            alice.patch_json(&format!("/api/v1/shares/{}", s.id), &body).await?.check(200).map(|_| ())
+        })
+        .await?;
+        ensure!(matches!(&got, Some((403, _))), "WebDAV, share made read-only: {got:?}");
+        gone_from_alice("/Team/b.bin").await?;
+
+        // Bob's own space, his token revoked (he signed out elsewhere with it).
+        let got = upload_while(&bob, rest_put(&bob, "/c.bin"), || async {
+            bob.req(Method::POST, "/api/v1/auth/logout").send().await?.check(204).map(|_| ())
+        })
+        .await?;
+        ensure!(matches!(&got, Some((401, _))), "token revoked: {got:?}");
+        let bob = bob.login_ok("bob", &nimbus_e2e::gateway::user_password("bob")).await?;
+        ensure!(bob.stat("/c.bin").await?.status == 404, "written with a revoked token");
+
+        // A file drop withdrawn while a visitor's file is arriving.
+        let link: nimbus_proto::wire::LinkInfo =
+            alice.post_json("/api/v1/links", &serde_json::json!({"path": "/Team", "mode": "upload"})).await?.ok(201)?;
+        let drop = {
+            let (visitor, url) = (alice.anonymous(), format!("/s/{}/upload/d.bin", link.token));
+            move |body: reqwest::Body, len: u64| async move {
+                let r =
+                    visitor.req(Method::PUT, &url).header("content-length", &len.to_string()).body(body).send().await?;
+                Ok((r.status, r.text()))
+            }
+        };
+        let got = upload_while(&alice, drop, || async {
+            alice.delete(&format!("/api/v1/links/{}", link.id)).await?.check(204).map(|_| ())
+        })
+        .await?;
+        ensure!(matches!(&got, Some((404, _))), "link withdrawn: {got:?}");
+        gone_from_alice("/Team/d.bin").await?;
+
+        // S3: the access key revoked during a (presigned) PutObject.
+        let key = nimbus_e2e::s3::new_key(&bob).await?;
+        let url = nimbus_e2e::s3::presign_v4(
+            &gw.s3_endpoint()?,
+            &key,
+            "PUT",
+            "/bob/e.bin",
+            std::time::Duration::from_secs(600),
+            std::time::SystemTime::now(),
+        )?;
+        let s3_put = move |body: reqwest::Body, len: u64| async move {
+            let r = reqwest::Client::new().put(url).header("content-length", len).body(body).send().await?;
+            let status = r.status().as_u16();
+            Ok((status, r.text().await?))
+        };
+        let got = upload_while(&bob, s3_put, || async {
+            bob.delete(&format!("/api/v1/keys/{}", key.id)).await?.check(204).map(|_| ())
+        })
+        .await?;
+        ensure!(matches!(&got, Some((403, body)) if body.contains("AccessDenied")), "S3 key revoked: {got:?}");
+        ensure!(bob.stat("/e.bin").await?.status == 404, "written with a revoked key");
+
+        // Every refused upload let go of what it had stored.
+        for (who, api) in [("alice", &alice), ("bob", &bob)] {
+            nimbus_e2e::mount::eventually("refused uploads uncharged", std::time::Duration::from_secs(30), || async {
+                let p = pending(api).await?;
+                ensure!(p == 0, "{who}: {p} bytes still pending");
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
+);

@@ -351,6 +351,76 @@ backend_test!(abandoned_and_aborted_uploads_count_until_gone, opts = s3_opts(), 
     let out =
         s3_io(&gw.s3_endpoint()?, &key, &["mpu", "alice", "big.bin", file.to_str().context("path")?, "512000"]).await?;
     ensure!(out == "QuotaExceeded 403", "{out}");
-    ensure!(me(&alice).await?.usage == usage(0, 0, 0, 0), "the aborted upload still counts");
+    // A part refused halfway lets go of its blocks on a task of its own: soon, not at once.
+    eventually("the aborted upload stops counting", Duration::from_secs(30), || async {
+        let m = me(&alice).await?;
+        ensure!(m.usage == usage(0, 0, 0, 0), "the aborted upload still counts: {m:?}");
+        Ok(())
+    })
+    .await?;
+    // And it left nothing in the store for garbage collection to find: its blocks went with it.
+    nothing_left_behind(&gw).await
+});
+
+/// Garbage collection with no grace finds no block to free, and fsck no stray object: every
+/// block an unfinished upload stored went with it, row and object.
+async fn nothing_left_behind(gw: &nimbus_e2e::Gateway) -> anyhow::Result<()> {
+    let run = run_tool(gw, "gc", &["--json", "--gc-grace", "0"]).await?;
+    ensure!(run.code == 0, "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout)?;
+    ensure!(report["blocks_freed"] == 0, "blocks of uploads that never committed stayed in the store: {report}");
+    let run = run_tool(gw, "fsck", &["--json"]).await?;
+    ensure!(run.code == 0, "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout)?;
+    ensure!(report["problems_remaining"] == 0, "{report}");
+    Ok(())
+}
+
+backend_test!(an_upload_cut_off_leaves_nothing_stored, |gw| async move {
+    const MIB: usize = 1 << 20;
+    let (_, alice) = gw.user("alice", Some((50 * MIB) as u64)).await?;
+    // 12 MiB (three whole blocks) go out, then the body waits until the test sees them
+    // counted, and breaks off: the client went away halfway through a 40 MiB file.
+    let (cut, when) = tokio::sync::oneshot::channel::<()>();
+    let sent = futures::stream::iter((0..12).map(|i| Ok::<_, std::io::Error>(data::bytes(&format!("cut {i}"), MIB))));
+    let broken = futures::stream::once(async move {
+        let _ = when.await;
+        Err(std::io::Error::other("the client went away"))
+    });
+    let body = reqwest::Body::wrap_stream(futures::StreamExt::chain(sent, broken));
+    let upload = tokio::spawn({
+        let alice = alice.clone();
+        async move {
+            alice
+                .req(Method::PUT, &nimbus_e2e::http::files_url("/cut.bin"))
+                .header("content-length", &(40 * MIB).to_string())
+                .body(body)
+                .send()
+                .await
+        }
+    });
+    eventually("the upload's first blocks counted", Duration::from_secs(60), || async {
+        let m = me(&alice).await?;
+        ensure!(m.usage.pending >= (8 * MIB) as u64, "{m:?}");
+        Ok(())
+    })
+    .await?;
+    let _ = cut.send(());
+    let outcome = tokio::time::timeout(Duration::from_secs(60), upload).await.context("the cut upload hung")??;
+    if let Ok(r) = &outcome {
+        ensure!(r.status >= 400, "a body cut off halfway was stored: {r}");
+    }
+    eventually("the cut upload stops counting", Duration::from_secs(30), || async {
+        let m = me(&alice).await?;
+        ensure!(m.usage == usage(0, 0, 0, 0), "{m:?}");
+        Ok(())
+    })
+    .await?;
+    ensure!(alice.stat("/cut.bin").await?.status == 404, "a file appeared");
+    nothing_left_behind(&gw).await?;
+    // The same content sent whole is stored as any other.
+    let whole = data::bytes("cut 0", MIB);
+    alice.put_file("/cut.bin", whole.clone()).await?.check(201)?;
+    ensure!(alice.get_file("/cut.bin").await?.body.as_ref() == whole.as_slice());
     Ok(())
 });

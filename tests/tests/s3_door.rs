@@ -532,3 +532,31 @@ backend_test!(presigned_urls_at_most_a_week, opts = s3_opts(), |gw| async move {
     ensure!(status == 403 && code == "SignatureDoesNotMatch", "a stretched URL: {status} {body}");
     Ok(())
 });
+
+backend_test!(one_completion_per_upload, opts = s3_opts(), |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let key = new_key(&alice).await?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("raced.bin");
+    let content = nimbus_e2e::data::bytes("completed once", 11 << 20);
+    std::fs::write(&file, &content)?;
+    // Parts of 5 MiB: not multiples of the block size, so completing re-splits (the slow path).
+    let out = nimbus_e2e::s3::s3_io(
+        &gw.s3_endpoint()?,
+        &key,
+        &["race", "alice", "raced.bin", file.to_str().context("path")?, &(5 << 20).to_string(), "6"],
+    )
+    .await?;
+    let outcomes: Vec<&str> = out.lines().collect();
+    ensure!(outcomes.len() == 6, "{out}");
+    ensure!(outcomes.iter().filter(|o| **o == "OK").count() == 1, "not exactly one completion: {out}");
+    ensure!(
+        outcomes.iter().all(|o| ["OK", "NoSuchUpload 404", "OperationAborted 409"].contains(o)),
+        "the others must be told the upload is done or being completed: {out}"
+    );
+    let versions: nimbus_proto::wire::VersionList =
+        alice.get(&format!("/api/v1/versions/{}", nimbus_e2e::encode_path("/raced.bin"))).await?.ok(200)?;
+    ensure!(versions.versions.len() == 1, "one upload made {} versions", versions.versions.len());
+    ensure!(alice.get_file("/raced.bin").await?.body.as_ref() == content.as_slice(), "wrong content");
+    Ok(())
+});

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use headers::{ETag, HeaderMapExt, IfMatch, IfNoneMatch, IfRange, LastModified};
+use headers::{ETag, HeaderMapExt, IfMatch, IfNoneMatch};
 use nimbus_proto::RemotePath;
 use nimbus_proto::names::{SHARED_WITH_ME, is_shared_with_me, name_key};
 use nimbus_proto::wire::{DirListing, Entry, EntryKind, MoveRequest, RestoreVersionRequest, VersionInfo, VersionList};
@@ -51,6 +51,25 @@ fn etag_value(version: i64) -> Option<HeaderValue> {
 
 fn modified_time(ms: i64) -> std::time::SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}
+
+/// Whether a Range may be served under the request's `If-Range` (RFC 9110 §13.1.5): only when
+/// its validator is this version's: the strong ETag compared strongly (a weak `W/"..."` never
+/// matches), or exactly the Last-Modified date. Anything else, a value that is neither an ETag
+/// nor a date included, cannot match: the Range is ignored and the whole file sent (200), so a
+/// client never splices bytes of another version into what it holds. No If-Range: it may.
+fn if_range_holds(headers: &HeaderMap, version: i64, last_modified: std::time::SystemTime) -> bool {
+    let mut values = headers.get_all(header::IF_RANGE).iter();
+    let value = match (values.next(), values.next()) {
+        (None, _) => return true,
+        (Some(v), None) => v,
+        (Some(_), Some(_)) => return false,
+    };
+    let Ok(value) = value.to_str().map(str::trim) else { return false };
+    if let Some(tag) = value.strip_prefix('"') {
+        return tag.strip_suffix('"').is_some_and(|id| id == version.to_string());
+    }
+    httpdate::parse_http_date(value).is_ok_and(|t| t == last_modified)
 }
 
 #[utoipa::path(
@@ -134,7 +153,6 @@ impl Download {
         let size = version.size.max(0) as u64;
         // Seconds precision: HTTP dates cannot carry more.
         let lm_time = modified_time(version.created_at / 1000 * 1000);
-        let lm = LastModified::from(lm_time);
         // The typed ETag only for the conditionals that compare with it: most reads have none.
         let conditional =
             [header::IF_MATCH, header::IF_NONE_MATCH, header::IF_RANGE].iter().any(|h| headers.contains_key(h));
@@ -172,10 +190,7 @@ impl Download {
         }
 
         let mut range: Option<(u64, u64)> = None;
-        let range_applies = match headers.typed_get::<IfRange>() {
-            Some(ir) => !ir.is_modified(etag.as_ref(), Some(&lm)),
-            None => true,
-        };
+        let range_applies = if_range_holds(headers, version.id, lm_time);
         if let (Some(raw), true) = (headers.get(header::RANGE), range_applies) {
             // Unparseable ranges are ignored (RFC 9110 §14.2); unsatisfiable ones get 416.
             if let Ok(parsed) =
@@ -278,7 +293,10 @@ pub async fn put_file(
         Base::Any
     };
     let content_length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-    let opts = PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0 };
+    let again = AuthUser::again(&st, &headers);
+    let still_allowed = Some(access::still_writable(st.meta.clone(), again, asked.clone(), (space, path.clone())));
+    let opts =
+        PutOptions { base, device: Some(&user.device), content_length, verify: None, allowance: 0, still_allowed };
     let held = lock_tokens(&headers);
     let mut stream = body.into_data_stream();
     let result = space::put_stream(&st, space, &path, &mut stream, opts, LockTokens::new(&held)).await;
@@ -731,7 +749,27 @@ async fn ends(st: &AppState, user: &AuthUser, from: &RemotePath, to: &RemotePath
 
 #[cfg(test)]
 mod tests {
+    use headers::LastModified;
+
     use super::*;
+
+    #[test]
+    fn if_range_matches_only_this_versions_validators() {
+        let lm = modified_time(1_700_000_000_000);
+        let date = httpdate::fmt_http_date(lm);
+        let holds = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(header::IF_RANGE, HeaderValue::from_str(v).expect("value"));
+            }
+            if_range_holds(&h, 17, lm)
+        };
+        assert!(holds(&[]) && holds(&["\"17\""]) && holds(&[" \"17\" "]) && holds(&[&date]));
+        for no in ["W/\"17\"", "\"18\"", "\"17", "17", "\"\"", "*", "garbage", "Tue, 14 Nov 2023 22:13:21 GMT", ""] {
+            assert!(!holds(&[no]), "{no:?}");
+        }
+        assert!(!holds(&["\"17\"", "\"17\""]), "two validators are not one");
+    }
 
     #[test]
     fn the_last_modified_header_is_the_typed_one() {

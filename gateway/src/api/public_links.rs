@@ -31,6 +31,7 @@ use nimbus_proto::wire::LinkMode;
 
 use super::files::{Download, drain_rejected};
 use super::space_path;
+use crate::access::StillAllowed;
 use crate::auth::{ClientIp, token_hash, verify_password};
 use crate::cache::CacheMode;
 use crate::error::{ApiError, ApiResult};
@@ -176,6 +177,35 @@ impl Visit {
             }
             (LinkMode::View, _) => Err(ApiError::Forbidden("this link does not accept uploads".into())),
         }
+    }
+
+    /// Checked again just before an upload through this link commits: the link still opens
+    /// as it did (not revoked, expired or used up, its password unchanged, still a file
+    /// drop) and its folder is still at `self.path`.
+    fn still_open(&self, st: &AppState) -> StillAllowed {
+        let st = st.clone();
+        let (token, id, stored) = (self.token.clone(), self.link.link.id, self.link.link.password_hash.clone());
+        let (node, folder) = (self.node.id, self.path.clone());
+        Box::pin(async move {
+            let link = st.meta.link_by_token(&token_hash(&token)).await?.ok_or_else(gone)?;
+            let mode = LinkMode::parse(&link.link.mode).unwrap_or_default();
+            if link.link.id != id
+                || link.link.spent(now_ms())
+                || link.link.password_hash != stored
+                || mode != LinkMode::Upload
+            {
+                return Err(gone());
+            }
+            match st.meta.node_path(link.space, node).await {
+                Ok((_, path, true)) if path == folder => Ok(()),
+                Ok((_, _, true)) => Err(ApiError::Conflict(
+                    "the folder behind this link moved while the file was uploading; nothing was saved, send it again"
+                        .into(),
+                )),
+                Ok(_) | Err(MetaError::NotFound) => Err(gone()),
+                Err(e) => Err(e.into()),
+            }
+        })
     }
 
     async fn audit(&self, st: &AppState, action: &str, detail: String) {
@@ -691,8 +721,14 @@ async fn upload(
         let device = format!("link {}", v.link.link.id);
         let content_length =
             headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-        let opts =
-            PutOptions { base: Base::Expect(None), device: Some(&device), content_length, verify: None, allowance: 0 };
+        let opts = PutOptions {
+            base: Base::Expect(None),
+            device: Some(&device),
+            content_length,
+            verify: None,
+            allowance: 0,
+            still_allowed: Some(v.still_open(st)),
+        };
         let (node, _, _) = match space::put_stream(st, v.space(), &target, stream_ref, opts, LockTokens::new(&[])).await
         {
             Err(ApiError::Conflict(_)) => return Err(taken(name)),
@@ -768,6 +804,7 @@ async fn upload_form(
                 content_length: None,
                 verify: None,
                 allowance: 0,
+                still_allowed: Some(v.still_open(st)),
             };
             let body = Box::pin(field);
             match space::put_stream(st, v.space(), &target, body, opts, LockTokens::NONE).await {

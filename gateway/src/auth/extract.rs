@@ -4,12 +4,14 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use nimbus_proto::wire::Role;
 
 use super::AuthState;
 use super::token::token_key;
+use crate::access::SignInAgain;
 use crate::error::ApiError;
 use crate::meta::{SpaceId, now_ms};
 
@@ -60,17 +62,21 @@ impl<S: AuthState> FromRequestParts<S> for SignedIn {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).ok_or(ApiError::Unauthorized)?;
-        // The scheme's name is case-insensitive (RFC 9110 §11.1).
-        let token = header
-            .split_once(' ')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t.trim())
-            .filter(|t| !t.is_empty() && t.len() <= 256)
-            .ok_or(ApiError::Unauthorized)?;
+        let token = bearer(&parts.headers).ok_or(ApiError::Unauthorized)?;
         // The client's address is worked out only if the token's use is to be recorded.
-        AuthUser::from_token_any(state, token, || ClientIp::of(parts, state).0).await
+        AuthUser::from_token_any(state, token, Some(|| ClientIp::of(parts, state).0)).await
     }
+}
+
+/// The token of an `Authorization: Bearer` header. The scheme's name is case-insensitive
+/// (RFC 9110 §11.1).
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok())?;
+    header
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
+        .filter(|t| !t.is_empty() && t.len() <= 256)
 }
 
 impl AuthUser {
@@ -79,18 +85,36 @@ impl AuthUser {
     /// client's address) is recorded with the token's last use for the device list. Never
     /// throttled: a token is 256 random bits, there is nothing to guess.
     pub async fn from_token(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
-        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, || ip).await?;
+        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, Some(|| ip)).await?;
         if totp_setup_only {
             return Err(ApiError::TotpSetupRequired);
         }
         Ok(user)
     }
 
+    /// The caller of a request authenticated by `Authorization: Bearer`, signed in again at an
+    /// upload's end (see [`crate::access::StillAllowed`]): the token must still be valid and
+    /// its user enabled. Records no use. The headers are read now, the token checked when the
+    /// returned future runs.
+    pub fn again<S: AuthState + Clone + Send + Sync + 'static>(state: &S, headers: &HeaderMap) -> SignInAgain {
+        let (state, token) = (state.clone(), bearer(headers).map(str::to_string));
+        Box::pin(async move {
+            let token = token.ok_or(ApiError::Unauthorized)?;
+            let no_ip: Option<fn() -> Option<IpAddr>> = None;
+            let SignedIn { user, totp_setup_only } = Self::from_token_any(&state, &token, no_ip).await?;
+            if totp_setup_only {
+                return Err(ApiError::TotpSetupRequired);
+            }
+            Ok(user.space)
+        })
+    }
+
     /// [`AuthUser::from_token`], also for a token that may only set up two-factor sign-in.
+    /// With `ip` (the client's address, worked out if needed), the token's use is recorded.
     async fn from_token_any(
         state: &impl AuthState,
         token: &str,
-        ip: impl FnOnce() -> Option<IpAddr>,
+        ip: Option<impl FnOnce() -> Option<IpAddr>>,
     ) -> Result<SignedIn, ApiError> {
         if token.is_empty() || token.len() > 256 {
             return Err(ApiError::Unauthorized);
@@ -102,7 +126,9 @@ impl AuthUser {
         if row.revoked_at.is_some() || row.expires_at <= now || row.disabled {
             return Err(ApiError::Unauthorized);
         }
-        if row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
+        if let Some(ip) = ip
+            && row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS)
+        {
             let ip = ip().map(|i| i.to_string());
             state.meta().mark_token_used(&key, now, ip.as_deref());
             let meta = state.meta().clone();

@@ -84,7 +84,7 @@ impl Meta {
                 q.fetch_all::<BlockEntry, _>(&mut db).await?
             };
             for b in garbage {
-                match self.claim_block(SpaceId::stored(space), &b.hash, b.size, 0).await {
+                match self.claim_block(SpaceId::stored(space), &b.hash, b.size, 0, None).await {
                     Ok(Claim::Held) => {}
                     Ok(Claim::Write) | Err(MetaError::QuotaExceeded(_)) => {
                         held.remove(&b.hash);
@@ -102,21 +102,37 @@ impl Meta {
     /// is charged as pending against the quota (with `allowance`, see [`Limit::Quota`]; room is
     /// made first) and its row inserted unstored: [`Claim::Write`]. A row another upload left
     /// unstored is reused without a second charge. Fails with [`MetaError::QuotaExceeded`].
-    pub async fn claim_block(&self, space: SpaceId, hash: &str, size: i64, allowance: i64) -> MetaResult<Claim> {
+    ///
+    /// `owner` is the claiming upload's token (see [`Meta::discard_claimed`]): a block this
+    /// claim charges carries it; any other claim leaves the block to nobody (NULL), so a
+    /// failed upload never deletes a block someone else may be about to commit.
+    pub async fn claim_block(
+        &self,
+        space: SpaceId,
+        hash: &str,
+        size: i64,
+        allowance: i64,
+        owner: Option<i64>,
+    ) -> MetaResult<Claim> {
         let space = space.get();
         let now = now_ms();
         let referenced = format!("SELECT {REFERENCED} FROM blocks b WHERE b.space_id = $1 AND b.hash = $2");
         let limit = Limit::Quota { allowance };
         let (claim, expired) = {
             let mut tx = self.begin_space(space).await?;
-            let row: Option<(bool, bool)> = sql("SELECT stored, pending FROM blocks WHERE space_id = $1 AND hash = $2")
-                .bind(space)
-                .bind(hash)
-                .fetch_optional(&mut tx)
-                .await?;
+            let row: Option<(bool, bool, Option<i64>)> =
+                sql("SELECT stored, pending, claim FROM blocks WHERE space_id = $1 AND hash = $2")
+                    .bind(space)
+                    .bind(hash)
+                    .fetch_optional(&mut tx)
+                    .await?;
             let mut expired = 0;
             let claim = match row {
-                Some((stored, pending)) => {
+                Some((stored, pending, held_by)) => {
+                    // Whose the block is from now on: this upload's if this claim charges it
+                    // (garbage awaiting collection) or it was already (a file repeating a
+                    // block), nobody's otherwise.
+                    let mut owned = if held_by.is_some() && held_by == owner { owner } else { None };
                     if stored && !pending {
                         let used: bool =
                             scalar(sqlx::AssertSqlSafe(referenced)).bind(space).bind(hash).fetch_one(&mut tx).await?;
@@ -127,24 +143,27 @@ impl Meta {
                                 .bind(hash)
                                 .execute(&mut tx)
                                 .await?;
+                            owned = owner;
                         }
                     }
-                    sql("UPDATE blocks SET touched_at = $3 WHERE space_id = $1 AND hash = $2")
+                    sql("UPDATE blocks SET touched_at = $3, claim = $4 WHERE space_id = $1 AND hash = $2")
                         .bind(space)
                         .bind(hash)
                         .bind(now)
+                        .bind(owned)
                         .execute(&mut tx)
                         .await?;
                     if stored { Claim::Held } else { Claim::Write }
                 }
                 None => {
                     expired = charge(&mut tx, space, Usage::pending(size), limit).await?;
-                    sql("INSERT INTO blocks (space_id, hash, size, created_at, touched_at, stored, pending) \
-                         VALUES ($1, $2, $3, $4, $4, FALSE, TRUE)")
+                    sql("INSERT INTO blocks (space_id, hash, size, created_at, touched_at, stored, pending, claim) \
+                         VALUES ($1, $2, $3, $4, $4, FALSE, TRUE, $5)")
                     .bind(space)
                     .bind(hash)
                     .bind(size)
                     .bind(now)
+                    .bind(owner)
                     .execute(&mut tx)
                     .await?;
                     Claim::Write
@@ -157,37 +176,6 @@ impl Meta {
             self.invalidate(super::notify::Invalidate::Space(space)).await;
         }
         Ok(claim)
-    }
-
-    /// Ends the pending charge of those of `hashes` nothing references (no version, no S3
-    /// multipart upload): the blocks of an upload that failed. They stay in the store until
-    /// garbage collection; if a commit uses them meanwhile, it charges them then.
-    pub async fn release_pending(&self, space: SpaceId, hashes: &[String]) -> MetaResult<()> {
-        let space = space.get();
-        let mut distinct = hashes.to_vec();
-        distinct.sort();
-        distinct.dedup();
-        for chunk in distinct.chunks(CHUNK) {
-            let text = format!(
-                "UPDATE blocks AS b SET pending = FALSE WHERE b.space_id = $1 AND b.pending AND b.hash IN ({}) \
-                 AND NOT {REFERENCED} AND NOT EXISTS (SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u \
-                 ON u.id = ub.upload_id WHERE ub.hash = b.hash AND u.user_id = b.space_id) RETURNING size",
-                in_list(2, chunk.len())
-            );
-            {
-                let mut tx = self.begin_space(space).await?;
-                let mut q = scalar::<i64>(sqlx::AssertSqlSafe(text)).bind(space);
-                for h in chunk {
-                    q = q.bind(h);
-                }
-                let freed: i64 = q.fetch_all(&mut tx).await?.iter().sum();
-                if freed != 0 {
-                    charge(&mut tx, space, Usage::pending(-freed), Limit::Free).await?;
-                }
-                tx.commit().await?;
-            };
-        }
-        Ok(())
     }
 
     /// Records that the store now holds the claimed block: from now on it exists for readers

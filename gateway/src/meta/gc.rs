@@ -8,6 +8,10 @@
 //!   lock, the lock every commit takes first, so a commit either sees the rows gone (and fails
 //!   with a retryable conflict) or has already referenced the blocks (and GC keeps them);
 //! - an uploader that finds the row gone writes the object again before registering it.
+//!
+//! An upload that fails deletes its blocks at once, by the same rules, but only those still
+//! carrying its claim (`blocks.claim`, set by the claim that charged them): any other claim or
+//! touch clears it, so a block someone else may still commit is left for collection.
 
 use super::SpaceId;
 use super::engine::{scalar, sql};
@@ -29,13 +33,26 @@ impl BlockRow {
     }
 }
 
-/// A registered block nothing references (no version, no unfinished S3 multipart upload)
-/// and untouched since `$1`.
-const UNREFERENCED: &str = "COALESCE(b.touched_at, b.created_at) < $1 AND NOT EXISTS (\
+/// Nothing uses the block (`b`): no version of its space, no unfinished S3 multipart upload.
+const NOT_IN_USE: &str = "NOT EXISTS (\
     SELECT 1 FROM version_blocks vb JOIN versions v ON v.id = vb.version_id \
     WHERE vb.hash = b.hash AND v.space_id = b.space_id) AND NOT EXISTS (\
     SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u ON u.id = ub.upload_id \
     WHERE ub.hash = b.hash AND u.user_id = b.space_id)";
+
+/// A registered block nothing uses and untouched since `$1`.
+fn unreferenced() -> String {
+    format!("COALESCE(b.touched_at, b.created_at) < $1 AND {NOT_IN_USE}")
+}
+
+/// Which unused blocks a removal takes.
+#[derive(Debug, Clone, Copy)]
+enum Garbage {
+    /// Untouched since the cutoff (Unix ms): garbage collection.
+    Untouched(i64),
+    /// Still carrying this upload's claim (see [`Meta::discard_claimed`]).
+    Claimed(i64),
+}
 
 fn in_list(first_param: usize, n: usize) -> String {
     (0..n).map(|i| format!("${}", first_param + i)).collect::<Vec<_>>().join(", ")
@@ -50,7 +67,7 @@ impl Meta {
         let mut held = Vec::new();
         for chunk in hashes.chunks(500) {
             let text = format!(
-                "UPDATE blocks SET touched_at = $2 WHERE space_id = $1 AND stored AND hash IN ({}) RETURNING hash",
+                "UPDATE blocks SET touched_at = $2, claim = NULL WHERE space_id = $1 AND stored AND hash IN ({}) RETURNING hash",
                 in_list(3, chunk.len())
             );
             let rows: Vec<String> = {
@@ -69,7 +86,8 @@ impl Meta {
     /// Up to `limit` blocks that no version references and nobody touched since `cutoff_ms`.
     pub async fn gc_candidates(&self, cutoff_ms: i64, limit: i64) -> MetaResult<Vec<BlockRow>> {
         let text = format!(
-            "SELECT b.space_id, b.hash, b.size FROM blocks b WHERE {UNREFERENCED} ORDER BY b.space_id, b.hash LIMIT $2"
+            "SELECT b.space_id, b.hash, b.size FROM blocks b WHERE {} ORDER BY b.space_id, b.hash LIMIT $2",
+            unreferenced()
         );
         Ok({
             let mut db = self.db();
@@ -92,15 +110,68 @@ impl Meta {
         F: FnOnce(Vec<String>) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
+        self.remove_garbage(space, hashes, Garbage::Untouched(cutoff_ms), delete_objects).await
+    }
+
+    /// Deletes at once those of `hashes` that nothing uses and that still carry the claim
+    /// `claim` (see [`Meta::claim_block`]): the blocks of an upload that failed, or of an S3
+    /// multipart upload's parts that were aborted or replaced. Their pending charge ends with
+    /// their rows and objects, so an upload that never commits leaves no bytes in the store
+    /// outside the quota. A block another upload claimed or a client was told is present
+    /// meanwhile stays, charged as pending, for its commit or for garbage collection. Returns
+    /// what was removed and the store's error, as [`Meta::gc_remove`].
+    pub async fn discard_claimed<F, Fut>(
+        &self,
+        space: SpaceId,
+        hashes: &[String],
+        claim: i64,
+        delete_objects: F,
+    ) -> MetaResult<(Vec<BlockRow>, Option<String>)>
+    where
+        F: Fn(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        let mut distinct = hashes.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        let (mut gone, mut failed) = (Vec::new(), None);
+        for chunk in distinct.chunks(super::files::CHUNK) {
+            let (g, f) = self.remove_garbage(space, chunk, Garbage::Claimed(claim), &delete_objects).await?;
+            gone.extend(g);
+            failed = failed.or(f);
+        }
+        Ok((gone, failed))
+    }
+
+    /// See [`Meta::gc_remove`]: one transaction on the space's lock, objects deleted inside it
+    /// so that no upload can register a block between its row going and its object going.
+    async fn remove_garbage<F, Fut>(
+        &self,
+        space: SpaceId,
+        hashes: &[String],
+        which: Garbage,
+        delete_objects: F,
+    ) -> MetaResult<(Vec<BlockRow>, Option<String>)>
+    where
+        F: FnOnce(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<(), String>>,
+    {
+        if hashes.is_empty() {
+            return Ok((Vec::new(), None));
+        }
         let space = space.get();
+        let (filter, bound) = match which {
+            Garbage::Untouched(cutoff) => (unreferenced(), cutoff),
+            Garbage::Claimed(claim) => (format!("b.claim = $1 AND {NOT_IN_USE}"), claim),
+        };
         let text = format!(
-            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {UNREFERENCED} \
+            "DELETE FROM blocks AS b WHERE b.space_id = $2 AND b.hash IN ({}) AND {filter} \
              RETURNING space_id, hash, size, pending",
             in_list(3, hashes.len())
         );
         {
             let mut tx = self.begin_space(space).await?;
-            let mut q = sql(sqlx::AssertSqlSafe(text)).bind(cutoff_ms).bind(space);
+            let mut q = sql(sqlx::AssertSqlSafe(text)).bind(bound).bind(space);
             for h in hashes {
                 q = q.bind(h);
             }

@@ -6,9 +6,7 @@ use std::collections::HashMap;
 
 use super::SpaceId;
 use super::engine::{scalar, sql};
-use super::quota::charge;
-use super::usage::REFERENCED;
-use super::{BlockEntry, Limit, Meta, MetaResult, NodeRow, Usage, node_cols, now_ms};
+use super::{BlockEntry, Meta, MetaResult, NodeRow, node_cols, now_ms};
 
 /// What the S3 door keeps with a version it wrote.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
@@ -142,6 +140,28 @@ impl Meta {
         })
     }
 
+    /// Takes the completion of `upload` in hand: false while another request is completing it
+    /// (unless that one started before `stale_before_ms`: its gateway died halfway).
+    pub async fn begin_complete(&self, upload: i64, stale_before_ms: i64) -> MetaResult<bool> {
+        let n = {
+            let mut db = self.db();
+            sql("UPDATE s3_uploads SET completing_at = $2 WHERE id = $1 AND (completing_at IS NULL OR completing_at < $3)")
+                .bind(upload)
+                .bind(now_ms())
+                .bind(stale_before_ms)
+                .execute(&mut db)
+                .await?
+        };
+        Ok(n == 1)
+    }
+
+    /// Lets go of a completion that did not finish: the client may try again at once.
+    pub async fn end_complete(&self, upload: i64) -> MetaResult<()> {
+        let mut db = self.db();
+        sql("UPDATE s3_uploads SET completing_at = NULL WHERE id = $1").bind(upload).execute(&mut db).await?;
+        Ok(())
+    }
+
     /// The user's uploads in progress, by key then age.
     pub async fn list_uploads(&self, user_id: i64, limit: i64) -> MetaResult<Vec<UploadRow>> {
         Ok({
@@ -155,8 +175,8 @@ impl Meta {
     }
 
     /// Records (or replaces) a part and its blocks, which must already be registered. Returns
-    /// the blocks of the part it replaced: the caller ends their pending charge where nothing
-    /// else uses them ([`Meta::release_pending`]), as clients send a part again on a retry.
+    /// the blocks of the part it replaced (clients send a part again on a retry): the caller
+    /// discards those nothing else uses ([`Meta::discard_claimed`]).
     pub async fn put_part(&self, upload: i64, part: i64, etag: &str, blocks: &[BlockEntry]) -> MetaResult<Vec<String>> {
         let size: i64 = blocks.iter().map(|b| b.size).sum();
         let replaced = {
@@ -206,33 +226,26 @@ impl Meta {
         })
     }
 
-    /// Ends an upload (completed or aborted). Its blocks that nothing else uses stop counting
-    /// as pending: an aborted upload frees its room at once (garbage collection reclaims the
-    /// blocks after its grace period).
-    pub async fn delete_upload(&self, upload: i64) -> MetaResult<()> {
-        let release = format!(
-            "UPDATE blocks AS b SET pending = FALSE WHERE b.space_id = $1 AND b.pending \
-             AND b.hash IN (SELECT hash FROM s3_upload_blocks WHERE upload_id = $2) AND NOT {REFERENCED} \
-             AND NOT EXISTS (SELECT 1 FROM s3_upload_blocks ub JOIN s3_uploads u ON u.id = ub.upload_id \
-                 WHERE ub.hash = b.hash AND u.user_id = b.space_id AND u.id <> $2) RETURNING size"
-        );
+    /// Ends an upload (completed or aborted) and returns the blocks its parts listed: the caller
+    /// discards those nothing else uses ([`Meta::discard_claimed`] under the upload's claim), so
+    /// an aborted upload frees its room at once and leaves nothing in the store.
+    pub async fn delete_upload(&self, upload: i64) -> MetaResult<Vec<String>> {
         let space: Option<i64> = {
             let mut db = self.db();
             scalar("SELECT user_id FROM s3_uploads WHERE id = $1").bind(upload).fetch_optional(&mut db).await?
         };
-        let Some(space) = space else { return Ok(()) };
-        {
+        let Some(space) = space else { return Ok(Vec::new()) };
+        let hashes = {
             let mut tx = self.begin_space(space).await?;
-            let freed: Vec<i64> =
-                scalar(sqlx::AssertSqlSafe(release)).bind(space).bind(upload).fetch_all(&mut tx).await?;
-            let freed: i64 = freed.iter().sum();
-            if freed != 0 {
-                charge(&mut tx, space, Usage::pending(-freed), Limit::Free).await?;
-            }
+            let hashes: Vec<String> = scalar("SELECT DISTINCT hash FROM s3_upload_blocks WHERE upload_id = $1")
+                .bind(upload)
+                .fetch_all(&mut tx)
+                .await?;
             sql("DELETE FROM s3_uploads WHERE id = $1").bind(upload).execute(&mut tx).await?;
             tx.commit().await?;
+            hashes
         };
-        Ok(())
+        Ok(hashes)
     }
 
     /// Aborts every upload started before `cutoff_ms`; their blocks become garbage.

@@ -10,6 +10,7 @@ use nimbus_proto::RemotePath;
 use proptest::prelude::*;
 
 use super::retention::{Retention, VersionPolicy};
+use super::usage::REFERENCED;
 use super::{Base, BlockEntry, Claim, CommitSpec, LockTokens, Meta, MetaError, SpaceId, Usage};
 
 #[derive(Debug, Clone)]
@@ -23,9 +24,13 @@ enum Op {
     Upload {
         kib: i64,
     },
-    /// An upload that failed: its claimed blocks are released.
+    /// An upload that failed: its claimed blocks are discarded.
     FailedUpload {
         kib: i64,
+    },
+    /// An upload of a block the space was given before (used, pending or garbage) that failed.
+    FailedReupload {
+        i: usize,
     },
     Trash {
         f: usize,
@@ -64,6 +69,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0..6usize, 1..400i64).prop_map(|(f, kib)| Op::Put { f, kib }),
         1 => (1..300i64).prop_map(|kib| Op::Upload { kib }),
         1 => (1..300i64).prop_map(|kib| Op::FailedUpload { kib }),
+        1 => (0..64usize).prop_map(|i| Op::FailedReupload { i }),
         2 => (0..6usize).prop_map(|f| Op::Trash { f }),
         1 => (0..2usize).prop_map(|d| Op::TrashDir { d }),
         1 => Just(Op::Restore),
@@ -90,6 +96,9 @@ struct World {
     quota: Option<i64>,
     /// Every block hash this space was given, with its size.
     blocks: Vec<BlockEntry>,
+    /// The blocks some commit referenced: the only ones that may sit in the store uncharged
+    /// (freed by a delete, awaiting collection).
+    committed: std::collections::HashSet<String>,
     next: u64,
 }
 
@@ -98,7 +107,7 @@ impl World {
         let dir = tempfile::tempdir().expect("tempdir");
         let meta = Meta::connect(&format!("sqlite://{}", dir.path().join("m.db").display())).await.expect("connect");
         let space = SpaceId::stored(meta.create_user("u", "x", "user", quota).await.expect("user").id);
-        World { _dir: dir, meta, space, quota, blocks: Vec::new(), next: 0 }
+        World { _dir: dir, meta, space, quota, blocks: Vec::new(), committed: Default::default(), next: 0 }
     }
 
     /// A block never seen before.
@@ -109,15 +118,37 @@ impl World {
         b
     }
 
-    /// Claims and "stores" a block (there is no store here: the registry is what counts).
-    async fn upload(&mut self, kib: i64) -> Result<BlockEntry, MetaError> {
+    /// Claims and "stores" a new block (there is no store here: the registry is what counts).
+    async fn upload(&mut self, kib: i64, owner: Option<i64>) -> Result<BlockEntry, MetaError> {
         let b = self.block(kib);
-        if self.meta.claim_block(self.space, &b.hash, b.size, 0).await? == Claim::Write
+        self.store(&b, owner).await?;
+        Ok(b)
+    }
+
+    async fn store(&self, b: &BlockEntry, owner: Option<i64>) -> Result<(), MetaError> {
+        if self.meta.claim_block(self.space, &b.hash, b.size, 0, owner).await? == Claim::Write
             && !self.meta.block_stored(self.space, &b.hash).await?
         {
             self.meta.register_block(self.space, &b.hash, b.size).await?;
         }
-        Ok(b)
+        Ok(())
+    }
+
+    /// A failed upload's end: what still carries its claim goes.
+    async fn discard(&self, hash: &str, owner: i64) -> Result<(), MetaError> {
+        let hashes = [hash.to_string()];
+        self.meta.discard_claimed(self.space, &hashes, owner, |_| async { Ok(()) }).await.map(|_| ())
+    }
+
+    /// Blocks in the registry that no version uses and that are not charged as pending.
+    async fn uncharged_garbage(&self) -> Vec<String> {
+        let text = format!("SELECT b.hash FROM blocks b WHERE b.space_id = $1 AND NOT b.pending AND NOT {REFERENCED}");
+        let mut db = self.meta.db();
+        super::engine::scalar::<String>(sqlx::AssertSqlSafe(text))
+            .bind(self.space.get())
+            .fetch_all(&mut db)
+            .await
+            .expect("garbage query")
     }
 
     async fn usage(&self) -> Usage {
@@ -128,15 +159,25 @@ impl World {
         let (m, s) = (self.meta.clone(), self.space);
         match *op {
             Op::Put { f, kib } => {
-                let b = self.upload(kib).await?;
+                let owner = rand::random_range(1..i64::MAX);
+                let b = self.upload(kib, Some(owner)).await?;
                 let spec =
                     CommitSpec { base: Base::Any, blocks: std::slice::from_ref(&b), block_size: 1 << 22, device: None };
-                m.commit(s, &file(f), &spec, LockTokens::NONE).await.map(|_| ())
+                m.commit(s, &file(f), &spec, LockTokens::NONE).await?;
+                self.committed.insert(b.hash);
+                Ok(())
             }
-            Op::Upload { kib } => self.upload(kib).await.map(|_| ()),
+            Op::Upload { kib } => self.upload(kib, None).await.map(|_| ()),
             Op::FailedUpload { kib } => {
-                let b = self.upload(kib).await?;
-                m.release_pending(s, &[b.hash]).await
+                let owner = rand::random_range(1..i64::MAX);
+                let b = self.upload(kib, Some(owner)).await?;
+                self.discard(&b.hash, owner).await
+            }
+            Op::FailedReupload { i } => {
+                let Some(b) = self.blocks.get(i % self.blocks.len().max(1)).cloned() else { return Ok(()) };
+                let owner = rand::random_range(1..i64::MAX);
+                self.store(&b, Some(owner)).await?;
+                self.discard(&b.hash, owner).await
             }
             Op::Trash { f } => m.trash(s, &file(f), LockTokens::NONE).await.map(|_| ()),
             Op::TrashDir { d } => {
@@ -210,6 +251,14 @@ fn run(quota: Option<i64>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     );
                 }
                 Err(e) => return Err(TestCaseError::fail(format!("step {i} {op:?}: {e}"))),
+            }
+            // Every stored byte is accounted for: only what a commit once used (and a delete
+            // freed) may sit uncharged until collection; a failed upload leaves nothing so.
+            for h in w.uncharged_garbage().await {
+                prop_assert!(
+                    w.committed.contains(&h),
+                    "step {i} {op:?}: block {h} of an upload never committed is stored uncharged"
+                );
             }
             let (counted, truth) = w.meta.recount_usage(w.space).await.expect("recount");
             prop_assert_eq!(counted, truth, "step {} {:?}: the counts drifted", i, op);

@@ -314,6 +314,12 @@ pub const METRICS: &[MetricInfo] = {
         ),
         metric("nimbus_retention_trash_expired_total", Counter, &[], "trash items expired by the retention policy"),
         metric("nimbus_gc_blocks_freed_total", Counter, &[], "blocks deleted by garbage collection"),
+        metric(
+            "nimbus_upload_blocks_discarded_total",
+            Counter,
+            &[],
+            "blocks of failed or aborted uploads deleted at once (not left for garbage collection)",
+        ),
         metric("nimbus_fsck_problems", Gauge, &[], "problems the last fsck left"),
     ]
 };

@@ -183,7 +183,8 @@ async fn copy_file(
 ) -> ApiResult<()> {
     let m = st.meta.manifest(from_space, src, None).await?;
     let size = m.version.size.max(0) as u64;
-    let opts = PutOptions { base, device, content_length: Some(size), verify: None, allowance: 0 };
+    // Server-side, and as long as a read of the source: the request's start checked access.
+    let opts = PutOptions { base, device, content_length: Some(size), verify: None, allowance: 0, still_allowed: None };
     if size == 0 {
         let empty = futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
         space::put_stream(st, to_space, dst, empty, opts, held).await?;

@@ -35,7 +35,8 @@ pub async fn put_block(state: &AppState, space: SpaceId, hash: &str, data: Bytes
             "the uploaded bytes hash to {actual}, not {hash}; the block was not stored"
         )));
     }
-    let (_, created) = store_block(state, space, hash.to_string(), block, 0).await?;
+    // No claim: a block sent alone is kept for the commit that follows (or collected).
+    let (_, created) = store_block(state, space, hash.to_string(), block, 0, None).await?;
     Ok(created)
 }
 
@@ -56,10 +57,11 @@ async fn store_block(
     hash: String,
     block: Verified,
     allowance: u64,
+    owner: Option<i64>,
 ) -> ApiResult<(BlockEntry, bool)> {
     let size = block.data().len() as i64;
     let allowance = i64::try_from(allowance).unwrap_or(i64::MAX);
-    let claim = state.meta.claim_block(space, &hash, size, allowance).await?;
+    let claim = state.meta.claim_block(space, &hash, size, allowance, owner).await?;
     if claim == Claim::Held && !stored_intact(state, space, &hash, size).await {
         // Same bytes under the same name: readers see the damaged copy or this one, never a mix.
         put_verified(state.store.as_ref(), space.get(), &hash, &block).await?;
@@ -105,23 +107,41 @@ pub struct PutOptions<'a> {
     /// Bytes the upload may take beyond the quota besides the file it replaces: what its
     /// success frees at once (the parts of an S3 multipart upload it re-splits).
     pub allowance: u64,
+    /// Checks again, once the whole body is in and just before the commit, what let the upload
+    /// in (see [`crate::access::StillAllowed`]): a share or link withdrawn, a token or key
+    /// revoked or the user disabled while a long body was still arriving refuses the commit.
+    pub still_allowed: Option<crate::access::StillAllowed>,
 }
 
-/// The blocks an upload in progress has claimed (see [`Meta::claim_block`]). If the upload
-/// fails, or its request is dropped halfway, they stop counting as pending: nothing will commit
-/// them, and garbage collection reclaims them after its grace period.
+/// The blocks an upload in progress has claimed (see [`Meta::claim_block`]), under a claim of
+/// its own. If the upload fails, or its request is dropped halfway, the blocks that still
+/// carry its claim and that nothing uses are deleted at once ([`discard`]); the others stay
+/// charged as pending until a commit uses them or garbage collection removes them. So bytes a
+/// failed upload brought never sit in the store outside the quota.
 ///
 /// [`Meta::claim_block`]: crate::meta::Meta::claim_block
 pub struct Claims {
     state: AppState,
     space: SpaceId,
     hashes: Vec<String>,
+    owner: i64,
     kept: bool,
 }
 
 impl Claims {
+    /// A streaming upload's claims, under a random claim (positive, so never an S3 upload's).
     pub fn new(state: &AppState, space: SpaceId) -> Claims {
-        Claims { state: state.clone(), space, hashes: Vec::new(), kept: false }
+        Claims::owned_by(state, space, rand::random_range(1..i64::MAX))
+    }
+
+    /// The claims of one part of the S3 multipart upload whose row id is `upload`: every part
+    /// claims under the upload's claim, so aborting it can discard what its parts stored.
+    pub fn for_upload(state: &AppState, space: SpaceId, upload: i64) -> Claims {
+        Claims::owned_by(state, space, upload_claim(upload))
+    }
+
+    fn owned_by(state: &AppState, space: SpaceId, owner: i64) -> Claims {
+        Claims { state: state.clone(), space, hashes: Vec::new(), owner, kept: false }
     }
 
     /// The upload succeeded: its blocks are referenced (or listed by a multipart upload).
@@ -130,19 +150,49 @@ impl Claims {
     }
 }
 
+/// The claim the parts of the S3 multipart upload with row id `upload` store their blocks under.
+pub fn upload_claim(upload: i64) -> i64 {
+    -upload
+}
+
 impl Drop for Claims {
     fn drop(&mut self) {
         if self.kept || self.hashes.is_empty() {
             return;
         }
-        let (meta, space, hashes) = (self.state.meta.clone(), self.space, std::mem::take(&mut self.hashes));
-        // Also when the request's task is being dropped: the release runs on its own task.
+        let (state, space, hashes, owner) =
+            (self.state.clone(), self.space, std::mem::take(&mut self.hashes), self.owner);
+        // Also when the request's task is being dropped: the discard runs on its own task.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if let Err(e) = meta.release_pending(space, &hashes).await {
-                    tracing::warn!(error = %e, space = %space, "cannot release a failed upload's pending blocks; gc will");
-                }
-            });
+            rt.spawn(async move { discard(&state, space, &hashes, owner).await });
+        }
+    }
+}
+
+/// Deletes those of `hashes` that still carry the claim `owner` and that nothing uses, rows and
+/// objects (see [`Meta::discard_claimed`]). Failures are logged: what stays is still charged
+/// as pending, and garbage collection removes it after its grace period.
+///
+/// [`Meta::discard_claimed`]: crate::meta::Meta::discard_claimed
+pub async fn discard(state: &AppState, space: SpaceId, hashes: &[String], owner: i64) {
+    let store = state.store.clone();
+    let delete = |hs: Vec<String>| {
+        let store = store.clone();
+        async move { store.delete_blocks(space.get(), &hs).await.map_err(|e| e.to_string()) }
+    };
+    match state.meta.discard_claimed(space, hashes, owner, delete).await {
+        Ok((gone, failed)) => {
+            if !gone.is_empty() {
+                let bytes: i64 = gone.iter().map(|b| b.size).sum();
+                metrics::counter!("nimbus_upload_blocks_discarded_total").increment(gone.len() as u64);
+                tracing::debug!(space = %space, blocks = gone.len(), bytes, "deleted the blocks of an upload that did not commit");
+            }
+            if let Some(e) = failed {
+                tracing::warn!(space = %space, error = %e, "deleted a failed upload's block rows but not all their objects; fsck reports them");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, space = %space, "cannot discard a failed upload's blocks; they stay charged until gc");
         }
     }
 }
@@ -169,6 +219,9 @@ where
     let (blocks, _) = store_stream(state, space, body, room, &mut claims).await?;
     if let Some(verify) = opts.verify {
         verify()?;
+    }
+    if let Some(check) = opts.still_allowed {
+        check.await?;
     }
     let block_size = state.settings.block_size as i64;
     let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
@@ -234,7 +287,10 @@ where
             let (hash, block) = crate::blocks::hash_block(block).await;
             let hash = blake3::Hash::from_bytes(hash).to_hex().to_string();
             claims.hashes.push(hash.clone());
-            in_flight.push(async move { store_block(&st, space, hash, block, allowance).await.map(|(b, _)| (idx, b)) });
+            let owner = Some(claims.owner);
+            in_flight.push(async move {
+                store_block(&st, space, hash, block, allowance, owner).await.map(|(b, _)| (idx, b))
+            });
             // Backpressure: stop reading the body while enough uploads are running.
             while in_flight.len() >= state.settings.upload_parallelism {
                 if let Some(r) = in_flight.next().await {

@@ -52,6 +52,9 @@ pub struct SpaceFs {
     /// The caller's name, for the audit of what they do through shares.
     pub username: String,
     pub device: String,
+    /// Signs the caller in again as this request did: an upload checks, before it commits,
+    /// that the caller may still write where it began (see `access::still_writable`).
+    pub again: Arc<dyn Fn() -> access::SignInAgain + Send + Sync>,
     pub held: Held,
     /// The top of what this request deletes (DELETE: its path; COPY/MOVE: the destination it
     /// replaces). dav-server deletes a tree leaf by leaf; we put the whole tree in the trash
@@ -636,8 +639,8 @@ impl SpaceFs {
         }))
     }
 
-    async fn open_write(&self, p: RemotePath, o: OpenOptions) -> Result<Box<dyn DavFile>, FsError> {
-        let (space, p) = self.write_at(&p).await?;
+    async fn open_write(&self, asked: RemotePath, o: OpenOptions) -> Result<Box<dyn DavFile>, FsError> {
+        let (space, p) = self.write_at(&asked).await?;
         let existing = match self.st.meta.stat(space, &p).await {
             Ok((n, _)) => Some(n),
             Err(MetaError::NotFound) => None,
@@ -685,7 +688,8 @@ impl SpaceFs {
         }
         // Refuse before the body is read: a lock not held, a known length over quota.
         space::check_put(&self.st, space, &p, o.size, LockTokens::new(&held)).await.map_err(fs_error)?;
-        Ok(Box::new(WriteFile::start(self, space, p, o.size, held)))
+        let still_allowed = access::still_writable(self.st.meta.clone(), (self.again)(), asked, (space, p.clone()));
+        Ok(Box::new(WriteFile::start(self, space, p, o.size, held, still_allowed)))
     }
 }
 
@@ -866,7 +870,14 @@ impl std::fmt::Debug for WriteFile {
 }
 
 impl WriteFile {
-    fn start(fs: &SpaceFs, space: SpaceId, path: RemotePath, expected: Option<u64>, held: Vec<String>) -> WriteFile {
+    fn start(
+        fs: &SpaceFs,
+        space: SpaceId,
+        path: RemotePath,
+        expected: Option<u64>,
+        held: Vec<String>,
+        still_allowed: access::StillAllowed,
+    ) -> WriteFile {
         let (tx, rx) = mpsc::channel::<Bytes>(PUT_QUEUE);
         let complete = Arc::new(AtomicBool::new(false));
         let flag = complete.clone();
@@ -888,6 +899,7 @@ impl WriteFile {
                 content_length: expected,
                 verify: None,
                 allowance: 0,
+                still_allowed: Some(still_allowed),
             };
             let r = space::put_stream(&st, space, &path, Box::pin(body), opts, LockTokens::new(&held)).await;
             if let Err(e) = &r {

@@ -8,13 +8,15 @@
 //! bound to that user's space.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use base64::Engine;
@@ -77,13 +79,25 @@ async fn handle(State(st): State<AppState>, ClientIp(ip): ClientIp, req: Request
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };
-    match prepare(&st, &user, req).await {
+    let again: Arc<dyn Fn() -> crate::access::SignInAgain + Send + Sync> = {
+        let (st, headers) = (st.clone(), req.headers().clone());
+        Arc::new(move || {
+            let (st, headers) = (st.clone(), headers.clone());
+            Box::pin(async move { authenticate(&st, &headers, ip).await.map(|u| u.space) })
+        })
+    };
+    match prepare(&st, &user, again, req).await {
         Ok(resp) => resp,
         Err(e) => e.into_response(),
     }
 }
 
-async fn prepare(st: &AppState, user: &DavUser, mut req: Request) -> Result<Response, ApiError> {
+async fn prepare(
+    st: &AppState,
+    user: &DavUser,
+    again: Arc<dyn Fn() -> crate::access::SignInAgain + Send + Sync>,
+    mut req: Request,
+) -> Result<Response, ApiError> {
     // The same decision as the REST API for the same spelling: decoded once, judged by the
     // shared rules (`..`, `%2e%2e`, `a:b`, `CON`, ... are 400 before dav-server sees them).
     let path = request_path(req.uri().path())?;
@@ -91,10 +105,16 @@ async fn prepare(st: &AppState, user: &DavUser, mut req: Request) -> Result<Resp
     let dest = match method.as_str() {
         "COPY" | "MOVE" => {
             overwrite_t_or_f(req.headers_mut())?;
-            destination(req.headers())?
+            let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+            let proxied = peer.is_some_and(|p| st.settings.trusted_proxies.trusts(p));
+            let own = own_origins(st.settings.tls, proxied, req.uri(), req.headers());
+            destination(req.headers(), &own)?
         }
         _ => None,
     };
+    if matches!(method.as_str(), "PROPFIND" | "COPY" | "MOVE" | "LOCK" | "DELETE") {
+        check_depth(req.headers())?;
+    }
     if method.as_str() == "PROPFIND" && depth_is_infinity(req.headers()) {
         return Ok(finite_depth_only());
     }
@@ -120,6 +140,7 @@ async fn prepare(st: &AppState, user: &DavUser, mut req: Request) -> Result<Resp
         space: user.space,
         username: user.username.clone(),
         device: user.device.clone(),
+        again,
         held: held.clone(),
         delete_root,
         source,
@@ -236,14 +257,28 @@ fn request_path(raw: &str) -> Result<RemotePath, ApiError> {
     Ok(RemotePath::parse_url_encoded(rest)?)
 }
 
-/// The Destination of a COPY or MOVE as a path of the caller's space. It must lie under
-/// [`PREFIX`] (any other place is not this user's space: 403), and its name is judged by the
-/// shared rules like any request path.
-fn destination(headers: &HeaderMap) -> Result<Option<RemotePath>, ApiError> {
+/// The Destination of a COPY or MOVE as a path of the caller's space. An absolute URI must
+/// name this server (`own`), else it is another server's resource: 502 (RFC 4918 §9.8.5,
+/// §9.9.4), never taken for a path here. A path must lie under [`PREFIX`] (any other place is
+/// not this user's space: 403), and its name is judged by the shared rules like any request
+/// path.
+fn destination(headers: &HeaderMap, own: &[Origin]) -> Result<Option<RemotePath>, ApiError> {
     let Some(v) = headers.get("destination") else { return Ok(None) };
     let s = v.to_str().map_err(|_| ApiError::BadRequest("the Destination header is not valid ASCII".into()))?;
-    let path = match s.strip_prefix("http://").or_else(|| s.strip_prefix("https://")) {
-        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
+    let path = match split_absolute(s)? {
+        Some((scheme, authority, path)) => {
+            let https = match scheme.to_ascii_lowercase().as_str() {
+                "https" => true,
+                "http" => false,
+                _ => return Err(other_server(s)),
+            };
+            let authority = Authority::from_str(authority)
+                .map_err(|_| ApiError::BadRequest(format!("the Destination `{s}` names no valid host")))?;
+            if !own.iter().any(|o| o.serves(https, &authority)) {
+                return Err(other_server(s));
+            }
+            path
+        }
         None => s,
     };
     let outside = || ApiError::Forbidden(format!("the Destination must be inside {PREFIX}/ (your own space)"));
@@ -262,6 +297,110 @@ fn destination(headers: &HeaderMap) -> Result<Option<RemotePath>, ApiError> {
     Ok(Some(path))
 }
 
+/// `scheme://authority/path` split into its parts (the path `/` when there is none), or None
+/// for a reference without a scheme (a path). A scheme without `//authority` is no URL of
+/// any server: 400.
+fn split_absolute(s: &str) -> Result<Option<(&str, &str, &str)>, ApiError> {
+    let Some((scheme, rest)) = s.split_once(':') else { return Ok(None) };
+    // RFC 3986 §3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ); anything else before the
+    // first `:` (a `/`, say) makes this a path.
+    let mut chars = scheme.chars();
+    if !chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        || !chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return Ok(None);
+    }
+    let Some(rest) = rest.strip_prefix("//") else {
+        return Err(ApiError::BadRequest(format!(
+            "the Destination `{s}` is not a URL; give /dav/... or http(s)://host/dav/..."
+        )));
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let path = match &rest[end..] {
+        "" => "/",
+        p => p,
+    };
+    Ok(Some((scheme, &rest[..end], path)))
+}
+
+/// The answer names no host of ours: behind a proxy the one the gateway sees may be internal.
+fn other_server(dest: &str) -> ApiError {
+    ApiError::OtherServer(format!(
+        "the Destination `{dest}` is on another server; COPY and MOVE work within this server only"
+    ))
+}
+
+/// A scheme, host and port at which the caller reached this gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    /// None: not known (plain HTTP, and no trusted proxy said which the client used).
+    https: Option<bool>,
+    /// Lower case, without a trailing dot.
+    host: String,
+    /// None: the scheme's default.
+    port: Option<u16>,
+}
+
+impl Origin {
+    /// Whether `https://authority` (or `http://`) is this origin: hosts compared without case,
+    /// a missing port the scheme's default (80, 443).
+    fn serves(&self, https: bool, authority: &Authority) -> bool {
+        let default = |https: bool| if https { 443 } else { 80 };
+        // An unknown scheme of our own (a TLS proxy in front that does not say so) is taken to
+        // be the one the client wrote: the same host and port are this server either way.
+        let own_https = self.https.unwrap_or(https);
+        own_https == https
+            && self.host == host_key(authority.host())
+            && self.port.unwrap_or(default(own_https)) == authority.port_u16().unwrap_or(default(https))
+    }
+}
+
+fn host_key(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The origins this request reached the gateway at: its `Host` (or the absolute request URI's
+/// authority, HTTP/2's `:authority`), and from a trusted proxy (`--trusted-proxies`) the
+/// `X-Forwarded-Host`s, over HTTPS when the gateway serves TLS or that proxy's
+/// `X-Forwarded-Proto` says so (as public links' URLs are made, api/links.rs).
+fn own_origins(tls: bool, proxied: bool, uri: &Uri, headers: &HeaderMap) -> Vec<Origin> {
+    let lines = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    let https = if tls {
+        Some(true)
+    } else if proxied {
+        // One value only: a chain of proxies that disagree leaves it unknown.
+        match lines("x-forwarded-proto").as_slice() {
+            [p] if p.eq_ignore_ascii_case("https") => Some(true),
+            [p] if p.eq_ignore_ascii_case("http") => Some(false),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let mut names: Vec<String> = uri.authority().map(|a| a.to_string()).into_iter().collect();
+    names.extend(headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(|h| h.trim().to_string()));
+    if proxied {
+        names.extend(lines("x-forwarded-host"));
+    }
+    let mut out: Vec<Origin> = Vec::new();
+    for a in names.iter().filter_map(|n| Authority::from_str(n).ok()) {
+        let o = Origin { https, host: host_key(a.host()), port: a.port_u16() };
+        if !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    out
+}
+
 /// RFC 4918 §10.6: `Overwrite` is `T` or `F` (in any case: the RFC's grammar literals are
 /// case-insensitive). dav-server reads only an upper-case `T` or `F` and takes anything else
 /// for `T`, which would replace a destination a client that sent `f` meant to keep: the value
@@ -277,6 +416,18 @@ fn overwrite_t_or_f(headers: &mut HeaderMap) -> Result<(), ApiError> {
     };
     headers.insert("overwrite", axum::http::HeaderValue::from_static(value));
     Ok(())
+}
+
+/// RFC 4918 §10.2: `Depth` is `0`, `1` or `infinity`, given once. dav-server takes any other
+/// value for no header at all (PROPFIND then lists one level, COPY and LOCK go all the way
+/// down): refused instead, so a client never gets something it did not ask for.
+fn check_depth(headers: &HeaderMap) -> Result<(), ApiError> {
+    let values: Vec<_> = headers.get_all("depth").iter().map(|v| v.as_bytes().trim_ascii()).collect();
+    match values.as_slice() {
+        [] => Ok(()),
+        [v] if *v == b"0" || *v == b"1" || v.eq_ignore_ascii_case(b"infinity") => Ok(()),
+        _ => Err(ApiError::BadRequest("the Depth header must be `0`, `1` or `infinity`, given once".into())),
+    }
 }
 
 fn depth_is_infinity(headers: &HeaderMap) -> bool {
@@ -449,10 +600,15 @@ mod tests {
         assert!(matches!(request_path("/davx/y"), Err(ApiError::NotFound(_))));
     }
 
+    fn origins(tls: bool, proxied: bool, uri: &str, pairs: &[(&'static str, &str)]) -> Vec<Origin> {
+        own_origins(tls, proxied, &uri.parse().expect("uri"), &headers(pairs))
+    }
+
     #[test]
     fn destinations_stay_inside_the_door() {
-        let d = |v: &str| destination(&headers(&[("destination", v)]));
-        assert_eq!(d("http://h:1/dav/a/b").ok().flatten().map(|p| p.to_string()), Some("/a/b".into()));
+        let own = origins(false, false, "/dav/a", &[("host", "h")]);
+        let d = |v: &str| destination(&headers(&[("destination", v)]), &own);
+        assert_eq!(d("http://h:80/dav/a/b").ok().flatten().map(|p| p.to_string()), Some("/a/b".into()));
         assert_eq!(d("/dav/x%20y").ok().flatten().map(|p| p.to_string()), Some("/x y".into()));
         assert!(matches!(d("http://h/api/v1/files/x"), Err(ApiError::Forbidden(_))));
         assert!(matches!(d("http://h/davx/x"), Err(ApiError::Forbidden(_))));
@@ -460,10 +616,91 @@ mod tests {
         for bad in ["http://h/dav/%2e%2e/x", "http://h/dav/a/../../etc", "/dav/a%3ab", "/dav/con", "/dav/x..%2f"] {
             assert!(matches!(d(bad), Err(ApiError::InvalidName(_))), "{bad} must be refused");
         }
-        assert!(destination(&HeaderMap::new()).is_ok_and(|d| d.is_none()));
+        assert!(destination(&HeaderMap::new(), &own).is_ok_and(|d| d.is_none()));
         // The root itself is not a destination (dav-server panicked on it).
-        for root in ["/dav", "/dav/", "http://h/dav", "https://h:8443/dav/"] {
+        for root in ["/dav", "/dav/", "http://h/dav", "https://h:443/dav/"] {
             assert!(matches!(d(root), Err(ApiError::Forbidden(_))), "{root} must be refused");
+        }
+    }
+
+    #[test]
+    fn destinations_on_another_server_are_not_ours() {
+        let dest = |own: &[Origin], v: &str| {
+            destination(&headers(&[("destination", v)]), own).map(|p| p.map(|p| p.to_string()))
+        };
+        let ok = |own: &[Origin], v: &str| dest(own, v).ok().flatten().as_deref() == Some("/a");
+        let other = |own: &[Origin], v: &str| matches!(dest(own, v), Err(ApiError::OtherServer(_)));
+
+        // Plain HTTP, no proxy: the Host, without case, a default port the same as none; the
+        // scheme is not known, so either (an untrusted TLS proxy may be in front).
+        let own = origins(false, false, "/dav/x", &[("host", "Files.Example:8080")]);
+        for v in [
+            "http://files.example:8080/dav/a",
+            "HTTP://FILES.EXAMPLE:8080/dav/a",
+            "https://files.example:8080/dav/a",
+            "/dav/a",
+        ] {
+            assert!(ok(&own, v), "{v}");
+        }
+        for v in [
+            "http://files.example/dav/a",
+            "http://files.example:8081/dav/a",
+            "http://evil.example:8080/dav/a",
+            "ftp://files.example:8080/dav/a",
+            "http://files.example.evil:8080/dav/a",
+        ] {
+            assert!(other(&own, v), "{v}");
+        }
+        let own = origins(false, false, "/dav/x", &[("host", "files.example")]);
+        for v in [
+            "http://files.example/dav/a",
+            "http://files.example:80/dav/a",
+            "https://files.example:443/dav/a",
+            "http://files.example./dav/a",
+        ] {
+            assert!(ok(&own, v), "{v}");
+        }
+        assert!(other(&own, "http://files.example:443/dav/a") && other(&own, "https://files.example:80/dav/a"));
+
+        // TLS: https only; 443 is no port.
+        let own = origins(true, false, "/dav/x", &[("host", "files.example:443")]);
+        assert!(ok(&own, "https://files.example/dav/a") && ok(&own, "https://files.example:443/dav/a"));
+        assert!(other(&own, "http://files.example/dav/a") && other(&own, "http://files.example:443/dav/a"));
+
+        // HTTP/2's :authority (or an absolute request URI) without a Host header; IPv6.
+        let own = origins(true, false, "https://[2001:db8::1]:8443/dav/x", &[]);
+        assert!(ok(&own, "https://[2001:DB8::1]:8443/dav/a") && other(&own, "https://[2001:db8::2]:8443/dav/a"));
+        assert!(other(&[], "http://h/dav/a") && ok(&[], "/dav/a"));
+
+        // Behind a trusted proxy: its X-Forwarded-Host and -Proto; from anyone else, ignored.
+        let fwd = [("host", "gateway:8080"), ("x-forwarded-host", "files.example"), ("x-forwarded-proto", "https")];
+        let own = origins(false, true, "/dav/x", &fwd);
+        assert!(ok(&own, "https://files.example/dav/a") && ok(&own, "https://gateway:8080/dav/a"));
+        assert!(other(&own, "http://files.example/dav/a") && other(&own, "https://elsewhere/dav/a"));
+        let own = origins(false, false, "/dav/x", &fwd);
+        assert!(other(&own, "https://files.example/dav/a") && ok(&own, "http://gateway:8080/dav/a"));
+
+        // Not a URL, or no host to compare: 400.
+        for v in ["http:/dav/a", "mailto:x", "http:///dav/a", "http://a b/dav/a"] {
+            assert!(matches!(dest(&own, v), Err(ApiError::BadRequest(_))), "{v}");
+        }
+    }
+
+    #[test]
+    fn depth_is_0_1_or_infinity() {
+        for ok in [&[][..], &[("depth", "0")], &[("depth", "1")], &[("depth", "infinity")], &[("depth", " Infinity ")]]
+        {
+            assert!(check_depth(&headers(ok)).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            &[("depth", "5")][..],
+            &[("depth", "")],
+            &[("depth", "2")],
+            &[("depth", "01")],
+            &[("depth", "1,1")],
+            &[("depth", "0"), ("depth", "0")],
+        ] {
+            assert!(matches!(check_depth(&headers(bad)), Err(ApiError::BadRequest(_))), "{bad:?}");
         }
     }
 

@@ -26,6 +26,8 @@ pub struct S3User {
     pub username: String,
     /// The one bucket this user has: their username, lowercased.
     pub bucket: String,
+    /// The access key the request was signed with (checked again before an upload commits).
+    pub access_key: String,
 }
 
 /// The bucket that holds a user's space.
@@ -138,6 +140,21 @@ impl S3Auth for KeyAuth {
     }
 }
 
+/// The caller of a signed S3 request signed in again at an upload's end (see
+/// [`crate::access::StillAllowed`]): its access key must still be usable (not revoked, its
+/// user not disabled).
+pub fn again(state: &AppState, access_key: &str) -> crate::access::SignInAgain {
+    let (state, key) = (state.clone(), access_key.to_string());
+    Box::pin(async move {
+        match state.meta.s3_key_auth(&key).await? {
+            Some(r) if r.usable() => Ok(SpaceId::authenticated(r.user_id)),
+            _ => Err(crate::error::ApiError::Forbidden(
+                "the access key was revoked, or its user disabled, during the upload".into(),
+            )),
+        }
+    })
+}
+
 pub struct SpaceAccess {
     pub state: AppState,
 }
@@ -166,6 +183,7 @@ impl S3Access for SpaceAccess {
             space: SpaceId::authenticated(row.user_id),
             bucket: bucket_of(&row.username),
             username: row.username,
+            access_key: cred.access_key.clone(),
         };
         // Another user's bucket and a bucket that does not exist get the same answer, so
         // bucket names cannot be probed.

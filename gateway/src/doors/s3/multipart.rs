@@ -22,6 +22,40 @@ use nimbus_proto::names::{SHARED_WITH_ME, is_shared_with_me};
 
 const MAX_PART_NUMBER: i32 = 10_000;
 
+/// A completion claim older than this is taken over: its gateway died halfway (a re-split
+/// of the largest objects takes minutes, not an hour).
+const COMPLETION_STALE_MS: i64 = 3_600_000;
+
+/// A CompleteMultipartUpload in progress. If it fails or its request is dropped, the claim is
+/// let go of (on a task of its own), so the client can try again at once.
+struct Completing {
+    state: crate::state::AppState,
+    upload: i64,
+    finished: bool,
+}
+
+impl Completing {
+    fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Completing {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let (meta, upload) = (self.state.meta.clone(), self.upload);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = meta.end_complete(upload).await {
+                    tracing::warn!(error = %e, upload, "cannot let go of a failed completion; it expires within the hour");
+                }
+            });
+        }
+    }
+}
+
 fn timestamp(ms: i64) -> Timestamp {
     Timestamp::from(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64))
 }
@@ -92,7 +126,7 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     }
     let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
     let (stream, hasher) = Md5Stream::new(body, &wanted);
-    let mut claims = space::Claims::new(st, user.space);
+    let mut claims = space::Claims::for_upload(st, user.space, upload.id);
     let (blocks, _) = space::store_stream(st, user.space, stream, room, &mut claims).await.map_err(s3)?;
     // Length, Content-MD5 and flexible checksums; a part that fails is not recorded (the
     // claims let go of its blocks).
@@ -101,10 +135,10 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     let etag = format!("\"{}\"", hex::encode(md5));
     let replaced = st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
     claims.keep();
-    // A part sent again replaces the one before: that one's blocks stop counting as pending
-    // unless something else (this part too) uses them.
+    // A part sent again replaces the one before: that one's blocks go unless something else
+    // (this part too) uses them.
     if !replaced.is_empty() {
-        st.meta.release_pending(user.space, &replaced).await.map_err(meta)?;
+        space::discard(st, user.space, &replaced, space::upload_claim(upload.id)).await;
     }
     Ok(S3Response::new(UploadPartOutput { e_tag: etag.parse().ok(), ..Default::default() }))
 }
@@ -183,8 +217,10 @@ pub async fn abort(
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let user = owner(&req, &req.input.bucket)?;
     let upload = find(door, user.id, &req.input.upload_id, &req.input.key).await?;
-    // The parts' blocks become unreferenced; gc reclaims them after its grace period.
-    door.state().meta.delete_upload(upload.id).await.map_err(meta)?;
+    // The parts' blocks go at once, but for those something else uses or was told of.
+    let st = door.state();
+    let hashes = st.meta.delete_upload(upload.id).await.map_err(meta)?;
+    space::discard(st, user.space, &hashes, space::upload_claim(upload.id)).await;
     Ok(S3Response::with_status(AbortMultipartUploadOutput::default(), axum::http::StatusCode::NO_CONTENT))
 }
 
@@ -231,6 +267,16 @@ pub async fn complete(
         blocks.extend(st.meta.part_blocks(upload.id, n).await.map_err(meta)?);
     }
     let etag = format!("\"{}-{}\"", hex::encode(md5s.finalize()), asked.len());
+    // One completion at a time: a second one meanwhile (a client retrying early, or two
+    // clients) would make a second version of the same upload.
+    let stale = crate::meta::now_ms() - COMPLETION_STALE_MS;
+    if !st.meta.begin_complete(upload.id, stale).await.map_err(meta)? {
+        return Err(s3_error!(
+            OperationAborted,
+            "another request is completing this upload; try again in a moment (it then answers NoSuchUpload once done)"
+        ));
+    }
+    let in_hand = Completing { state: st.clone(), upload: upload.id, finished: false };
     let block_size = st.settings.block_size as i64;
     let node = if uniform(&blocks, block_size) {
         let spec = CommitSpec { base: Base::Any, blocks: &blocks, block_size, device: Some("S3") };
@@ -246,6 +292,8 @@ pub async fn complete(
             content_length: Some(total),
             verify: None,
             allowance: total,
+            // A short request: its own start checked the key and the bucket.
+            still_allowed: None,
         };
         if total == 0 {
             let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
@@ -263,7 +311,10 @@ pub async fn complete(
         }
     };
     door.save_meta(&node, etag.clone(), upload.content_type.clone(), upload.user_meta.clone()).await?;
-    st.meta.delete_upload(upload.id).await.map_err(meta)?;
+    // Parts left out of the object, and parts re-split above, go now.
+    let hashes = st.meta.delete_upload(upload.id).await.map_err(meta)?;
+    in_hand.finish();
+    space::discard(st, user.space, &hashes, space::upload_claim(upload.id)).await;
     Ok(S3Response::new(CompleteMultipartUploadOutput {
         bucket: Some(user.bucket),
         key: Some(i.key),

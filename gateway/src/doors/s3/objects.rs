@@ -261,6 +261,10 @@ pub(super) struct Reach {
     place: Place,
     space: SpaceId,
     path: RemotePath,
+    /// The path as the caller named it (their own view).
+    asked: RemotePath,
+    /// The access key that reached it (checked again before an upload commits).
+    access_key: String,
 }
 
 /// An object's current version, its ETag, its stored S3 metadata, and where it is.
@@ -367,8 +371,8 @@ impl Door {
             access::locate(meta, user.space, path).await
         }
         .map_err(s3)?;
-        let (space, path) = place.target(want).map_err(s3)?;
-        Ok(Reach { place, space, path })
+        let (space, target) = place.target(want).map_err(s3)?;
+        Ok(Reach { place, space, path: target, asked: path.clone(), access_key: user.access_key.clone() })
     }
 
     /// Records what the caller did through a share (access.rs); nothing in their own space.
@@ -434,6 +438,12 @@ impl Door {
             content_length: content_length.and_then(|l| u64::try_from(l).ok()),
             verify: Some(&verify),
             allowance: 0,
+            still_allowed: Some(access::still_writable(
+                self.state.meta.clone(),
+                super::auth::again(&self.state, &to.access_key),
+                to.asked.clone(),
+                (to.space, to.path.clone()),
+            )),
         };
         let (node, _, _) = match space::put_stream(&self.state, to.space, &to.path, stream, opts, LockTokens::NONE)
             .await
