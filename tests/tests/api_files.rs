@@ -824,3 +824,25 @@ backend_test!(early_rejection_keeps_connection_usable, |gw| async move {
     }
     Ok(())
 });
+
+backend_test!(a_trailing_slash_names_a_folder, |gw| async move {
+    let (_, api) = gw.user("alice", None).await?;
+    api.put_file("/a/y.txt", "kept").await?.check(201)?;
+    // A file named as a folder: nothing read, deleted or written (before, the slash was
+    // dropped and each acted on the file).
+    api.req(Method::GET, "/api/v1/files/a/y.txt/").send().await?.check_error(409, "not_a_directory")?;
+    api.delete("/api/v1/files/a/y.txt/").await?.check_error(409, "not_a_directory")?;
+    api.req(Method::GET, "/api/v1/stat/a/y.txt/").send().await?.check_error(409, "not_a_directory")?;
+    api.req(Method::PUT, "/api/v1/files/a/y.txt/").body("over").send().await?.check_error(400, "bad_request")?;
+    api.req(Method::PUT, "/api/v1/files/a/z.txt/").body("new").send().await?.check_error(400, "bad_request")?;
+    ensure!(api.get_file("/a/y.txt").await?.body.as_ref() == b"kept", "the file changed");
+    ensure!(api.stat("/a/z.txt").await?.status == 404, "a file was made from a folder's name");
+    let trash: TrashList = api.get("/api/v1/trash").await?.ok(200)?;
+    ensure!(trash.entries.is_empty(), "{trash:?}");
+    // A folder takes the slash, as before.
+    api.mkdir("/d").await?.check(201)?;
+    api.req(Method::GET, "/api/v1/stat/d/").send().await?.check(200)?;
+    api.delete("/api/v1/files/d/").await?.check(204)?;
+    ensure!(api.stat("/d").await?.status == 404, "the folder is still there");
+    Ok(())
+});

@@ -17,7 +17,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::{
-    Json, MAX_PAGE, Query, actor, cache_mode, entry, lock_tokens, page, page_limit, parse_path, rfc3339, space_path,
+    Json, MAX_PAGE, Query, actor, cache_mode, entry, file_as_folder, lock_tokens, names_folder, page, page_limit,
+    parse_path, rfc3339, space_path,
 };
 use crate::access::{self, Place, Want};
 use crate::auth::AuthUser;
@@ -124,6 +125,9 @@ async fn read(
     let place = locate(st, user, &asked).await?;
     let (space, path) = place.target(Want::Read)?;
     let m = st.meta.manifest(space, &path, q.version).await.map_err(|e| place.scrub(e))?;
+    if names_folder(uri, FILES) {
+        return Err(file_as_folder(&asked));
+    }
     let plan = Download::plan(&m.version, m.blocks.clone(), path.name().unwrap_or("file"), headers)?;
     if method == Method::GET {
         place.audit_access(&st.meta, &actor(user), "read", &asked).await?;
@@ -274,6 +278,12 @@ pub async fn put_file(
     if asked.is_root() {
         return Err(ApiError::BadRequest("give a file path after /api/v1/files/".into()));
     }
+    if names_folder(&uri, FILES) {
+        return Err(ApiError::BadRequest(format!(
+            "`{asked}/` ends in `/`, which names a folder; PUT uploads a file: give its path without the trailing `/` \
+             (POST /api/v1/dirs/... makes a folder)"
+        )));
+    }
     let place = access::locate_new(&st.meta, user.space, &asked).await?;
     let (space, path) = place.target(Want::Write)?;
     let base = if let Some(inm) = headers.typed_get::<IfNoneMatch>() {
@@ -353,6 +363,12 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
     let place = locate(&st, &user, &asked).await?;
     refuse_share_root(&place, &asked)?;
     let (space, path) = place.target(Want::Write)?;
+    if names_folder(&uri, FILES) {
+        let (node, _) = st.meta.stat(space, &path).await.map_err(|e| place.scrub(e))?;
+        if !node.is_dir() {
+            return Err(file_as_folder(&asked));
+        }
+    }
     let trash_id =
         st.meta.trash(space, &path, LockTokens::new(&lock_tokens(&headers))).await.map_err(|e| place.scrub(e))?;
     st.meta
@@ -389,6 +405,9 @@ pub async fn stat(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiRe
     }
     let (space, path) = place.target(Want::Read)?;
     let (node, path) = st.meta.stat(space, &path).await.map_err(|e| place.scrub(e))?;
+    if !node.is_dir() && names_folder(&uri, "/api/v1/stat/") {
+        return Err(file_as_folder(&asked));
+    }
     Ok(Json(entry(&node, &place.show(&path)?)))
 }
 

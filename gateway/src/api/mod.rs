@@ -207,6 +207,20 @@ pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
     Ok(RemotePath::parse_url_encoded(rest)?)
 }
 
+/// Whether the path after `prefix` ends in `/`: as in POSIX it then names a folder, though
+/// [`space_path`] drops the slash. Handlers of files refuse such a path on a file.
+pub fn names_folder(uri: &Uri, prefix: &str) -> bool {
+    uri.path().strip_prefix(prefix).is_some_and(|rest| rest.len() > 1 && rest.ends_with('/'))
+}
+
+/// The answer for a file named with a trailing `/` (`shown`: the path as the caller wrote it,
+/// without the slash).
+pub fn file_as_folder(shown: &RemotePath) -> ApiError {
+    ApiError::NotADirectory(format!(
+        "`{shown}/` ends in `/`, which names a folder, but `{shown}` is a file; leave the `/` out to name the file"
+    ))
+}
+
 /// Records in the audit log that the signed-in `user` did `action` to `target`.
 /// The caller as the share-access audit names them.
 pub(crate) fn actor(user: &crate::auth::AuthUser) -> crate::access::Actor<'_> {
