@@ -144,9 +144,22 @@ impl Claims {
         Claims { state: state.clone(), space, hashes: Vec::new(), owner, kept: false }
     }
 
-    /// The upload succeeded: its blocks are referenced (or listed by a multipart upload).
-    pub fn keep(mut self) {
+    /// Ends the upload whose outcome is `done`: on success its blocks are referenced (or
+    /// listed by a multipart upload) and kept; on failure they are discarded before the caller
+    /// answers, so a client told no (413, 403, ...) sees its pending bytes gone at once and can
+    /// retry within its quota. The discard runs on a task of its own: a client that goes away
+    /// meanwhile cannot cut it short.
+    pub async fn settle<T, E>(mut self, done: Result<T, E>) -> Result<T, E> {
         self.kept = true;
+        if done.is_err() && !self.hashes.is_empty() {
+            let (state, space, hashes, owner) =
+                (self.state.clone(), self.space, std::mem::take(&mut self.hashes), self.owner);
+            let discarding = tokio::spawn(async move { discard(&state, space, &hashes, owner).await });
+            // A failed discard is logged by `discard` (gc removes what stays); a panic there
+            // must not turn this answer into one.
+            let _ = discarding.await;
+        }
+        done
     }
 }
 
@@ -216,18 +229,20 @@ where
     room.bytes = room.bytes.map(|b| b.saturating_add(opts.allowance));
     room.allowance = room.allowance.saturating_add(opts.allowance);
     let mut claims = Claims::new(state, space);
-    let (blocks, _) = store_stream(state, space, body, room, &mut claims).await?;
-    if let Some(verify) = opts.verify {
-        verify()?;
+    let done = async {
+        let (blocks, _) = store_stream(state, space, body, room, &mut claims).await?;
+        if let Some(verify) = opts.verify {
+            verify()?;
+        }
+        if let Some(check) = opts.still_allowed {
+            check.await?;
+        }
+        let block_size = state.settings.block_size as i64;
+        let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
+        Ok::<_, ApiError>(state.meta.commit(space, path, &spec, held).await?)
     }
-    if let Some(check) = opts.still_allowed {
-        check.await?;
-    }
-    let block_size = state.settings.block_size as i64;
-    let spec = CommitSpec { base: opts.base, blocks: &blocks, block_size, device: opts.device };
-    let done = state.meta.commit(space, path, &spec, held).await?;
-    claims.keep();
-    Ok(done)
+    .await;
+    claims.settle(done).await
 }
 
 /// Splits a body into blocks and stores the ones the space lacks, a few at a time; returns

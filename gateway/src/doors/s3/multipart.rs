@@ -127,14 +127,17 @@ pub async fn upload_part(door: &Door, req: S3Request<UploadPartInput>) -> S3Resu
     let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<Bytes, std::io::Error>>()));
     let (stream, hasher) = Md5Stream::new(body, &wanted);
     let mut claims = space::Claims::for_upload(st, user.space, upload.id);
-    let (blocks, _) = space::store_stream(st, user.space, stream, room, &mut claims).await.map_err(s3)?;
-    // Length, Content-MD5 and flexible checksums; a part that fails is not recorded (the
-    // claims let go of its blocks).
-    check_body(&hasher, i.content_length, i.content_md5.as_deref(), &wanted).map_err(s3)?;
-    let md5 = finish_md5(&hasher);
-    let etag = format!("\"{}\"", hex::encode(md5));
-    let replaced = st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
-    claims.keep();
+    let done = async {
+        let (blocks, _) = space::store_stream(st, user.space, stream, room, &mut claims).await.map_err(s3)?;
+        // Length, Content-MD5 and flexible checksums; a part that fails is not recorded (the
+        // claims let go of its blocks).
+        check_body(&hasher, i.content_length, i.content_md5.as_deref(), &wanted).map_err(s3)?;
+        let etag = format!("\"{}\"", hex::encode(finish_md5(&hasher)));
+        let replaced = st.meta.put_part(upload.id, i64::from(i.part_number), &etag, &blocks).await.map_err(meta)?;
+        Ok::<_, s3s::S3Error>((etag, replaced))
+    }
+    .await;
+    let (etag, replaced) = claims.settle(done).await?;
     // A part sent again replaces the one before: that one's blocks go unless something else
     // (this part too) uses them.
     if !replaced.is_empty() {
