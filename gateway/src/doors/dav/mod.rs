@@ -79,10 +79,16 @@ async fn handle(State(st): State<AppState>, ClientIp(ip): ClientIp, req: Request
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };
+    // Signing in again needs only the Authorization header (a cheap copy of its bytes), not
+    // the whole header map; the map is built when an upload is about to commit.
     let again: Arc<dyn Fn() -> crate::access::SignInAgain + Send + Sync> = {
-        let (st, headers) = (st.clone(), req.headers().clone());
+        let (st, authorization) = (st.clone(), req.headers().get(header::AUTHORIZATION).cloned());
         Arc::new(move || {
-            let (st, headers) = (st.clone(), headers.clone());
+            let st = st.clone();
+            let mut headers = HeaderMap::new();
+            if let Some(v) = &authorization {
+                headers.insert(header::AUTHORIZATION, v.clone());
+            }
             Box::pin(async move { authenticate(&st, &headers, ip).await.map(|u| u.space) })
         })
     };

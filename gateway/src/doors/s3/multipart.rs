@@ -295,8 +295,14 @@ pub async fn complete(
             content_length: Some(total),
             verify: None,
             allowance: total,
-            // A short request: its own start checked the key and the bucket.
-            still_allowed: None,
+            // The re-split of a big object takes a while: a key revoked (or its user
+            // disabled) meanwhile stops it before the commit, as it stops a PutObject.
+            still_allowed: Some(crate::access::still_writable(
+                st.meta.clone(),
+                super::auth::again(st, &user.access_key),
+                path.clone(),
+                (user.space, path.clone()),
+            )),
         };
         if total == 0 {
             let empty = futures::stream::empty::<Result<Bytes, std::io::Error>>();
