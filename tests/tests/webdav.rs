@@ -846,6 +846,14 @@ backend_test!(webdav_props_quota_uploads, |gw| async move {
     dav(&alice, "MKCOL", "/dav/d1", &[], vec![]).await?.check(405)?;
     dav(&alice, "MKCOL", "/dav/missing/d2", &[], vec![]).await?.check(409)?;
     dav(&alice, "PUT", "/dav/d1/f.txt", &[], b"f".to_vec()).await?.check(201)?;
+    // PUT on a folder (own, the top, `Shared with me`) is 405 with what a folder takes
+    // (RFC 4918 §9.7.2), and the folder keeps its content.
+    for target in ["/dav/d1", "/dav/d1/", "/dav/", "/dav/Shared%20with%20me"] {
+        let r = dav(&alice, "PUT", target, &[], b"over".to_vec()).await?;
+        ensure!(r.status == 405 && r.header("allow").is_some_and(|a| a.contains("PROPFIND")), "PUT {target}: {r}");
+    }
+    ensure!(rest_bytes(&alice, "/d1/f.txt").await? == b"f");
+    ensure!(alice.stat("/d1").await?.entry(200)?.kind == nimbus_proto::wire::EntryKind::Dir);
     let d = format!("{}/dav/d2", gw.url);
     dav(&alice, "COPY", "/dav/d1", &[("destination", &d)], vec![]).await?.check(201)?;
     ensure!(rest_bytes(&alice, "/d2/f.txt").await? == b"f");

@@ -124,6 +124,9 @@ async fn prepare(
     if method.as_str() == "PROPFIND" && depth_is_infinity(req.headers()) {
         return Ok(finite_depth_only());
     }
+    if method == axum::http::Method::PUT && is_folder(st, user.space, &path).await {
+        return Ok(put_on_folder());
+    }
     if matches!(method.as_str(), "LOCK" | "UNLOCK") && !path.is_root() {
         // A lock inside a share is taken on the owner's file and stops the owner's writes: a
         // write of its own (and so is releasing one), refused (403) through a `read` share and
@@ -442,6 +445,32 @@ fn depth_is_infinity(headers: &HeaderMap) -> bool {
 
 /// RFC 4918 §9.1: a server may refuse Depth: infinity PROPFIND with this precondition. A
 /// listing of a whole space in one response is unbounded work and memory.
+/// True if `path` names an existing folder for the caller (their own, `Shared with me` or
+/// a shared one). Anything else, errors included, is left to the request itself.
+async fn is_folder(st: &AppState, caller: SpaceId, path: &RemotePath) -> bool {
+    if path.is_root() {
+        return true;
+    }
+    match crate::access::locate(&st.meta, caller, path).await {
+        Ok(crate::access::Place::SharedIndex) => true,
+        Ok(place) => match place.target(crate::access::Want::Read) {
+            Ok((space, p)) => st.meta.stat(space, &p).await.is_ok_and(|(n, _)| n.is_dir()),
+            Err(_) => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// PUT on an existing folder: 405 with what a folder takes (RFC 4918 §9.7.2); nothing changes.
+fn put_on_folder() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "OPTIONS, PROPFIND, PROPPATCH, MKCOL, DELETE, COPY, MOVE, LOCK, UNLOCK")],
+        "a PUT cannot replace a folder; upload into it (PUT to a path inside it)",
+    )
+        .into_response()
+}
+
 fn finite_depth_only() -> Response {
     let body = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
                 <D:error xmlns:D=\"DAV:\"><D:propfind-finite-depth/></D:error>\n";
