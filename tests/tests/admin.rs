@@ -368,3 +368,61 @@ backend_test!(
         Ok(())
     }
 );
+
+// The last administrators demoting, disabling or deleting each other at the same moment never
+// leave the installation without one (each change is checked against the others under one
+// lock); an administrator resetting their own password stays signed in there.
+backend_test!(never_without_an_administrator, |gw| async move {
+    let mut first = gw.admin().await?;
+    let me: Me = first.get("/api/v1/me").await?.ok(200)?;
+    let first_path = format!("/api/v1/admin/users/{}", me.id);
+    let body = serde_json::json!({"username": "second", "password": "second-password-1", "role": "admin"});
+    let second_id = first.post_json("/api/v1/admin/users", &body).await?.ok::<CreatedUser>(201)?.user.id;
+    let mut second = gw.api().login_ok("second", "second-password-1").await?;
+    let second_path = format!("/api/v1/admin/users/{second_id}");
+    let admins = |api: Api| async move {
+        let l: UserList = api.get("/api/v1/admin/users?limit=1000").await?.ok(200)?;
+        Ok::<_, anyhow::Error>(l.users.iter().filter(|u| u.role == Role::Admin && !u.disabled).count())
+    };
+    for round in 0..12 {
+        let disable = round % 2 == 1;
+        let change = if disable { serde_json::json!({"disabled": true}) } else { serde_json::json!({"role": "user"}) };
+        let (a, b) = tokio::join!(first.patch_json(&second_path, &change), second.patch_json(&first_path, &change));
+        let (a, b) = (a?, b?);
+        let oks = [a.status, b.status].iter().filter(|s| **s == 200).count();
+        ensure!(oks == 1, "round {round}: {oks} of the two changes went through: {a} / {b}");
+        let first_won = a.status == 200;
+        let lost = if first_won { &b } else { &a };
+        // Refused by the check, or the winner's change came first (no longer an administrator,
+        // or signed out by the disable).
+        ensure!(matches!(lost.status, 401 | 403 | 409), "round {round}: {lost}");
+        let (left, other_path) = if first_won { (&first, &second_path) } else { (&second, &first_path) };
+        ensure!(admins(left.clone()).await? == 1, "round {round}: not exactly one administrator left");
+        left.patch_json(other_path, &serde_json::json!({"role": "admin", "disabled": false})).await?.check(200)?;
+        if disable {
+            // Disabling signed the other out everywhere.
+            if first_won {
+                second = gw.api().login_ok("second", "second-password-1").await?;
+            } else {
+                first = gw.api().login_ok("admin", nimbus_e2e::gateway::ADMIN_PASSWORD).await?;
+            }
+        }
+    }
+
+    // An administrator resetting their own password: this sign-in stays, the others end.
+    let elsewhere = gw.api().login_ok("second", "second-password-1").await?;
+    second.patch_json(&second_path, &serde_json::json!({"password": "second-password-2"})).await?.check(200)?;
+    second.get("/api/v1/me").await?.check(200)?;
+    elsewhere.get("/api/v1/me").await?.check_error(401, "unauthorized")?;
+    gw.api().login("second", "second-password-1").await?.check_error(401, "unauthorized")?;
+    gw.api().login_ok("second", "second-password-2").await?;
+
+    // Deleting each other at the same moment: one goes, one administrator stays.
+    let (a, b) = tokio::join!(first.delete(&second_path), second.delete(&first_path));
+    let (a, b) = (a?, b?);
+    let gone = [a.status, b.status].iter().filter(|s| **s == 204).count();
+    ensure!(gone == 1, "{gone} of the two deletes went through: {a} / {b}");
+    let left = if a.status == 204 { &first } else { &second };
+    ensure!(admins(left.clone()).await? == 1, "not exactly one administrator left after the deletes");
+    Ok(())
+});

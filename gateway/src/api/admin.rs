@@ -279,10 +279,14 @@ pub async fn update_user(
         role: req.role.map(|r| r.as_str().to_string()),
         sharing: req.sharing,
         links: req.links,
+        // An administrator resetting their own password stays signed in where they did it
+        // (signing themselves out everywhere is refused elsewhere too); their other devices
+        // are signed out.
+        keep_token: (id == admin.0.id).then_some(admin.0.token_id),
         // The directory's: not changed here.
         ..Default::default()
     };
-    let user = st.meta.update_user(id, &upd).await?;
+    let user = st.meta.update_user_keeping_an_admin(id, &upd).await?;
     // What changed, in words: the console sends quota and role together, so a field sent with
     // its current value is not a change.
     let mut changed = Vec::new();

@@ -2,7 +2,7 @@
 
 use nimbus_proto::names::name_key;
 
-use super::engine::{scalar, sql};
+use super::engine::{Tx, TxConn, scalar, sql};
 use super::{AuditRow, Meta, MetaError, MetaResult, TokenAuthRow, TokenRow, UserRow, now_ms};
 
 const USER_COLS: &str = "id, username, password_hash, role, quota_bytes, used_bytes, current_bytes, versions_bytes, \
@@ -44,6 +44,9 @@ pub struct UserUpdate {
     pub email: Option<Option<String>>,
     /// Some(None) clears it.
     pub display_name: Option<Option<String>>,
+    /// A token a password reset leaves signed in: the administrator's own, when they reset
+    /// their own password (their other devices are signed out).
+    pub keep_token: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -208,10 +211,24 @@ impl Meta {
     /// Applies an admin's changes. Disabling a user or resetting the password revokes every
     /// token of theirs in the same transaction, so no request can slip through afterwards.
     pub async fn update_user(&self, id: i64, upd: &UserUpdate) -> MetaResult<UserRow> {
+        self.update_user_with(id, upd, false).await
+    }
+
+    /// [`Meta::update_user`] for an administrator's change: one that would leave no enabled
+    /// administrator (the last two demoting or disabling each other at the same moment) is
+    /// refused with a conflict and changes nothing. The directory's own updates (LDAP sync,
+    /// OpenID roles) are not held back: the directory decides who is an administrator there.
+    pub async fn update_user_keeping_an_admin(&self, id: i64, upd: &UserUpdate) -> MetaResult<UserRow> {
+        self.update_user_with(id, upd, true).await
+    }
+
+    async fn update_user_with(&self, id: i64, upd: &UserUpdate, keep_admin: bool) -> MetaResult<UserRow> {
         let now = now_ms();
         let revoke = upd.disabled == Some(true) || upd.password_hash.is_some();
+        let demotes = upd.disabled == Some(true) || upd.role.as_deref().is_some_and(|r| r != "admin");
         {
             let mut tx = self.begin_write().await?;
+            let guard = keep_admin && demotes && lock_admins(&mut tx, id).await?;
             let n = sql("UPDATE users SET \
                    quota_bytes = CASE WHEN $2 THEN $3 ELSE quota_bytes END, \
                    disabled = COALESCE($4, disabled), \
@@ -241,10 +258,16 @@ impl Meta {
             if n == 0 {
                 return Err(MetaError::NotFound);
             }
+            if guard {
+                no_last_admin_gone(&mut tx).await?;
+            }
             if revoke {
-                sql("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL")
+                // A disabled account keeps nothing.
+                let keep = if upd.disabled == Some(true) { None } else { upd.keep_token };
+                sql("UPDATE tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL AND id <> $3")
                     .bind(id)
                     .bind(now)
+                    .bind(keep.unwrap_or(0))
                     .execute(&mut tx)
                     .await?;
             }
@@ -260,6 +283,7 @@ impl Meta {
     pub async fn delete_user(&self, id: i64) -> MetaResult<bool> {
         {
             let mut tx = self.begin_write().await?;
+            let guard = lock_admins(&mut tx, id).await?;
             // Children before parents is not needed: nodes cascade through parent_id.
             sql("DELETE FROM trash WHERE space_id = $1").bind(id).execute(&mut tx).await?;
             sql("DELETE FROM nodes WHERE space_id = $1 AND parent_id IS NULL").bind(id).execute(&mut tx).await?;
@@ -269,6 +293,9 @@ impl Meta {
             sql("DELETE FROM tokens WHERE user_id = $1").bind(id).execute(&mut tx).await?;
             sql("DELETE FROM s3_keys WHERE user_id = $1").bind(id).execute(&mut tx).await?;
             let n = sql("DELETE FROM users WHERE id = $1").bind(id).execute(&mut tx).await?;
+            if guard {
+                no_last_admin_gone(&mut tx).await?;
+            }
             tx.commit().await?;
             self.invalidate(super::notify::Invalidate::User(id)).await;
             self.invalidate(super::notify::Invalidate::Space(id)).await;
@@ -447,4 +474,33 @@ impl Meta {
 
 fn escape_like(s: &str) -> String {
     s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+/// The advisory lock that serialises changes to who is an administrator (PostgreSQL; SQLite's
+/// write transactions are serial already). Space locks use user ids, which are positive.
+const ADMINS_LOCK: i64 = -1;
+
+/// Inside a write transaction about to demote, disable or delete user `id`: takes the
+/// administrators' lock and says whether `id` is an enabled administrator now (so the change
+/// must be checked with [`no_last_admin_gone`] before it commits).
+async fn lock_admins(tx: &mut Tx, id: i64) -> MetaResult<bool> {
+    tx.lock_space(ADMINS_LOCK).await?;
+    let admin = scalar::<i64>("SELECT COUNT(*) FROM users WHERE id = $1 AND role = 'admin' AND disabled = FALSE")
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(admin > 0)
+}
+
+/// Refuses (and so rolls back) a change that left no enabled administrator.
+async fn no_last_admin_gone(tx: &mut Tx) -> MetaResult<()> {
+    let left = scalar::<i64>("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = FALSE")
+        .fetch_one(&mut *tx)
+        .await?;
+    if left == 0 {
+        return Err(MetaError::Conflict(
+            "this would leave no enabled administrator; make another account an administrator first".into(),
+        ));
+    }
+    Ok(())
 }
