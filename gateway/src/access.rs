@@ -144,6 +144,7 @@ impl Place {
         }
     }
 
+    /// Whether a share is involved: the caller's own space is `Own`.
     pub fn is_shared(&self) -> bool {
         !matches!(self, Place::Own { .. })
     }
@@ -182,6 +183,17 @@ impl Place {
             Place::Shared { grant, path } => path.components().len() == grant.root.components().len(),
         }
     }
+}
+
+/// An error of a copy or move from `from` to `to` in the caller's words (see
+/// [`Place::scrub`]). The room is the destination's: a full space there is never blamed on
+/// the owner of a share the content came from.
+pub fn scrub_across(from: &Place, to: &Place, e: impl Into<ApiError>) -> ApiError {
+    let e = e.into();
+    if matches!(e, ApiError::QuotaExceeded(_)) {
+        return to.scrub(e);
+    }
+    to.scrub(from.scrub(e))
 }
 
 /// `share_access` for a move or copy (`op`) on each end that is a share, in every door: at the

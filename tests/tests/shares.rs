@@ -631,9 +631,10 @@ backend_test!(moves_and_copies_across_the_edge, |gw| async move {
     bob.post_json("/api/v1/versions/Shared%20with%20me/Box/inbox.txt", &json!({"version": pv}))
         .await?
         .check_error(404, "not_found")?;
+    // (Deleting versions is the owner's alone: refused through a share whatever the id.)
     bob.delete(&format!("/api/v1/versions/Shared%20with%20me/Box/inbox.txt?version={pv}"))
         .await?
-        .check_error(404, "not_found")?;
+        .check_error(403, "forbidden")?;
     bob.post_json(&format!("/api/v1/trash/{dave_trash_id}/restore"), &json!({}))
         .await?
         .check_error(404, "not_found")?;
@@ -1166,5 +1167,43 @@ backend_test!(the_feed_follows_shares_in_the_recipients_paths, |gw| async move {
     let (seen, c) = feed(&bob, &cursor).await?;
     ensure!(seen == [ch("delete", "/Shared with me/Plan", None)], "{seen:?}");
     let _ = c;
+    Ok(())
+});
+
+// What a `write` share does not give: erasing the owner's history (deleting older versions
+// cannot be undone, so it is the owner's alone), and a full space of the recipient's own is
+// never blamed on the owner the content came from. Restoring a version through a share is
+// audited like the recipient's other changes.
+backend_test!(a_recipient_cannot_erase_history, |gw| async move {
+    let (_, alice) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", Some(1024)).await?;
+    alice.put_file("/AF/v.txt", "v1").await?.check(201)?;
+    alice.put_file("/AF/v.txt", "v2-longer").await?.check(200)?;
+    share(&alice, "/AF", "bob", "write").await?;
+    let at = format!("/api/v1/versions/{}", encode_path(&format!("{SHARED}/AF/v.txt")));
+    let vl: VersionList = bob.get(&at).await?.ok(200)?;
+    let old = vl.versions.iter().find(|v| !v.current).context("an older version")?.version;
+    bob.delete(&format!("{at}?version={old}")).await?.check_error(403, "forbidden")?;
+    let r = alice.get(&format!("/api/v1/files/AF/v.txt?version={old}")).await?;
+    ensure!(r.status == 200 && r.body.as_ref() == b"v1", "the owner's older version: {r}");
+    // Restoring is a change like an upload: allowed, and in the audit log as the share's.
+    bob.post_json(&at, &json!({"version": old})).await?.check(200)?;
+    ensure!(alice.get_file("/AF/v.txt").await?.body.as_ref() == b"v1");
+    let admin = gw.admin().await?;
+    let a: AuditList = admin.get("/api/v1/admin/audit?action=share_access&limit=100").await?.ok(200)?;
+    ensure!(
+        a.entries.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains(&format!("restore version {old} of")))),
+        "no share_access entry for the restore: {:?}",
+        a.entries
+    );
+    // Bob's own space is full: the refusal of a copy out of the share is about his space.
+    alice.put_file("/AF/big.bin", vec![7u8; 4096]).await?.check(201)?;
+    for op in ["copy", "move"] {
+        let body = json!({"from": format!("{SHARED}/AF/big.bin"), "to": "/big.bin"});
+        let r = bob.post_json(&format!("/api/v1/{op}"), &body).await?;
+        r.check_error(413, "quota_exceeded")?;
+        ensure!(!r.text().contains("alice"), "{op}: the refusal blames the share's owner: {r}");
+    }
+    alice.stat("/AF/big.bin").await?.check(200)?;
     Ok(())
 });

@@ -611,7 +611,10 @@ pub async fn restore_version(
     let (space, path) = place.target(Want::Write)?;
     let (node, path) =
         st.meta.restore_version(space, &path, req.version, Some(&user.device)).await.map_err(|e| place.scrub(e))?;
-    Ok(Json(entry(&node, &place.show(&path)?)))
+    let shown = place.show(&path)?;
+    let actor = access::Actor { id: user.id, name: &user.username };
+    place.audit_detail(&st.meta, &actor, || format!("restore version {} of {shown}", req.version)).await?;
+    Ok(Json(entry(&node, &shown)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -639,6 +642,12 @@ pub async fn delete_version(
     let asked = space_path(&uri, "/api/v1/versions/")?;
     let place = locate(&st, &user, &asked).await?;
     let (space, path) = place.target(Want::Write)?;
+    // Deleting a version cannot be undone: the owner's alone, never a recipient's, whatever
+    // the share allows (a recipient's other changes leave the owner a way back: versions,
+    // trash).
+    if place.is_shared() {
+        return Err(ApiError::Forbidden("only the owner can delete older versions of a shared file; ask them".into()));
+    }
     let raw = q.version.ok_or_else(|| ApiError::BadRequest("say which version to delete with ?version=ID".into()))?;
     // Not a version id of this file (whatever it looks like) is the same as a missing one.
     let version: i64 = raw.parse().map_err(|_| ApiError::NotFound("no such version".into()))?;
@@ -734,7 +743,7 @@ impl Ends {
 
     /// An error as the caller may read it: paths of either share as the caller sees them.
     fn scrub(&self, e: impl Into<ApiError>) -> ApiError {
-        self.to_place.scrub(self.from_place.scrub(e))
+        access::scrub_across(&self.from_place, &self.to_place, e)
     }
 
     /// `share_access` on each side that is a share: what was taken from it, what was put there.

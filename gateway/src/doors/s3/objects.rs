@@ -785,7 +785,7 @@ impl S3 for Door {
             let into = End { space: to.space, path: dst.clone() };
             let (node, _) = across::copy(&self.state, &from, &into, true, Some("S3"), LockTokens::NONE)
                 .await
-                .map_err(|e| super::error::write(to.place.scrub(src.place.scrub(e))))?;
+                .map_err(|e| super::error::write(access::scrub_across(&src.place, &to.place, e)))?;
             node
         };
         let (content_type, user_meta) = if replace {
