@@ -110,6 +110,9 @@ where
         );
         let has_body = matches!(*req.method(), Method::PUT | Method::POST | Method::PATCH);
         let api = self.rest_api && req.uri().path().starts_with("/api/");
+        // Link pages answer browsers with pages of their own; only the framework's bare
+        // rejections there (a wrong method: 405) become the JSON error programs get.
+        let links = self.rest_api && req.uri().path().starts_with("/s/");
         let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
         let tls = self.tls;
         let start = Instant::now();
@@ -154,7 +157,9 @@ where
                 });
             }
             crate::metrics::history::count(status.as_u16());
-            if api && (status.is_client_error() || status.is_server_error()) {
+            if (status.is_client_error() || status.is_server_error())
+                && (api || (links && !resp.headers().contains_key(header::CONTENT_TYPE)))
+            {
                 resp = crate::error::as_json_error(resp).await;
             }
             let headers = resp.headers_mut();

@@ -56,16 +56,27 @@ async fn run(cli: Cli) -> std::process::ExitCode {
 fn describe(json: bool) -> std::process::ExitCode {
     let d = nimbus_gateway::describe::describe();
     if !json {
-        print!("{}", nimbus_gateway::describe::table(&d));
-        return std::process::ExitCode::SUCCESS;
+        return print_out(&nimbus_gateway::describe::table(&d));
     }
     match serde_json::to_string_pretty(&d) {
-        Ok(s) => {
-            println!("{s}");
-            std::process::ExitCode::SUCCESS
-        }
+        Ok(s) => print_out(&(s + "\n")),
         Err(e) => {
             eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes `text` to standard output. A reader that stopped early (`| head`) ends the output
+/// quietly, as for any command-line tool, instead of `print!`'s panic on the broken pipe.
+fn print_out(text: &str) -> std::process::ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the output: {e}");
             std::process::ExitCode::FAILURE
         }
     }

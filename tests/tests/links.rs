@@ -553,6 +553,12 @@ backend_test!(file_drops_take_files_and_charge_the_owner, |gw| async move {
     public_get(&alice, t, "/download").await?.check_error(403, "forbidden")?;
     public_get(&alice, t, "/download/already.txt").await?.check_error(403, "forbidden")?;
     public_get(&alice, t, "/browse/x").await?.check_error(403, "forbidden")?;
+    // A method a link's route does not take: 405 with `Allow` and the JSON error body.
+    for (method, tail) in [(Method::GET, "/upload/x.txt"), (Method::DELETE, "/download"), (Method::POST, "/upload/x")] {
+        let r = public(&alice, method.clone(), t, tail).send().await?;
+        r.check_error(405, "bad_request").with_context(|| format!("{method} {tail}"))?;
+        ensure!(r.header("allow").is_some(), "{method} {tail}: {r}");
+    }
     // And a view link takes nothing.
     let view = create(&alice, json!({"path": "/inbox", "mode": "view"})).await?;
     public(&alice, Method::PUT, &view.token, "/upload/new.txt")

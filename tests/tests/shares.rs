@@ -1205,5 +1205,16 @@ backend_test!(a_recipient_cannot_erase_history, |gw| async move {
         ensure!(!r.text().contains("alice"), "{op}: the refusal blames the share's owner: {r}");
     }
     alice.stat("/AF/big.bin").await?.check(200)?;
+    // Bob's trash restores into his own space only: never into a share, nor next to them.
+    bob.put_file("/mine.txt", "m").await?.check(201)?;
+    bob.delete(&nimbus_e2e::http::files_url("/mine.txt")).await?.check(204)?;
+    let t: TrashList = bob.get("/api/v1/trash").await?.ok(200)?;
+    let id = t.entries.iter().find(|e| e.name == "mine.txt").context("bob's trash entry")?.id;
+    for to in [format!("{SHARED}/mine.txt"), format!("{SHARED}/AF/mine.txt"), "/shared WITH me/x.txt".into()] {
+        let r = bob.post_json(&format!("/api/v1/trash/{id}/restore"), &json!({"to": to})).await?;
+        r.check_error(403, "forbidden").with_context(|| to.clone())?;
+    }
+    alice.stat("/AF/mine.txt").await?.check_error(404, "not_found")?;
+    bob.post_json(&format!("/api/v1/trash/{id}/restore"), &json!({})).await?.check(200)?;
     Ok(())
 });

@@ -83,6 +83,15 @@ pub async fn restore(
         Some(t) => Some(parse_path(&t)?),
         None => None,
     };
+    // The trash is the caller's own: it restores into their space, never into a share (what
+    // they deleted there went to the owner's trash).
+    if to.as_ref().and_then(|t| t.components().first()).is_some_and(|c| nimbus_proto::names::is_shared_with_me(c)) {
+        return Err(ApiError::Forbidden(
+            "items restore into your own space, not into `/Shared with me`; restore it elsewhere, then copy it into \
+             the share"
+                .into(),
+        ));
+    }
     let held = super::lock_tokens(&headers);
     let (node, path) = st.meta.restore_trash(user.space, id, to.as_ref(), LockTokens::new(&held)).await?;
     Ok(Json(entry(&node, &path)))
