@@ -63,6 +63,8 @@ pub fn still_writable(
 pub struct Actor<'a> {
     pub id: i64,
     pub name: &'a str,
+    /// The client's address, for the audit log.
+    pub ip: Option<std::net::IpAddr>,
 }
 
 /// What the caller means to do at a place.
@@ -168,7 +170,7 @@ impl Place {
             action: "share_access".into(),
             target: Some(format!("share:{}", grant.share_id)),
             detail: Some(format!("{} (shared by {})", what(), grant.owner_name)),
-            ..Default::default()
+            ip: actor.ip.map(|i| i.to_string()),
         })
         .await?;
         Ok(())

@@ -1191,11 +1191,15 @@ backend_test!(a_recipient_cannot_erase_history, |gw| async move {
     ensure!(alice.get_file("/AF/v.txt").await?.body.as_ref() == b"v1");
     let admin = gw.admin().await?;
     let a: AuditList = admin.get("/api/v1/admin/audit?action=share_access&limit=100").await?.ok(200)?;
-    ensure!(
-        a.entries.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains(&format!("restore version {old} of")))),
-        "no share_access entry for the restore: {:?}",
-        a.entries
-    );
+    let restore = a
+        .entries
+        .iter()
+        .find(|e| e.detail.as_deref().is_some_and(|d| d.contains(&format!("restore version {old} of"))));
+    let restore = restore.with_context(|| format!("no share_access entry for the restore: {:?}", a.entries))?;
+    // Signed-in callers' entries carry their address like sign-ins do.
+    ensure!(restore.ip.as_deref() == Some("127.0.0.1"), "{restore:?}");
+    let a: AuditList = admin.get("/api/v1/admin/audit?action=share_created&limit=10").await?.ok(200)?;
+    ensure!(a.entries.first().is_some_and(|e| e.ip.as_deref() == Some("127.0.0.1")), "{:?}", a.entries);
     // Bob's own space is full: the refusal of a copy out of the share is about his space.
     alice.put_file("/AF/big.bin", vec![7u8; 4096]).await?.check(201)?;
     for op in ["copy", "move"] {

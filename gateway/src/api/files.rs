@@ -377,6 +377,7 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
             actor: Some(user.username.clone()),
             action: "delete".into(),
             target: Some(asked.to_string()),
+            ip: user.ip.map(|i| i.to_string()),
             ..Default::default()
         })
         .await?;
@@ -612,7 +613,7 @@ pub async fn restore_version(
     let (node, path) =
         st.meta.restore_version(space, &path, req.version, Some(&user.device)).await.map_err(|e| place.scrub(e))?;
     let shown = place.show(&path)?;
-    let actor = access::Actor { id: user.id, name: &user.username };
+    let actor = super::actor(&user);
     place.audit_detail(&st.meta, &actor, || format!("restore version {} of {shown}", req.version)).await?;
     Ok(Json(entry(&node, &shown)))
 }
@@ -662,7 +663,7 @@ pub async fn delete_version(
                 "version {version}, {} freed",
                 nimbus_proto::size::format_size(u64::try_from(freed).unwrap_or(0))
             )),
-            ..Default::default()
+            ip: user.ip.map(|i| i.to_string()),
         })
         .await?;
     Ok(StatusCode::NO_CONTENT)

@@ -57,7 +57,7 @@ pub async fn create(
             action: "s3_key_created".into(),
             target: Some(access_key_id.clone()),
             detail: Some(format!("name: {name}")),
-            ..Default::default()
+            ip: user.ip.map(|i| i.to_string()),
         })
         .await?;
     Ok((
@@ -110,6 +110,7 @@ pub async fn revoke(State(st): State<AppState>, user: AuthUser, Path(id): Path<S
             actor: Some(user.username),
             action: "s3_key_revoked".into(),
             target: Some(id.to_string()),
+            ip: user.ip.map(|i| i.to_string()),
             ..Default::default()
         })
         .await?;

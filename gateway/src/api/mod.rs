@@ -224,7 +224,7 @@ pub fn file_as_folder(shown: &RemotePath) -> ApiError {
 /// Records in the audit log that the signed-in `user` did `action` to `target`.
 /// The caller as the share-access audit names them.
 pub(crate) fn actor(user: &crate::auth::AuthUser) -> crate::access::Actor<'_> {
-    crate::access::Actor { id: user.id, name: &user.username }
+    crate::access::Actor { id: user.id, name: &user.username, ip: user.ip }
 }
 
 pub(crate) async fn audit_user(
@@ -241,7 +241,7 @@ pub(crate) async fn audit_user(
             action: action.into(),
             target: Some(target),
             detail,
-            ..Default::default()
+            ip: user.ip.map(|i| i.to_string()),
         })
         .await?;
     Ok(())

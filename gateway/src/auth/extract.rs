@@ -27,6 +27,8 @@ pub struct AuthUser {
     pub role: Role,
     pub token_id: i64,
     pub device: String,
+    /// The client's address (behind trusted proxies, the one they name), for the audit log.
+    pub ip: Option<IpAddr>,
 }
 
 impl AuthUser {
@@ -63,8 +65,8 @@ impl<S: AuthState> FromRequestParts<S> for SignedIn {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let token = bearer(&parts.headers).ok_or(ApiError::Unauthorized)?;
-        // The client's address is worked out only if the token's use is to be recorded.
-        AuthUser::from_token_any(state, token, Some(|| ClientIp::of(parts, state).0)).await
+        let ip = ClientIp::of(parts, state).0;
+        AuthUser::from_token_any(state, token, ip, true).await
     }
 }
 
@@ -85,7 +87,7 @@ impl AuthUser {
     /// client's address) is recorded with the token's last use for the device list. Never
     /// throttled: a token is 256 random bits, there is nothing to guess.
     pub async fn from_token(state: &impl AuthState, token: &str, ip: Option<IpAddr>) -> Result<AuthUser, ApiError> {
-        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, Some(|| ip)).await?;
+        let SignedIn { user, totp_setup_only } = Self::from_token_any(state, token, ip, true).await?;
         if totp_setup_only {
             return Err(ApiError::TotpSetupRequired);
         }
@@ -100,8 +102,7 @@ impl AuthUser {
         let (state, token) = (state.clone(), bearer(headers).map(str::to_string));
         Box::pin(async move {
             let token = token.ok_or(ApiError::Unauthorized)?;
-            let no_ip: Option<fn() -> Option<IpAddr>> = None;
-            let SignedIn { user, totp_setup_only } = Self::from_token_any(&state, &token, no_ip).await?;
+            let SignedIn { user, totp_setup_only } = Self::from_token_any(&state, &token, None, false).await?;
             if totp_setup_only {
                 return Err(ApiError::TotpSetupRequired);
             }
@@ -109,12 +110,13 @@ impl AuthUser {
         })
     }
 
-    /// [`AuthUser::from_token`], also for a token that may only set up two-factor sign-in.
-    /// With `ip` (the client's address, worked out if needed), the token's use is recorded.
+    /// [`AuthUser::from_token`], also for a token that may only set up two-factor sign-in,
+    /// from the client address `ip`. With `record`, the token's use is recorded.
     async fn from_token_any(
         state: &impl AuthState,
         token: &str,
-        ip: Option<impl FnOnce() -> Option<IpAddr>>,
+        ip: Option<IpAddr>,
+        record: bool,
     ) -> Result<SignedIn, ApiError> {
         if token.is_empty() || token.len() > 256 {
             return Err(ApiError::Unauthorized);
@@ -126,10 +128,8 @@ impl AuthUser {
         if row.revoked_at.is_some() || row.expires_at <= now || row.disabled {
             return Err(ApiError::Unauthorized);
         }
-        if let Some(ip) = ip
-            && row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS)
-        {
-            let ip = ip().map(|i| i.to_string());
+        if record && row.last_used_at.is_none_or(|t| now - t > TOUCH_INTERVAL_MS) {
+            let ip = ip.map(|i| i.to_string());
             state.meta().mark_token_used(&key, now, ip.as_deref());
             let meta = state.meta().clone();
             let id = row.token_id;
@@ -146,6 +146,7 @@ impl AuthUser {
             role: Role::parse(&row.role).unwrap_or(Role::User),
             token_id: row.token_id,
             device: row.device.clone(),
+            ip,
         };
         Ok(SignedIn { user, totp_setup_only: row.totp_setup_only })
     }

@@ -52,6 +52,8 @@ pub struct SpaceFs {
     /// The caller's name, for the audit of what they do through shares.
     pub username: String,
     pub device: String,
+    /// The client's address, for the audit log.
+    pub ip: Option<std::net::IpAddr>,
     /// Signs the caller in again as this request did: an upload checks, before it commits,
     /// that the caller may still write where it began (see `access::still_writable`).
     pub again: Arc<dyn Fn() -> access::SignInAgain + Send + Sync>,
@@ -325,7 +327,7 @@ impl SpaceFs {
 
     /// Who this caller is, for the audit log.
     fn actor(&self) -> access::Actor<'_> {
-        access::Actor { id: self.space.get(), name: &self.username }
+        access::Actor { id: self.space.get(), name: &self.username, ip: self.ip }
     }
 
     /// `share_access` for what the caller did at `shown` (their path) through a share.

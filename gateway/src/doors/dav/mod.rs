@@ -72,6 +72,8 @@ struct DavUser {
     space: SpaceId,
     username: String,
     device: String,
+    /// The client's address, for the audit log.
+    ip: Option<IpAddr>,
 }
 
 async fn handle(State(st): State<AppState>, ClientIp(ip): ClientIp, req: Request) -> Response {
@@ -149,6 +151,7 @@ async fn prepare(
         space: user.space,
         username: user.username.clone(),
         device: user.device.clone(),
+        ip: user.ip,
         again,
         held: held.clone(),
         delete_root,
@@ -509,7 +512,7 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     if scheme.eq_ignore_ascii_case("bearer") {
         let u =
             AuthUser::from_token(st, value.trim(), ip).await.map_err(|_| ApiError::BasicAuthRequired(HOW.into()))?;
-        return Ok(DavUser { space: u.space, username: u.username, device: u.device });
+        return Ok(DavUser { space: u.space, username: u.username, device: u.device, ip });
     }
     if !scheme.eq_ignore_ascii_case("basic") {
         return Err(ApiError::BasicAuthRequired(HOW.into()));
@@ -531,7 +534,7 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
     if let Some(u) = &token_user
         && name_key(&u.username) == key
     {
-        return Ok(DavUser { space: u.space, username: u.username.clone(), device: u.device.clone() });
+        return Ok(DavUser { space: u.space, username: u.username.clone(), device: u.device.clone(), ip });
     }
     let attempt = st.throttle.begin(&key, ip).await?;
     if token_user.is_some() {
@@ -572,7 +575,7 @@ async fn authenticate(st: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) ->
             if !cached {
                 remember_password(cache_key);
             }
-            Ok(DavUser { space: SpaceId::authenticated(u.id), username: u.username, device: "WebDAV".into() })
+            Ok(DavUser { space: SpaceId::authenticated(u.id), username: u.username, device: "WebDAV".into(), ip })
         }
         _ => Err(failed(st, &attempt, name, ip, "WebDAV").await),
     }

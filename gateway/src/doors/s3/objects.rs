@@ -377,7 +377,7 @@ impl Door {
 
     /// Records what the caller did through a share (access.rs); nothing in their own space.
     async fn audit_access(&self, user: &S3User, at: &Reach, what: &str) -> S3Result<()> {
-        let actor = access::Actor { id: user.id, name: &user.username };
+        let actor = access::Actor { id: user.id, name: &user.username, ip: None };
         let shown = at.place.show(&at.path).map_err(s3)?;
         at.place.audit_access(&self.state.meta, &actor, what, &shown).await.map_err(s3)
     }
@@ -798,7 +798,7 @@ impl S3 for Door {
         };
         // A copy is a new version with the same content, so the same ETag.
         self.save_meta(&node, src_etag.clone(), content_type, user_meta).await?;
-        let actor = access::Actor { id: user.id, name: &user.username };
+        let actor = access::Actor { id: user.id, name: &user.username, ip: None };
         let (from_shown, to_shown) = (src.place.show(&src_path).map_err(s3)?, to.place.show(&dst).map_err(s3)?);
         access::audit_transfer(&self.state.meta, &actor, "copy", (&src.place, &from_shown), (&to.place, &to_shown))
             .await
