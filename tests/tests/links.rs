@@ -160,6 +160,13 @@ backend_test!(links_are_created_listed_changed_and_revoked, |gw| async move {
         .patch_json(&format!("/api/v1/links/{id}"), &json!({"expires_at": "1999-01-01T00:00:00Z"}))
         .await?
         .check_error(400, "bad_request")?;
+    // A limit past what is stored is refused as too large, never wrapped into another number.
+    for n in [9_223_372_036_854_775_808u64, u64::MAX] {
+        let body = json!({"path": "/archive/2026.txt", "mode": "view", "max_downloads": n});
+        let r = alice.post_json("/api/v1/links", &body).await?;
+        r.check_error(400, "bad_request")?;
+        ensure!(r.text().contains("at most"), "{n}: {r}");
+    }
     ensure!(alice.get("/api/v1/links").await?.ok::<LinkList>(200)?.links.len() == 1);
 
     // Another user: sees none of alice's links, cannot change or revoke them (404, as missing),

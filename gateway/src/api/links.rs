@@ -102,10 +102,11 @@ async fn check_links_allowed(st: &AppState, user: &AuthUser) -> ApiResult<()> {
 }
 
 fn parse_max_downloads(n: u64) -> ApiResult<i64> {
-    if n == 0 || n > i64::MAX as u64 {
-        return Err(ApiError::BadRequest("max_downloads must be at least 1".into()));
+    match i64::try_from(n) {
+        Ok(0) => Err(ApiError::BadRequest("max_downloads must be at least 1".into())),
+        Ok(n) => Ok(n),
+        Err(_) => Err(ApiError::BadRequest(format!("max_downloads must be at most {}", i64::MAX))),
     }
-    Ok(n as i64)
 }
 
 async fn hash_link_password(st: &AppState, password: String) -> ApiResult<String> {
