@@ -363,6 +363,11 @@ backend_test!(admins_see_and_revoke_any_share, |gw| async move {
         .await?
         .check_error(403, "forbidden")?;
     bob.stat(&format!("{SHARED}/A")).await?.check(200)?;
+    // Nor does she give more through what she shared: not writable, though read-only stays.
+    let at = format!("/api/v1/shares/{}", s1.id);
+    alice.patch_json(&at, &json!({"permission": "write"})).await?.check_error(403, "forbidden")?;
+    alice.patch_json(&at, &json!({"permission": "read"})).await?.check(200)?;
+    bob.put_file(&format!("{SHARED}/A/new.txt"), "b").await?.check(403)?;
     admin.patch_json(&format!("/api/v1/admin/users/{alice_id}"), &json!({"sharing": true})).await?.check(200)?;
     share(&alice, "/B", "carol", "read").await?;
     let audit: serde_json::Value = admin.get("/api/v1/admin/audit?action=user_update").await?.ok(200)?;

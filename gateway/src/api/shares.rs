@@ -195,6 +195,16 @@ pub async fn update(
     if row.owner_id != user.space.get() {
         return Err(ApiError::Forbidden("only the owner of a share can change it; you can leave it".into()));
     }
+    // With sharing turned off, shares made before stay as they are or give less: turning
+    // one writable gives more, like a new share.
+    let more = req.permission == SharePermission::Write && wire_permission(&row.permission) != SharePermission::Write;
+    if more && !st.meta.user(user.id).await?.is_some_and(|u| u.sharing) {
+        return Err(ApiError::Forbidden(
+            "an administrator has turned sharing off for your account: a share can be made read-only or \
+             revoked, not writable; ask them to turn sharing on"
+                .into(),
+        ));
+    }
     let row = st.meta.update_share(user.space, id, permission(req.permission)).await?;
     audit(&st, &user, "share_changed", &row, format!("permission {}", row.permission)).await?;
     let out = st.meta.outgoing_shares(user.space).await?.into_iter().find(|s| s.row.id == id);
