@@ -660,6 +660,8 @@ pub struct UserList {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+// A field this request does not change (`username`, a typo) is refused, not silently ignored.
+#[serde(deny_unknown_fields)]
 pub struct UpdateUserRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
     #[cfg_attr(feature = "ts", ts(optional, type = "number | null"))]

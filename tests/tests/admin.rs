@@ -106,6 +106,12 @@ backend_test!(user_crud, |gw| async move {
     ensure!(me.quota_bytes == Some(123), "{me:?}");
     let u: UserInfo = admin.patch_json(&user_path, &serde_json::json!({"quota_bytes": null})).await?.ok(200)?;
     ensure!(u.quota_bytes.is_none(), "{u:?}");
+    // A field the request cannot change (or a typo) is refused, and nothing changes.
+    for body in [serde_json::json!({"username": "grace2"}), serde_json::json!({"quota": 5, "disabled": true})] {
+        admin.patch_json(&user_path, &body).await?.check_error(400, "bad_request")?;
+    }
+    let u: UserInfo = admin.get(&user_path).await?.ok(200)?;
+    ensure!(u.username == "grace" && !u.disabled, "{u:?}");
     // An absent field leaves it alone.
     let u: UserInfo = admin.patch_json(&user_path, &serde_json::json!({"disabled": false})).await?.ok(200)?;
     ensure!(u.quota_bytes.is_none(), "{u:?}");
