@@ -99,8 +99,10 @@ pub fn name_key(name: &str) -> String {
     name.nfc().collect::<String>().to_lowercase()
 }
 
+/// A name as an error message shows it: control characters (NUL, newlines) escaped so the
+/// message stays one readable line; everything else, backslashes and quotes included, as typed.
 fn printable(name: &str) -> String {
-    name.escape_debug().to_string()
+    name.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn is_reserved(name: &str) -> bool {
@@ -311,6 +313,14 @@ pub fn validate_group_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_show_names_as_typed_but_control_characters() {
+        let m = validate_name("..\\Secret").expect_err("a backslash").to_string();
+        assert!(m.starts_with("the name `..\\Secret` contains `\\`"), "{m}");
+        let m = validate_name("a\nb").expect_err("a newline").to_string();
+        assert!(m.contains("`a\\nb`") && !m.contains('\n'), "{m}");
+    }
 
     #[test]
     fn accepts_ordinary_names() {
