@@ -846,3 +846,107 @@ backend_test!(a_trailing_slash_names_a_folder, |gw| async move {
     ensure!(api.stat("/d").await?.status == 404, "the folder is still there");
     Ok(())
 });
+
+// `/versions/{path}/` names a folder: on a file the listing and the restore answer 409
+// `not_a_directory` and no version is made (the slash was dropped: the file's versions were
+// listed and restored); on a folder, and on a missing path, the answer is the one without it.
+backend_test!(versions_of_a_path_ending_in_a_slash, |gw| async move {
+    let (_, api) = gw.user("alice", None).await?;
+    let v1 = api.put_file("/a/v.txt", "one").await?.entry(201)?.version.context("version")?;
+    api.put_file("/a/v.txt", "two!").await?.entry(200)?;
+    let restore = serde_json::json!({ "version": v1 });
+
+    api.get("/api/v1/versions/a/v.txt/").await?.check_error(409, "not_a_directory")?;
+    api.post_json("/api/v1/versions/a/v.txt/", &restore).await?.check_error(409, "not_a_directory")?;
+    api.delete(&format!("/api/v1/versions/a/v.txt/?version={v1}")).await?.check_error(409, "not_a_directory")?;
+    let l: VersionList = api.get("/api/v1/versions/a/v.txt").await?.ok(200)?;
+    ensure!(l.versions.len() == 2 && l.versions[0].current && l.versions[1].version == v1, "{:?}", l.versions);
+    ensure!(content(&api, "/a/v.txt").await? == b"two!", "a refused restore changed the file");
+
+    // A folder and a missing path: as without the slash.
+    for (plain, slashed, status, code) in
+        [("a", "a/", 409, "is_a_directory"), ("a/none.txt", "a/none.txt/", 404, "not_found")]
+    {
+        for path in [plain, slashed] {
+            let url = format!("/api/v1/versions/{path}");
+            api.get(&url).await?.check_error(status, code).with_context(|| format!("GET {url}"))?;
+            api.post_json(&url, &restore).await?.check_error(status, code).with_context(|| format!("POST {url}"))?;
+        }
+    }
+    // Without the slash the file's versions are there, and restore works.
+    api.post_json("/api/v1/versions/a/v.txt", &restore).await?.entry(200)?;
+    ensure!(content(&api, "/a/v.txt").await? == b"one", "restore without the slash");
+    Ok(())
+});
+
+// `from` or `to` of a move or copy ending in `/` names a folder: a file source is refused with
+// 409 `not_a_directory` and nothing changes (the slash was dropped: the file moved or was
+// copied, `to` "z/" made a file z), as POSIX rename("file", "z/") is ENOTDIR; a folder source
+// takes either slash as it takes the path without it. Bad paths are refused as before.
+backend_test!(move_and_copy_with_a_trailing_slash, |gw| async move {
+    let (_, api) = gw.user("alice", None).await?;
+    let (_, bob) = gw.user("bob", None).await?;
+    api.put_file("/a/y.txt", "kept").await?.check(201)?;
+    api.put_file("/a/old.txt", "old").await?.check(201)?;
+    api.mkdir("/d").await?.check(201)?;
+    let post = |api: &Api, route: &'static str, from: &str, to: &str, overwrite: bool| {
+        let api = api.clone();
+        let body = serde_json::json!({"from": from, "to": to, "overwrite": overwrite});
+        async move { api.post_json(route, &body).await }
+    };
+
+    for route in ["/api/v1/move", "/api/v1/copy"] {
+        for (from, to, overwrite) in [
+            ("/a/y.txt/", "/a/z.txt", false),
+            ("a/y.txt/", "/d/y.txt", false),
+            ("/a/y.txt", "/a/z/", false),
+            ("/a/y.txt", "/d/", false),
+            ("/a/y.txt", "/a/old.txt/", true),
+            ("/a/y.txt/", "/a/z/", true),
+        ] {
+            let r = post(&api, route, from, to, overwrite).await?;
+            r.check_error(409, "not_a_directory").with_context(|| format!("{route} {from} → {to}"))?;
+        }
+        // A missing source is 404 with or without the slash.
+        post(&api, route, "/a/none.txt/", "/a/z", false).await?.check_error(404, "not_found")?;
+        post(&api, route, "/a/none.txt", "/a/z/", false).await?.check_error(404, "not_found")?;
+        // Paths are checked as before, ahead of any lookup.
+        post(&api, route, "/a//y.txt/", "/a/z", false).await?.check_error(400, "invalid_path")?;
+        post(&api, route, "/a/y.txt", "/a/../z/", false).await?.check_error(400, "invalid_name")?;
+        post(&api, route, "/a/y.txt/", "/a/b:c", false).await?.check_error(400, "invalid_name")?;
+    }
+    // Nothing changed: the files, an empty folder, nothing made, an empty trash.
+    let names: Vec<String> = api.list_all("/a", None).await?.into_iter().map(|e| e.name).collect();
+    ensure!(names == ["old.txt", "y.txt"], "{names:?}");
+    ensure!(content(&api, "/a/y.txt").await? == b"kept" && content(&api, "/a/old.txt").await? == b"old");
+    ensure!(api.list_all("/d", None).await?.is_empty(), "something went into /d");
+    let trash: TrashList = api.get("/api/v1/trash").await?.ok(200)?;
+    ensure!(trash.entries.is_empty(), "{trash:?}");
+
+    // A folder source: with either slash as without.
+    api.put_file("/d/in.txt", "in").await?.check(201)?;
+    let e = post(&api, "/api/v1/move", "/d/", "/e", false).await?.entry(200)?;
+    ensure!(e.path == "/e" && e.kind == EntryKind::Dir, "{e:?}");
+    let e = post(&api, "/api/v1/copy", "/e", "/f/", false).await?.entry(201)?;
+    ensure!(e.path == "/f" && e.kind == EntryKind::Dir, "{e:?}");
+    let e = post(&api, "/api/v1/move", "/f/", "/g/", false).await?.entry(200)?;
+    ensure!(e.path == "/g" && e.kind == EntryKind::Dir, "{e:?}");
+    ensure!(content(&api, "/e/in.txt").await? == b"in" && content(&api, "/g/in.txt").await? == b"in");
+    post(&api, "/api/v1/copy", "/e/", "/g/", false).await?.check_error(409, "already_exists")?;
+    // Without the slash the file moves.
+    post(&api, "/api/v1/move", "/a/y.txt", "/a/z.txt", false).await?.entry(200)?;
+
+    // A shared file's own entry under `/Shared with me`, renamed by the recipient: the same.
+    api.post_json("/api/v1/shares", &serde_json::json!({"path": "/a/z.txt", "username": "bob", "permission": "write"}))
+        .await?
+        .check(201)?;
+    for (from, to) in
+        [("/Shared with me/z.txt/", "/Shared with me/w.txt"), ("/Shared with me/z.txt", "/Shared with me/w.txt/")]
+    {
+        post(&bob, "/api/v1/move", from, to, false).await?.check_error(409, "not_a_directory")?;
+    }
+    let names: Vec<String> = bob.list_all("/Shared with me", None).await?.into_iter().map(|e| e.name).collect();
+    ensure!(names == ["z.txt"], "{names:?}");
+    post(&bob, "/api/v1/move", "/Shared with me/z.txt", "/Shared with me/w.txt", false).await?.entry(200)?;
+    Ok(())
+});

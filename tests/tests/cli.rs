@@ -986,6 +986,99 @@ backend_test!(trailing_slash_names_a_folder, |gw| async move {
     Ok(())
 });
 
+// `nimbus rm a b c` tries every path, as rm(1): each one that fails gets its own error line
+// saying what to do, the others go to the trash, and the exit code is 1 at the end (it stopped
+// at the first failure, leaving the paths after it).
+backend_test!(rm_tries_every_path, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let api = gw.api().with_token(cli.token()?);
+    for p in ["/a/one.txt", "/a/two.txt", "/a/keep.txt", "/b.txt"] {
+        api.put_file(p, "x").await?.check(201)?;
+    }
+
+    let out = cli.run(&["rm", "/a/one.txt", "/a/missing.txt", "/a/keep.txt/", "/", "/a/two.txt"]).await?;
+    out.failed(&[
+        "cannot remove `/a/missing.txt`: it does not exist",
+        "`nimbus ls /a` lists what is there",
+        "cannot remove `/a/keep.txt/`: not a directory",
+        "without the trailing `/` it names the file",
+        "refusing to delete the root directory; delete what is inside it instead",
+    ])?;
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    ensure!(errors.len() == 3, "one error line per failed path: {out}");
+    let stdout = out.stdout();
+    ensure!(
+        stdout.contains("moved /a/one.txt to the trash") && stdout.contains("moved /a/two.txt to the trash"),
+        "{out}"
+    );
+    ensure!(ls_json(&cli, "/a").await? == vec![("keep.txt".to_string(), 1)], "only the refused file stays");
+    let trash = cli.json(&["trash"]).await?;
+    let mut gone: Vec<&str> =
+        trash.as_array().into_iter().flatten().filter_map(|t| t["original_path"].as_str()).collect();
+    gone.sort_unstable();
+    ensure!(gone == ["/a/one.txt", "/a/two.txt"], "{trash}");
+
+    // --json: what was removed on stdout, each failure on stderr, exit code 1.
+    let out = cli.run(&["--json", "rm", "/nope", "/b.txt"]).await?;
+    out.failed(&["cannot remove `/nope`: it does not exist", "`nimbus ls /`"])?;
+    let removed = out.json()?;
+    ensure!(removed.as_array().map(Vec::len) == Some(1) && removed[0]["path"] == "/b.txt", "{out}");
+    api.stat("/b.txt").await?.check(404)?;
+    // All removed: exit code 0, nothing on stderr.
+    let out = cli.run(&["rm", "/a/keep.txt", "/a"]).await?;
+    ensure!(out.ok()?.stderr.is_empty(), "{out}");
+    Ok(())
+});
+
+// `nimbus trash restore ID --to DIR/` treats `DIR/` as `nimbus mv SRC DIR/` does: into the
+// folder, under the item's name; a file named so is refused ("not a directory") and nothing is
+// restored (the slash was dropped: `--to /d/` tried to take the folder's own path).
+backend_test!(trash_restore_into_a_folder, |gw| async move {
+    let cli = Cli::for_new_user(&gw, "alice").await?;
+    let api = gw.api().with_token(cli.token()?);
+    api.put_file("/a/y.txt", "why").await?.check(201)?;
+    api.put_file("/f.txt", "file").await?.check(201)?;
+    api.mkdir("/d").await?.check(201)?;
+    let rm = |path: &'static str| {
+        let cli = &cli;
+        async move {
+            let v = cli.json(&["rm", path]).await?;
+            v[0]["trash_id"].as_i64().map(|id| id.to_string()).with_context(|| format!("rm --json trash_id: {v}"))
+        }
+    };
+
+    let id = rm("/a/y.txt").await?;
+    cli.run(&["trash", "restore", &id, "--to", "/f.txt/"]).await?.failed(&[
+        "cannot restore into `/f.txt/`",
+        "not a directory",
+        "is a file",
+    ])?;
+    let trash = cli.json(&["trash"]).await?;
+    ensure!(trash.as_array().map(Vec::len) == Some(1), "a refused restore took the item: {trash}");
+    ensure!(api.get_file("/f.txt").await?.check(200)?.body.as_ref() == b"file", "/f.txt changed");
+    ensure!(ls_json(&cli, "/").await? == vec![("a".to_string(), 0), ("d".to_string(), 0), ("f.txt".to_string(), 4)]);
+
+    // Into a folder, under the item's name.
+    let out = cli.run(&["trash", "restore", &id, "--to", "/d/"]).await?;
+    ensure!(out.ok()?.stdout().contains("restored /d/y.txt"), "{out}");
+    ensure!(api.get_file("/d/y.txt").await?.check(200)?.body.as_ref() == b"why");
+    // Into a folder not there yet, as `nimbus mv` makes it; and into `/`.
+    let id = rm("/d/y.txt").await?;
+    let out = cli.run(&["trash", "restore", &id, "--to", "/new/"]).await?;
+    ensure!(out.ok()?.stdout().contains("restored /new/y.txt"), "{out}");
+    let id = rm("/new/y.txt").await?;
+    let out = cli.run(&["trash", "restore", &id, "--to", "/"]).await?;
+    ensure!(out.ok()?.stdout().contains("restored /y.txt"), "{out}");
+    // Without the slash: the path the item takes.
+    let id = rm("/y.txt").await?;
+    let out = cli.run(&["trash", "restore", &id, "--to", "/d/z.txt"]).await?;
+    ensure!(out.ok()?.stdout().contains("restored /d/z.txt"), "{out}");
+    ensure!(cli.json(&["trash"]).await? == serde_json::json!([]), "the trash is not empty");
+    // An unknown item with a folder: the usual message.
+    cli.run(&["trash", "restore", "424242", "--to", "/d/"]).await?.failed(&["no item 424242"])?;
+    Ok(())
+});
+
 // `nimbus admin group-*` and `nimbus share add --group`: a group made with a member, a folder
 // shared with it that the member gets, a member taken out losing it, the group deleted; the
 // refusals in words.

@@ -81,6 +81,9 @@ pub enum Command {
         overwrite: bool,
     },
     /// Move files or directories to the trash.
+    ///
+    /// Every path is tried, as rm(1) does: each one that cannot be removed gets an error line
+    /// saying why, the others still go to the trash, and the exit code is 1 if any failed.
     Rm {
         #[arg(required = true)]
         paths: Vec<String>,
@@ -181,7 +184,8 @@ pub enum TrashAction {
     Restore {
         /// Id from `nimbus trash`.
         id: i64,
-        /// Restore to this path instead of the original one.
+        /// Restore to this path instead of the original one; ending in `/` (or `/` itself): into
+        /// that folder under the item's name, as for `nimbus mv` (a file there: not a directory).
         #[arg(long)]
         to: Option<String>,
     },

@@ -8,6 +8,19 @@ use nimbus_client::Error as ClientError;
 
 use crate::session;
 
+/// An error the command has already shown (`nimbus rm` names each path that failed as it goes):
+/// only the exit code is left to give.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failed (see the messages above)")
+    }
+}
+
+impl std::error::Error for Reported {}
+
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     let broken = |e: &io::Error| e.kind() == io::ErrorKind::BrokenPipe;
     err.chain().any(|e| {

@@ -34,6 +34,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // `nimbus ls | head`: the reader went away, which is not an error of ours.
         Err(e) if errors::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // Each failure was printed as it happened (`nimbus rm a b c`).
+        Err(e) if e.is::<errors::Reported>() => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("{}", errors::render(&e));
             ExitCode::FAILURE

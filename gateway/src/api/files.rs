@@ -17,8 +17,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::{
-    Json, MAX_PAGE, Query, actor, cache_mode, entry, file_as_folder, lock_tokens, names_folder, page, page_limit,
-    parse_path, rfc3339, space_path,
+    Json, MAX_PAGE, Query, actor, body_names_folder, cache_mode, entry, file_as_folder, file_to_folder, lock_tokens,
+    names_folder, page, page_limit, parse_path, rfc3339, space_path,
 };
 use crate::access::{self, Place, Want};
 use crate::auth::AuthUser;
@@ -28,6 +28,7 @@ use crate::space::{self, PutOptions, across};
 use crate::state::AppState;
 
 pub(crate) const FILES: &str = "/api/v1/files/";
+const VERSIONS: &str = "/api/v1/versions/";
 const TRASH_ID: &str = "x-nimbus-trash-id";
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -363,11 +364,8 @@ pub async fn delete(State(st): State<AppState>, user: AuthUser, uri: Uri, header
     let place = locate(&st, &user, &asked).await?;
     refuse_share_root(&place, &asked)?;
     let (space, path) = place.target(Want::Write)?;
-    if names_folder(&uri, FILES) {
-        let (node, _) = st.meta.stat(space, &path).await.map_err(|e| place.scrub(e))?;
-        if !node.is_dir() {
-            return Err(file_as_folder(&asked));
-        }
+    if names_folder(&uri, FILES) && is_file(&st, &place, space, &path).await? {
+        return Err(file_as_folder(&asked));
     }
     let trash_id =
         st.meta.trash(space, &path, LockTokens::new(&lock_tokens(&headers))).await.map_err(|e| place.scrub(e))?;
@@ -527,12 +525,33 @@ pub async fn copy_entry(
 
 /// A move of a share's entry within `/Shared with me`: the caller renames their own mount point
 /// of the share (the owner's node keeps its name).
-async fn rename_share_entry(st: &AppState, user: &AuthUser, from: &RemotePath, name: &str) -> ApiResult<Entry> {
+async fn rename_share_entry(
+    st: &AppState,
+    user: &AuthUser,
+    req: &MoveRequest,
+    (from, to): (&RemotePath, &RemotePath),
+    name: &str,
+) -> ApiResult<Entry> {
     let Place::Shared { grant, .. } = locate(st, user, from).await? else {
         return Err(ApiError::Forbidden(format!("`/{SHARED_WITH_ME}` cannot be changed")));
     };
+    if !grant.node.is_dir() {
+        refuse_file_as_folder(req, from, to)?;
+    }
     let row = st.meta.rename_incoming_share(user.space, grant.share_id, name).await?;
     Ok(entry(&grant.node, &access::shared_root().join(&row.name)?))
+}
+
+/// For a move or copy whose source `from` is a file: 409 `not_a_directory` when `from` or `to`
+/// was written with a trailing `/` (`req`), which names a folder.
+fn refuse_file_as_folder(req: &MoveRequest, from: &RemotePath, to: &RemotePath) -> ApiResult<()> {
+    if body_names_folder(&req.from) {
+        return Err(file_as_folder(from));
+    }
+    if body_names_folder(&req.to) {
+        return Err(file_to_folder(from, to));
+    }
+    Ok(())
 }
 
 /// A move or copy: within one owner's space one metadata transaction, across a share's edge
@@ -542,11 +561,18 @@ async fn transfer(st: &AppState, user: &AuthUser, headers: &HeaderMap, req: &Mov
     if op == Op::Move
         && let Some((_, name)) = access::share_entry_rename(&from, &to)
     {
-        return rename_share_entry(st, user, &from, &name).await;
+        return rename_share_entry(st, user, req, (&from, &to), &name).await;
     }
     let held = lock_tokens(headers);
     let held = LockTokens::new(&held);
     let ends = ends(st, user, &from, &to, op).await?;
+    // A trailing `/` on either path names a folder: a file source is refused before anything
+    // changes. Only then is the source looked up.
+    if (body_names_folder(&req.from) || body_names_folder(&req.to))
+        && is_file(st, &ends.from_place, ends.from.0, &ends.from.1).await?
+    {
+        refuse_file_as_folder(req, &from, &to)?;
+    }
     let (src, dst) = (ends.source_end(), ends.target_end());
     let device = Some(user.device.as_str());
     let done = match (op, src.space == dst.space) {
@@ -575,10 +601,13 @@ async fn transfer(st: &AppState, user: &AuthUser, headers: &HeaderMap, req: &Mov
     responses((status = 200, description = "success", body = VersionList))
 )]
 pub async fn list_versions(State(st): State<AppState>, user: AuthUser, uri: Uri) -> ApiResult<Json<VersionList>> {
-    let asked = space_path(&uri, "/api/v1/versions/")?;
+    let asked = space_path(&uri, VERSIONS)?;
     let place = locate(&st, &user, &asked).await?;
     let (space, path) = place.target(Want::Read)?;
     let (node, rows) = st.meta.versions(space, &path).await.map_err(|e| place.scrub(e))?;
+    if !node.is_dir() && names_folder(&uri, VERSIONS) {
+        return Err(file_as_folder(&asked));
+    }
     let versions = rows
         .into_iter()
         .map(|v| VersionInfo {
@@ -607,9 +636,12 @@ pub async fn restore_version(
     uri: Uri,
     Json(req): Json<RestoreVersionRequest>,
 ) -> ApiResult<Json<Entry>> {
-    let asked = space_path(&uri, "/api/v1/versions/")?;
+    let asked = space_path(&uri, VERSIONS)?;
     let place = locate(&st, &user, &asked).await?;
     let (space, path) = place.target(Want::Write)?;
+    if names_folder(&uri, VERSIONS) && is_file(&st, &place, space, &path).await? {
+        return Err(file_as_folder(&asked));
+    }
     let (node, path) =
         st.meta.restore_version(space, &path, req.version, Some(&user.device)).await.map_err(|e| place.scrub(e))?;
     let shown = place.show(&path)?;
@@ -640,7 +672,7 @@ pub async fn delete_version(
     uri: Uri,
     Query(q): Query<DeleteVersionQuery>,
 ) -> ApiResult<StatusCode> {
-    let asked = space_path(&uri, "/api/v1/versions/")?;
+    let asked = space_path(&uri, VERSIONS)?;
     let place = locate(&st, &user, &asked).await?;
     let (space, path) = place.target(Want::Write)?;
     // Deleting a version cannot be undone: the owner's alone, never a recipient's, whatever
@@ -650,6 +682,9 @@ pub async fn delete_version(
         return Err(ApiError::Forbidden("only the owner can delete older versions of a shared file; ask them".into()));
     }
     let raw = q.version.ok_or_else(|| ApiError::BadRequest("say which version to delete with ?version=ID".into()))?;
+    if names_folder(&uri, VERSIONS) && is_file(&st, &place, space, &path).await? {
+        return Err(file_as_folder(&asked));
+    }
     // Not a version id of this file (whatever it looks like) is the same as a missing one.
     let version: i64 = raw.parse().map_err(|_| ApiError::NotFound("no such version".into()))?;
     let freed = st.meta.delete_version(space, &path, version).await.map_err(|e| place.scrub(e))?;
@@ -667,6 +702,13 @@ pub async fn delete_version(
         })
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Whether `path` in `space` (where `place` led) is a file; for a path named with a trailing
+/// `/`, looked up before anything changes. Missing: the usual 404.
+async fn is_file(st: &AppState, place: &Place, space: crate::meta::SpaceId, path: &RemotePath) -> ApiResult<bool> {
+    let (node, _) = st.meta.stat(space, path).await.map_err(|e| place.scrub(e))?;
+    Ok(!node.is_dir())
 }
 
 /// Where `path` leads for the caller (their space, or a share given to them).

@@ -210,7 +210,13 @@ pub fn space_path(uri: &Uri, prefix: &str) -> Result<RemotePath, ApiError> {
 /// Whether the path after `prefix` ends in `/`: as in POSIX it then names a folder, though
 /// [`space_path`] drops the slash. Handlers of files refuse such a path on a file.
 pub fn names_folder(uri: &Uri, prefix: &str) -> bool {
-    uri.path().strip_prefix(prefix).is_some_and(|rest| rest.len() > 1 && rest.ends_with('/'))
+    uri.path().strip_prefix(prefix).is_some_and(body_names_folder)
+}
+
+/// [`names_folder`] for a path in a request body (`from` and `to` of a move or copy), which
+/// [`parse_path`] takes without its trailing slash. The root (`/`) is a folder anyway.
+pub fn body_names_folder(raw: &str) -> bool {
+    raw.len() > 1 && raw.ends_with('/')
 }
 
 /// The answer for a file named with a trailing `/` (`shown`: the path as the caller wrote it,
@@ -218,6 +224,16 @@ pub fn names_folder(uri: &Uri, prefix: &str) -> bool {
 pub fn file_as_folder(shown: &RemotePath) -> ApiError {
     ApiError::NotADirectory(format!(
         "`{shown}/` ends in `/`, which names a folder, but `{shown}` is a file; leave the `/` out to name the file"
+    ))
+}
+
+/// The answer for a move or copy of the file `from` to `to` written with a trailing `/`: a file
+/// cannot take a folder's name (POSIX `rename("file", "x/")` is ENOTDIR). Both paths as the
+/// caller wrote them, without the slash.
+pub fn file_to_folder(from: &RemotePath, to: &RemotePath) -> ApiError {
+    ApiError::NotADirectory(format!(
+        "`{to}/` ends in `/`, which names a folder, but `{from}` is a file; give the file's new path without the \
+         trailing `/` (into a folder: the folder's path, `/`, then the file's name)"
     ))
 }
 

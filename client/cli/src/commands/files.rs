@@ -138,21 +138,22 @@ pub async fn mv_or_cp(ctx: &Ctx, from_raw: &str, to_raw: &str, overwrite: bool, 
     Ok(())
 }
 
+/// `nimbus rm PATH...`, as rm(1): every path is tried. Each one that fails gets its error line
+/// on stderr (what went wrong and what to do), the others still go to the trash, and the exit
+/// code is 1 at the end if any failed.
 pub async fn rm(ctx: &Ctx, paths: &[String]) -> Result<()> {
     let (_, client) = connect()?;
     let mut removed = Vec::new();
+    let mut failed = false;
     for raw in paths {
-        let path = remote(raw)?;
-        if path.is_root() {
-            bail!("refusing to delete the root directory; delete what is inside it instead");
-        }
-        // `rm FILE/` deletes nothing, as rm(1).
-        refuse_file_as_dir(&client, "remove", raw, &path).await?;
-        match client.delete(&path).await {
-            Ok(()) => {}
-            Err(e) if e.is_not_found() => bail!("`{path}` does not exist"),
-            Err(e) => return Err(e.into()),
-        }
+        let path = match rm_one(&client, raw).await {
+            Ok(path) => path,
+            Err(e) => {
+                eprintln!("{}", crate::errors::render(&e));
+                failed = true;
+                continue;
+            }
+        };
         let id = trash_id_of(&client, &path).await;
         if ctx.json {
             removed.push(json!({"path": path.to_string(), "trash_id": id}));
@@ -166,7 +167,28 @@ pub async fn rm(ctx: &Ctx, paths: &[String]) -> Result<()> {
     if ctx.json {
         print_json(&removed)?;
     }
+    if failed {
+        return Err(crate::errors::Reported.into());
+    }
     Ok(())
+}
+
+/// Moves one path of `nimbus rm` to the trash; the error says which path and why.
+async fn rm_one(client: &Client, raw: &str) -> Result<RemotePath> {
+    let path = remote(raw)?;
+    if path.is_root() {
+        bail!("refusing to delete the root directory; delete what is inside it instead");
+    }
+    // `rm FILE/` deletes nothing, as rm(1).
+    refuse_file_as_dir(client, "remove", raw, &path).await?;
+    match client.delete(&path).await {
+        Ok(()) => Ok(path),
+        Err(e) if e.is_not_found() => {
+            let parent = path.parent().unwrap_or_else(RemotePath::root);
+            bail!("cannot remove `{path}`: it does not exist (`nimbus ls {parent}` lists what is there)")
+        }
+        Err(e) => Err(anyhow::Error::from(e).context(format!("cannot remove `{path}`"))),
+    }
 }
 
 /// The trash id of what was just deleted at `path`: the newest item with that original path

@@ -1,10 +1,11 @@
 //! trash: list, restore, purge.
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use nimbus_client::wire::EntryKind;
+use nimbus_client::{Client, RemotePath};
 use serde_json::json;
 
-use super::{Ctx, connect, remote};
+use super::{Ctx, connect, names_dir, refuse_file_as_dir, remote};
 use crate::outln;
 use crate::output::{Align, confirm, human_bytes, print_json, print_table, short_time};
 
@@ -33,12 +34,15 @@ pub async fn list(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-pub async fn restore(ctx: &Ctx, id: i64, to: Option<&str>) -> Result<()> {
+pub async fn restore(ctx: &Ctx, id: i64, to_raw: Option<&str>) -> Result<()> {
     let (_, client) = connect()?;
-    let to = to.map(remote).transpose()?;
+    let to = match to_raw {
+        Some(raw) => Some(restore_target(&client, id, raw).await?),
+        None => None,
+    };
     let entry = match client.restore_trash(id, to.as_ref()).await {
         Ok(e) => e,
-        Err(e) if e.is_not_found() => bail!("there is no item {id} in the trash; `nimbus trash` lists them"),
+        Err(e) if e.is_not_found() => return Err(no_item(id)),
         Err(e) if e.is_conflict() => {
             let why = e.server_message().unwrap_or("the path is taken").to_string();
             bail!("cannot restore item {id}: {why}; restore it elsewhere with `nimbus trash restore {id} --to PATH`")
@@ -52,12 +56,29 @@ pub async fn restore(ctx: &Ctx, id: i64, to: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// Where `--to TO` puts item `id`, as `nimbus mv` treats its target: `TO/` (or `/`) means inside
+/// the folder `TO`, under the item's name, and `TO/` naming a file is refused ("not a
+/// directory") before anything changes; any other `TO` is the path the item takes.
+async fn restore_target(client: &Client, id: i64, raw: &str) -> Result<RemotePath> {
+    let to = remote(raw)?;
+    if !names_dir(raw) && !to.is_root() {
+        return Ok(to);
+    }
+    let item = client.trash().await?.into_iter().find(|t| t.id == id).ok_or_else(|| no_item(id))?;
+    refuse_file_as_dir(client, "restore into", raw, &to).await?;
+    Ok(to.join(&item.name)?)
+}
+
+fn no_item(id: i64) -> anyhow::Error {
+    anyhow!("there is no item {id} in the trash; `nimbus trash` lists them")
+}
+
 pub async fn purge(ctx: &Ctx, id: Option<i64>, yes: bool) -> Result<()> {
     let (_, client) = connect()?;
     match id {
         Some(id) => match client.purge_trash(id).await {
             Ok(()) => {}
-            Err(e) if e.is_not_found() => bail!("there is no item {id} in the trash; `nimbus trash` lists them"),
+            Err(e) if e.is_not_found() => return Err(no_item(id)),
             Err(e) => return Err(e.into()),
         },
         None => {
