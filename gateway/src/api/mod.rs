@@ -237,12 +237,13 @@ pub fn file_to_folder(from: &RemotePath, to: &RemotePath) -> ApiError {
     ))
 }
 
-/// Records in the audit log that the signed-in `user` did `action` to `target`.
 /// The caller as the share-access audit names them.
 pub(crate) fn actor(user: &crate::auth::AuthUser) -> crate::access::Actor<'_> {
     crate::access::Actor { id: user.id, name: &user.username, ip: user.ip }
 }
 
+/// Records in the audit log that the signed-in `user` did `action` to `target`, from their
+/// address.
 pub(crate) async fn audit_user(
     st: &AppState,
     user: &crate::auth::AuthUser,

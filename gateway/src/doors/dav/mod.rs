@@ -446,8 +446,6 @@ fn depth_is_infinity(headers: &HeaderMap) -> bool {
     headers.get("depth").and_then(|v| v.to_str().ok()).is_some_and(|d| d.trim().eq_ignore_ascii_case("infinity"))
 }
 
-/// RFC 4918 §9.1: a server may refuse Depth: infinity PROPFIND with this precondition. A
-/// listing of a whole space in one response is unbounded work and memory.
 /// True if `path` names an existing folder for the caller (their own, `Shared with me` or
 /// a shared one). Anything else, errors included, is left to the request itself.
 async fn is_folder(st: &AppState, caller: SpaceId, path: &RemotePath) -> bool {
@@ -474,6 +472,8 @@ fn put_on_folder() -> Response {
         .into_response()
 }
 
+/// RFC 4918 §9.1: a server may refuse Depth: infinity PROPFIND with this precondition. A
+/// listing of a whole space in one response is unbounded work and memory.
 fn finite_depth_only() -> Response {
     let body = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
                 <D:error xmlns:D=\"DAV:\"><D:propfind-finite-depth/></D:error>\n";
